@@ -1,0 +1,1 @@
+"""The uq-eval REST service: FastAPI app, Redis store, settings and the ``uqeval`` CLI."""

@@ -1,0 +1,38 @@
+"""Shared fixtures: array backends (numpy, array_api_strict, torch CPU when installed)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+
+
+def _backends() -> list[Any]:
+    out = [pytest.param("numpy", id="numpy"), pytest.param("array_api_strict", id="strict")]
+    try:
+        importlib.import_module("torch")
+        out.append(pytest.param("torch", id="torch"))
+    except ImportError:  # torch is installed by the test command; absent only in ad-hoc runs
+        pass
+    return out
+
+
+BACKENDS = _backends()
+
+
+@pytest.fixture(params=BACKENDS)
+def xp(request: pytest.FixtureRequest) -> Any:
+    """The array namespace under test."""
+    name = request.param
+    if name == "array_api_strict":
+        import array_api_strict
+
+        return array_api_strict
+    if name == "torch":
+        import torch
+
+        return torch
+    import numpy
+
+    return numpy

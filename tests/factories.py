@@ -1,0 +1,76 @@
+"""Seeded factories of predictions and targets for every regression kind (numpy, float64)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from uqcore import predictions as P
+
+KINDS = ("gaussian", "laplace", "student_t", "mixture", "samples", "quantiles", "point_uncertainty")
+
+#: The 19 levels used by Quantiles factories: 0.05, 0.10, ..., 0.95.
+QUANTILE_LEVELS = np.round(np.linspace(0.05, 0.95, 19), 10)
+
+
+def make_prediction(
+    kind: str,
+    n: int,
+    seed: int = 0,
+    *,
+    ties: bool = False,
+    n_draws: int = 16,
+    n_components: int = 3,
+) -> tuple[Any, np.ndarray]:
+    """A random prediction of ``kind`` with N = ``n`` rows and targets drawn near it.
+
+    With ``ties=True`` the uncertainties, errors and targets take few distinct values, so that
+    rank-based metrics meet ties.
+    """
+    rng = np.random.default_rng(seed)
+    mu = rng.normal(size=n)
+    sd = rng.uniform(0.2, 2.0, size=n)
+    y = mu + sd * rng.standard_t(5, size=n)
+    if ties:
+        sd = rng.choice([0.5, 1.0, 2.0], size=n)
+        mu = rng.choice([-1.0, 0.0, 1.0], size=n)
+        y = mu + rng.choice([-1.0, 0.0, 0.5, 2.0], size=n)
+    if kind == "gaussian":
+        return P.Gaussian(mean=mu, std=sd), y
+    if kind == "laplace":
+        return P.Laplace(loc=mu, scale=sd), y
+    if kind == "student_t":
+        return P.StudentT(loc=mu, scale=sd, df=rng.uniform(2.5, 10.0, size=n)), y
+    if kind == "mixture":
+        k = n_components
+        w = rng.dirichlet(np.ones(k), size=n)
+        means = mu[:, None] + rng.normal(scale=1.0, size=(n, k))
+        stds = sd[:, None] * rng.uniform(0.5, 1.5, size=(n, k))
+        return P.Mixture(weights=w, means=means, stds=stds), y
+    if kind == "samples":
+        draws = mu[:, None] + sd[:, None] * rng.normal(size=(n, n_draws))
+        if ties:
+            draws = np.round(draws)
+        return P.Samples(draws=draws), y
+    if kind == "quantiles":
+        from scipy.stats import norm
+
+        values = mu[:, None] + sd[:, None] * norm.ppf(QUANTILE_LEVELS)[None, :]
+        return P.Quantiles(levels=QUANTILE_LEVELS, values=values), y
+    if kind == "point_uncertainty":
+        return P.PointUncertainty(prediction=mu, uncertainty=sd), y
+    raise ValueError(kind)
+
+
+def to_backend(pred: Any, y: np.ndarray, xp: Any) -> tuple[Any, Any]:
+    """The same prediction and targets as arrays of namespace ``xp``."""
+    arrays = {k: xp.asarray(v) for k, v in ((k, np.asarray(v)) for k, v in pred.arrays().items())}
+    if getattr(xp, "__name__", "").startswith("torch"):
+        import torch
+
+        arrays = {k: torch.from_numpy(np.asarray(v)) for k, v in pred.arrays().items()}
+        yb = torch.from_numpy(np.asarray(y))
+    else:
+        yb = xp.asarray(y)
+    return type(pred)(**arrays), yb

@@ -1,0 +1,133 @@
+"""Registry-wide properties, written once for every registered regression metric × kind.
+
+For each metric and each prediction kind it applies to: permuting rows changes nothing;
+``sample_weight=None`` equals unit weights; an integer weight k equals k copies of the row; a
+zero weight equals dropping the row; scaling all weights changes nothing; and every array
+backend gives the numpy value. A metric that lacks one of these by definition lists it in its
+``exempt`` mapping with the reason (see ``uqcore.registry.INVARIANCES``).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.factories import KINDS, make_prediction, to_backend
+from uqcore import registry
+from uqcore.batch import Batch
+
+N = 37
+RTOL = 1e-10
+
+
+def _cases(invariance: str | None = None) -> list[Any]:
+    out = []
+    for spec in registry.specs("regression"):
+        if invariance is not None and invariance in spec.exempt:
+            continue
+        for kind in KINDS:
+            pred, _ = make_prediction(kind, 5)
+            if spec.why_not(pred) is None:
+                out.append(pytest.param(spec.name, kind, id=f"{spec.name}-{kind}"))
+    return out
+
+
+def _value(name: str, pred: Any, y: Any, w: Any = None) -> Any:
+    spec = registry.get(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", registry.UndefinedMetricWarning)
+        return registry.call(spec, Batch(pred, y, w))
+
+
+def assert_same(a: Any, b: Any, where: str = "value", rtol: float = RTOL) -> None:
+    """Recursive comparison of metric values (floats to ``rtol``, None, dicts, lists)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict), where
+        assert set(a) == set(b), where
+        for k in a:
+            assert_same(a[k], b[k], f"{where}.{k}", rtol)
+        return
+    if isinstance(a, (list, tuple, np.ndarray)):
+        a_arr = np.asarray(a, dtype=float)
+        b_arr = np.asarray(b, dtype=float)
+        assert a_arr.shape == b_arr.shape, where
+        np.testing.assert_allclose(a_arr, b_arr, rtol=rtol, atol=rtol * 1e-3, err_msg=where)
+        return
+    if a is None or b is None:
+        assert a is None and b is None, f"{where}: {a} vs {b}"
+        return
+    if isinstance(a, str):
+        assert a == b, where
+        return
+    fa, fb = float(a), float(b)
+    if math.isinf(fa) or math.isinf(fb):
+        assert fa == fb, where
+        return
+    assert math.isclose(fa, fb, rel_tol=rtol, abs_tol=rtol * 1e-3), f"{where}: {fa!r} != {fb!r}"
+
+
+@pytest.mark.parametrize(("name", "kind"), _cases("order"))
+@pytest.mark.parametrize("ties", [False, True])
+def test_order_invariance(name: str, kind: str, ties: bool) -> None:
+    pred, y = make_prediction(kind, N, seed=1, ties=ties)
+    perm = np.random.default_rng(2).permutation(N)
+    assert_same(_value(name, pred, y), _value(name, pred.take(perm), y[perm]))
+
+
+@pytest.mark.parametrize(("name", "kind"), _cases("unit_weights"))
+def test_unit_weights_equal_none(name: str, kind: str) -> None:
+    pred, y = make_prediction(kind, N, seed=3)
+    assert_same(_value(name, pred, y), _value(name, pred, y, np.ones(N)))
+
+
+@pytest.mark.parametrize(("name", "kind"), _cases("repeat_rows"))
+@pytest.mark.parametrize("ties", [False, True])
+def test_integer_weights_equal_repeated_rows(name: str, kind: str, ties: bool) -> None:
+    pred, y = make_prediction(kind, N, seed=4, ties=ties)
+    counts = np.random.default_rng(5).integers(0, 4, size=N)
+    counts[0] = max(counts[0], 1)
+    idx = np.repeat(np.arange(N), counts)
+    assert_same(_value(name, pred, y, counts.astype(float)), _value(name, pred.take(idx), y[idx]))
+
+
+@pytest.mark.parametrize(("name", "kind"), _cases("zero_weight"))
+def test_zero_weight_equals_dropped_row(name: str, kind: str) -> None:
+    pred, y = make_prediction(kind, N, seed=6)
+    keep = np.random.default_rng(7).random(N) < 0.7
+    keep[0] = True
+    w = keep.astype(float)
+    idx = np.flatnonzero(keep)
+    assert_same(_value(name, pred, y, w), _value(name, pred.take(idx), y[idx]))
+
+
+@pytest.mark.parametrize(("name", "kind"), _cases("scale_weights"))
+def test_scaling_weights_changes_nothing(name: str, kind: str) -> None:
+    pred, y = make_prediction(kind, N, seed=8)
+    w = np.random.default_rng(9).uniform(0.1, 3.0, size=N)
+    assert_same(_value(name, pred, y, w), _value(name, pred, y, 3.7 * w))
+
+
+@pytest.mark.parametrize(("name", "kind"), _cases())
+def test_backends_agree_with_numpy(name: str, kind: str, xp: Any) -> None:
+    pred, y = make_prediction(kind, N, seed=10, ties=False)
+    w = np.random.default_rng(11).integers(0, 3, size=N).astype(float)
+    w[0] = 1.0
+    expected = _value(name, pred, y, w)
+    pred_b, y_b = to_backend(pred, y, xp)
+    w_b = to_backend(pred, w, xp)[1]
+    assert_same(_value(name, pred_b, y_b, w_b), expected, rtol=1e-9)
+
+
+def test_every_metric_is_fully_described() -> None:
+    for spec in registry.specs():
+        assert spec.reference, spec.name
+        assert spec.summary and spec.summary != spec.name, spec.name
+        assert spec.impl.__doc__ and len(spec.impl.__doc__) > 60, spec.name
+        lo, hi = spec.bounds
+        if spec.best is not None:
+            assert lo is None or spec.best >= lo, spec.name
+            assert hi is None or spec.best <= hi, spec.name

@@ -1,0 +1,177 @@
+"""Array namespace and special functions per backend (numpy, CuPy, torch, any array-API library).
+
+Metric code is written against the array API standard through ``array_api_compat``; the few
+special functions it needs (normal CDF and quantile, log-CDF, error function, log-gamma,
+digamma, the Student-t CDF and quantile) come from :func:`special`, which picks the backend's
+own implementation (``scipy.special``, ``cupyx.scipy.special``, ``torch.special``) and falls back
+to a round trip through numpy + scipy for namespaces that have none (``array_api_strict``, and
+torch for the Student-t functions, which torch lacks).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import array_api_compat
+import numpy as np
+import scipy.special as sps
+
+Array = Any
+Namespace = Any
+
+__all__ = [
+    "Array",
+    "Namespace",
+    "Special",
+    "float_dtype",
+    "namespace",
+    "scatter",
+    "special",
+    "to_numpy",
+]
+
+
+def namespace(*arrays: Array) -> Namespace:
+    """Return the array-API namespace shared by ``arrays`` (numpy for plain Python input)."""
+    arrs = [a for a in arrays if a is not None and not isinstance(a, (int, float, bool))]
+    if not arrs:
+        return array_api_compat.array_namespace(np.empty(0))
+    return array_api_compat.array_namespace(*arrs)
+
+
+def float_dtype(xp: Namespace) -> Any:
+    """The floating dtype metrics compute in: float64 (every supported backend has it)."""
+    return xp.float64
+
+
+def to_numpy(x: Array) -> np.ndarray[Any, Any]:
+    """Copy any array-API array to a numpy array on the host."""
+    if isinstance(x, np.ndarray):
+        return x
+    if array_api_compat.is_torch_array(x):
+        return np.asarray(x.detach().cpu().numpy())
+    if array_api_compat.is_cupy_array(x):
+        return np.asarray(x.get())
+    return np.asarray(np.from_dlpack(x))
+
+
+def _from_numpy(xp: Namespace, like: Array, value: np.ndarray[Any, Any]) -> Array:
+    dev = array_api_compat.device(like)
+    if array_api_compat.is_numpy_namespace(xp):
+        return value
+    if array_api_compat.is_torch_namespace(xp):
+        import torch
+
+        return torch.from_numpy(np.ascontiguousarray(value)).to(dev)
+    return xp.asarray(value, device=dev)
+
+
+def scatter(xp: Namespace, index: Array, values: Array) -> Array:
+    """``out[index] = values`` for a permutation ``index`` (the inverse of ``take``)."""
+    if array_api_compat.is_numpy_namespace(xp) or array_api_compat.is_torch_namespace(xp):
+        out = xp.empty_like(values)
+        out[index] = values
+        return out
+    if array_api_compat.is_cupy_namespace(xp):
+        out = xp.empty_like(values)
+        out[index] = values
+        return out
+    return xp.take(values, xp.argsort(index))
+
+
+class Special:
+    """Special functions for one namespace; every method maps arrays to arrays of that namespace."""
+
+    def __init__(self, xp: Namespace) -> None:
+        self.xp = xp
+        self._lib: Any = None
+        if array_api_compat.is_numpy_namespace(xp):
+            self._kind = "numpy"
+            self._lib = sps
+        elif array_api_compat.is_cupy_namespace(xp):
+            import cupyx.scipy.special as cps
+
+            self._kind = "cupy"
+            self._lib = cps
+        elif array_api_compat.is_torch_namespace(xp):
+            import torch
+
+            self._kind = "torch"
+            self._lib = torch.special
+        else:
+            self._kind = "fallback"
+
+    def _host(self, fn: Callable[..., Any], *args: Array) -> Array:
+        """Evaluate a scipy.special function through numpy and return it in ``xp``."""
+        like = next(a for a in args if not isinstance(a, (int, float)))
+        host = [a if isinstance(a, (int, float)) else to_numpy(a) for a in args]
+        return _from_numpy(self.xp, like, np.asarray(fn(*host), dtype=np.float64))
+
+    def _call(self, name: str, scipy_fn: Callable[..., Any], *args: Array) -> Array:
+        if self._kind in ("numpy", "cupy"):
+            return getattr(self._lib, name)(*args)
+        if self._kind == "torch" and hasattr(self._lib, name):
+            return getattr(self._lib, name)(*args)
+        return self._host(scipy_fn, *args)
+
+    def ndtr(self, x: Array) -> Array:
+        """Standard normal CDF Φ(x)."""
+        return self._call("ndtr", sps.ndtr, x)
+
+    def ndtri(self, p: Array) -> Array:
+        """Standard normal quantile Φ⁻¹(p)."""
+        return self._call("ndtri", sps.ndtri, p)
+
+    def log_ndtr(self, x: Array) -> Array:
+        """log Φ(x), accurate in the far left tail."""
+        return self._call("log_ndtr", sps.log_ndtr, x)
+
+    def erf(self, x: Array) -> Array:
+        """Error function."""
+        return self._call("erf", sps.erf, x)
+
+    def gammaln(self, x: Array) -> Array:
+        """log Γ(x)."""
+        return self._call("gammaln", sps.gammaln, x)
+
+    def digamma(self, x: Array) -> Array:
+        """ψ(x) = d/dx log Γ(x)."""
+        if self._kind == "torch":
+            return self._lib.digamma(x)
+        return self._call("digamma", sps.digamma, x)
+
+    def stdtr(self, df: Array, t: Array) -> Array:
+        """Student-t CDF with ``df`` degrees of freedom at ``t``."""
+        if self._kind in ("numpy", "cupy") and hasattr(self._lib, "stdtr"):
+            return self._lib.stdtr(df, t)
+        return self._host(sps.stdtr, df, t)
+
+    def stdtrit(self, df: Array, p: Array) -> Array:
+        """Student-t quantile with ``df`` degrees of freedom at probability ``p``."""
+        if self._kind == "numpy":
+            return self._lib.stdtrit(df, p)
+        return self._host(sps.stdtrit, df, p)
+
+    def betaln(self, a: Array, b: Array) -> Array:
+        """log B(a, b)."""
+        return self.gammaln(a) + self.gammaln(b) - self.gammaln(a + b)
+
+
+_SPECIAL_CACHE: dict[int, Special] = {}
+
+
+def special(xp: Namespace) -> Special:
+    """The :class:`Special` functions for namespace ``xp`` (cached per namespace)."""
+    key = id(xp)
+    sp = _SPECIAL_CACHE.get(key)
+    if sp is None:
+        sp = Special(xp)
+        _SPECIAL_CACHE[key] = sp
+    return sp
+
+
+SQRT2 = math.sqrt(2.0)
+SQRT_PI = math.sqrt(math.pi)
+LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)

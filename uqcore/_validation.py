@@ -1,0 +1,180 @@
+"""The one place where uqcore checks its inputs.
+
+Every public entry point converts and checks its arrays here. A failed check raises
+:class:`UQValidationError` (a ``ValueError``) whose message names the argument, the rule, and
+the first offending index and value, e.g. ``"std must be > 0; std[17] = -0.3"``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import array_api_compat
+import numpy as np
+
+from uqcore._backend import Array, Namespace, float_dtype, namespace, to_numpy
+
+__all__ = [
+    "SIMPLEX_ATOL",
+    "UQValidationError",
+    "as_float_array",
+    "check_finite",
+    "check_in_open_unit",
+    "check_nonnegative",
+    "check_positive",
+    "check_same_length",
+    "check_strictly_increasing",
+    "common_namespace",
+    "first_bad",
+    "validate_sample_weight",
+    "validate_targets",
+]
+
+#: Absolute tolerance for rows that must sum to 1 (mixture weights).
+SIMPLEX_ATOL = 1e-6
+
+
+class UQValidationError(ValueError):
+    """Invalid input to a uqcore function; the message names argument, rule and first bad entry."""
+
+
+def _fmt_index(idx: tuple[int, ...]) -> str:
+    return ", ".join(str(i) for i in idx)
+
+
+def _fmt_value(v: Any) -> str:
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return str(v)
+        return f"{v:.6g}"
+    return str(v)
+
+
+def first_bad(ok: Array) -> tuple[int, ...] | None:
+    """Index of the first ``False`` in the boolean array ``ok`` (C order), or ``None``."""
+    ok_np = to_numpy(ok)
+    if bool(np.all(ok_np)):
+        return None
+    flat = int(np.argmin(ok_np.reshape(-1)))
+    return tuple(int(i) for i in np.unravel_index(flat, ok_np.shape))
+
+
+def _raise_at(x: Array, ok: Array, name: str, rule: str) -> None:
+    idx = first_bad(ok)
+    if idx is None:
+        return
+    value = to_numpy(x)[idx].item() if len(idx) else to_numpy(x).item()
+    raise UQValidationError(f"{name} {rule}; {name}[{_fmt_index(idx)}] = {_fmt_value(value)}")
+
+
+def common_namespace(*arrays: Any) -> Namespace:
+    """Namespace of the array arguments; Python sequences and scalars join numpy."""
+    arrs = [a for a in arrays if a is not None and array_api_compat.is_array_api_obj(a)]
+    if not arrs:
+        return namespace()
+    try:
+        return namespace(*arrs)
+    except TypeError as exc:
+        raise UQValidationError(
+            f"arrays from different array libraries were mixed: {exc}"
+        ) from None
+
+
+def as_float_array(
+    x: Any,
+    name: str,
+    xp: Namespace,
+    *,
+    ndim: int | tuple[int, ...] | None = None,
+    device: Any = None,
+) -> Array:
+    """Convert ``x`` to a float64 array of namespace ``xp`` and check its dimensionality."""
+    if x is None:
+        raise UQValidationError(f"{name} is required")
+    if array_api_compat.is_array_api_obj(x):
+        dt = x.dtype
+        if dt == xp.bool:
+            raise UQValidationError(f"{name} must hold real numbers, found booleans")
+        if xp.isdtype(dt, "complex floating"):
+            raise UQValidationError(f"{name} must hold real numbers, found complex values")
+        arr = xp.astype(x, float_dtype(xp)) if dt != float_dtype(xp) else x
+    else:
+        np_x = np.asarray(x)
+        if np_x.dtype.kind not in "iuf":
+            raise UQValidationError(
+                f"{name} must hold real numbers, found dtype {np_x.dtype} ({type(x).__name__})"
+            )
+        arr = xp.asarray(np_x.astype(np.float64), device=device)
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else ndim
+        if arr.ndim not in allowed:
+            want = " or ".join(f"{d}-D" for d in allowed)
+            raise UQValidationError(f"{name} must be {want}, found shape {tuple(arr.shape)}")
+    return arr
+
+
+def check_finite(x: Array, name: str, xp: Namespace) -> None:
+    """Raise unless every entry of ``x`` is finite."""
+    _raise_at(x, xp.isfinite(x), name, "must be finite")
+
+
+def check_positive(x: Array, name: str, xp: Namespace) -> None:
+    """Raise unless every entry of ``x`` is > 0 (after the finiteness check)."""
+    _raise_at(x, x > 0, name, "must be > 0")
+
+
+def check_nonnegative(x: Array, name: str, xp: Namespace) -> None:
+    """Raise unless every entry of ``x`` is >= 0."""
+    _raise_at(x, x >= 0, name, "must be >= 0")
+
+
+def check_in_open_unit(x: Array, name: str, xp: Namespace) -> None:
+    """Raise unless every entry lies in the open interval (0, 1)."""
+    _raise_at(x, (x > 0) & (x < 1), name, "must lie in the open interval (0, 1)")
+
+
+def check_strictly_increasing(x: Array, name: str, xp: Namespace) -> None:
+    """Raise unless the 1-D array ``x`` is strictly increasing."""
+    if x.shape[0] < 2:
+        return
+    ok = x[1:] > x[:-1]
+    idx = first_bad(ok)
+    if idx is not None:
+        i = idx[0] + 1
+        xn = to_numpy(x)
+        raise UQValidationError(
+            f"{name} must be strictly increasing; {name}[{i}] = {_fmt_value(float(xn[i]))} "
+            f"<= {name}[{i - 1}] = {_fmt_value(float(xn[i - 1]))}"
+        )
+
+
+def check_same_length(n: int, x: Array, name: str, ref_name: str) -> None:
+    """Raise unless ``x`` has ``n`` rows."""
+    if x.shape[0] != n:
+        raise UQValidationError(
+            f"{name} must have the same length as {ref_name} ({n}), found {x.shape[0]}"
+        )
+
+
+def validate_targets(y: Any, n: int, xp: Namespace, device: Any = None) -> Array:
+    """Targets ``y``: a finite 1-D float array of length ``n``."""
+    arr = as_float_array(y, "y", xp, ndim=1, device=device)
+    check_same_length(n, arr, "y", "the prediction")
+    check_finite(arr, "y", xp)
+    return arr
+
+
+def validate_sample_weight(
+    sample_weight: Any, n: int, xp: Namespace, device: Any = None
+) -> Array | None:
+    """``None`` or a finite, non-negative 1-D array of length ``n`` that is not all zero."""
+    if sample_weight is None:
+        return None
+    w = as_float_array(sample_weight, "sample_weight", xp, ndim=1, device=device)
+    check_same_length(n, w, "sample_weight", "the prediction")
+    check_finite(w, "sample_weight", xp)
+    check_nonnegative(w, "sample_weight", xp)
+    if not bool(xp.any(w > 0)):
+        raise UQValidationError("sample_weight must not be all zero")
+    return w

@@ -1,0 +1,147 @@
+"""One evaluation's inputs and the derived arrays its metrics share.
+
+A :class:`Batch` holds a validated prediction, the targets and optional sample weights, and
+caches what several metrics need (point prediction, errors, PIT values, sort orders), so that
+:func:`uqcore.evaluate` computes each of them once. The cache of weight-independent quantities
+is shared by :meth:`Batch.with_weights`, which is how resampling (bootstrap, subsampling)
+reuses one batch's orderings for every resample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from uqcore._backend import Array, Namespace
+from uqcore._validation import UQValidationError, validate_sample_weight, validate_targets
+from uqcore.predictions.regression import RegressionPrediction
+
+__all__ = ["Batch"]
+
+T = TypeVar("T")
+
+
+class Batch:
+    """A prediction, its targets ``y`` and optional ``sample_weight``, with shared caches.
+
+    Parameters
+    ----------
+    prediction : RegressionPrediction
+        Any validated prediction kind.
+    y : array_like, shape (N,)
+        Finite targets, same namespace as the prediction (Python sequences are converted).
+    sample_weight : array_like, shape (N,), optional
+        Finite, non-negative, not all zero. ``None`` means unit weights. Weights are frequency
+        weights: an integer weight k is the same as k copies of the row.
+    """
+
+    def __init__(
+        self,
+        prediction: RegressionPrediction,
+        y: Any,
+        sample_weight: Any = None,
+    ) -> None:
+        if not isinstance(prediction, RegressionPrediction):
+            raise UQValidationError(
+                "prediction must be a uqcore prediction object (e.g. predictions.Gaussian), "
+                f"found {type(prediction).__name__}"
+            )
+        self.prediction = prediction
+        self.xp: Namespace = prediction.xp
+        self.n = prediction.n
+        first = next(iter(prediction.arrays().values()))
+        import array_api_compat
+
+        self.device = array_api_compat.device(first)
+        self.y: Array = validate_targets(y, self.n, self.xp, self.device)
+        self.weights: Array | None = validate_sample_weight(
+            sample_weight, self.n, self.xp, self.device
+        )
+        self._shared: dict[str, Any] = {}
+        self._own: dict[str, Any] = {}
+
+    # -- caching ---------------------------------------------------------------------------
+    def shared(self, key: str, compute: Callable[[], T]) -> T:
+        """Cache of a weight-independent quantity (shared with :meth:`with_weights` copies)."""
+        if key not in self._shared:
+            self._shared[key] = compute()
+        return self._shared[key]  # type: ignore[no-any-return]
+
+    def weighted(self, key: str, compute: Callable[[], T]) -> T:
+        """Cache of a quantity that depends on this batch's weights."""
+        if key not in self._own:
+            self._own[key] = compute()
+        return self._own[key]  # type: ignore[no-any-return]
+
+    def with_weights(self, sample_weight: Any) -> Batch:
+        """The same prediction and targets with other weights, sharing the weight-free cache."""
+        other = Batch.__new__(Batch)
+        other.prediction = self.prediction
+        other.xp = self.xp
+        other.n = self.n
+        other.device = self.device
+        other.y = self.y
+        other.weights = validate_sample_weight(sample_weight, self.n, self.xp, self.device)
+        other._shared = self._shared
+        other._own = {}
+        return other
+
+    # -- weighted reductions ---------------------------------------------------------------
+    @property
+    def total_weight(self) -> float:
+        """Σ w_i (N when unweighted)."""
+        if self.weights is None:
+            return float(self.n)
+        return self.weighted("total_weight", lambda: float(self.xp.sum(self.weights)))
+
+    def mean(self, values: Array) -> float:
+        """Weighted mean Σ w_i v_i / Σ w_i of a per-row array."""
+        xp = self.xp
+        if self.weights is None:
+            return float(xp.mean(values))
+        return float(xp.sum(self.weights * values)) / self.total_weight
+
+    def mean_rows(self, values: Array) -> Array:
+        """Weighted mean over rows of an N×K array: a length-K array."""
+        xp = self.xp
+        if self.weights is None:
+            return xp.mean(values, axis=0)
+        return xp.sum(self.weights[:, None] * values, axis=0) / self.total_weight
+
+    # -- shared derived quantities ------------------------------------------------------------
+    @property
+    def point(self) -> Array:
+        """Point prediction ŷ_i."""
+        return self.shared("point", self.prediction.point)
+
+    @property
+    def uncertainty(self) -> Array:
+        """Scalar uncertainty u_i (predictive std for distributions)."""
+        return self.shared("uncertainty", self.prediction.uncertainty)
+
+    @property
+    def std(self) -> Array:
+        """Predictive std σ_i."""
+        return self.shared("std", self.prediction.std)
+
+    @property
+    def residual(self) -> Array:
+        """y_i − ŷ_i."""
+        return self.shared("residual", lambda: self.y - self.point)
+
+    @property
+    def abs_error(self) -> Array:
+        """|y_i − ŷ_i|."""
+        return self.shared("abs_error", lambda: self.xp.abs(self.residual))
+
+    @property
+    def pit(self) -> Array:
+        """Probability integral transform values F_i(y_i)."""
+        return self.shared("pit", lambda: self.prediction.cdf(self.y))
+
+    def order(self, key: str, values: Callable[[], Array], *, descending: bool = False) -> Array:
+        """Stable argsort of a weight-independent per-row array, cached under ``key``."""
+        cache_key = f"order:{key}:{'desc' if descending else 'asc'}"
+        return self.shared(
+            cache_key, lambda: self.xp.argsort(values(), descending=descending, stable=True)
+        )

@@ -1,0 +1,706 @@
+"""Validated regression prediction kinds and what metrics can ask of them.
+
+Every kind holds N rows (one predictive distribution, or a point plus a score, per target) and
+declares its *capabilities*, the quantities it can give:
+
+``point``        point prediction (mean; the median for :class:`Quantiles`)
+``uncertainty``  a scalar uncertainty per row used by ranking metrics (the predictive std for
+                 distributions; the given score for :class:`PointUncertainty`)
+``std``          the predictive standard deviation
+``cdf``          the CDF F_i(y) at a target
+``logpdf``       the log-density log f_i(y) at a target
+``quantiles``    the quantile function F_i⁻¹(p) at levels p
+
+Metrics declare which of these they need; the registry answers applicability from them.
+Inputs may be numpy, CuPy, torch or any array-API arrays (or Python sequences); values are
+held as float64 arrays of the caller's namespace and device.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from uqcore._backend import LOG_SQRT_2PI, Array, Namespace, special, to_numpy
+from uqcore._validation import (
+    SIMPLEX_ATOL,
+    UQValidationError,
+    as_float_array,
+    check_finite,
+    check_in_open_unit,
+    check_nonnegative,
+    check_positive,
+    check_strictly_increasing,
+    common_namespace,
+    first_bad,
+)
+
+__all__ = [
+    "Gaussian",
+    "Laplace",
+    "Mixture",
+    "PointUncertainty",
+    "Quantiles",
+    "RegressionPrediction",
+    "Samples",
+    "StudentT",
+]
+
+Bandwidth = Literal["silverman", "scott"] | float
+
+
+def _device(x: Any) -> Any:
+    import array_api_compat
+
+    return array_api_compat.device(x) if array_api_compat.is_array_api_obj(x) else None
+
+
+class RegressionPrediction:
+    """Base class of the regression prediction kinds.
+
+    Subclasses set ``kind``, ``_row_fields`` (arrays indexed by row, first axis N) and
+    ``_shared_fields`` (arrays shared by all rows), and implement what their capabilities
+    promise. Instances are immutable; :meth:`take` returns a new instance on a subset of rows.
+    """
+
+    kind: ClassVar[str] = ""
+    _row_fields: ClassVar[tuple[str, ...]] = ()
+    _shared_fields: ClassVar[tuple[str, ...]] = ()
+    _capabilities: ClassVar[frozenset[str]] = frozenset()
+
+    xp: Namespace
+    n: int
+
+    # -- construction helpers -------------------------------------------------------------
+    def _init_arrays(
+        self, spec: Mapping[str, tuple[Any, int | tuple[int, ...]]], same_shape: tuple[str, ...]
+    ) -> dict[str, Array]:
+        xp = common_namespace(*(v for v, _ in spec.values()))
+        dev = next((_device(v) for v, _ in spec.values() if _device(v) is not None), None)
+        out: dict[str, Array] = {}
+        for name, (value, ndim) in spec.items():
+            arr = as_float_array(value, name, xp, ndim=ndim, device=dev)
+            check_finite(arr, name, xp)
+            out[name] = arr
+        self.xp = xp
+        ref = same_shape[0]
+        first = out[ref]
+        self.n = int(first.shape[0])
+        for name in same_shape[1:]:
+            arr = out[name]
+            if tuple(arr.shape) != tuple(first.shape):
+                raise UQValidationError(
+                    f"{name} must have the same shape as {ref} "
+                    f"{tuple(first.shape)}, found {tuple(arr.shape)}"
+                )
+        if self.n == 0:
+            raise UQValidationError(f"{ref} must not be empty (N = 0)")
+        return out
+
+    @classmethod
+    def _from_fields(cls, xp: Namespace, fields: Mapping[str, Array]) -> Any:
+        obj = cls.__new__(cls)
+        obj.xp = xp
+        for name, value in fields.items():
+            object.__setattr__(obj, name, value)
+        obj.n = int(fields[cls._row_fields[0]].shape[0])
+        return obj
+
+    # -- generic API ----------------------------------------------------------------------
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """The quantities this prediction can give (see the module docstring)."""
+        return self._capabilities
+
+    def take(self, indices: Any) -> Any:
+        """A new prediction of the same kind holding rows ``indices`` (in that order)."""
+        xp = self.xp
+        dev = _device(getattr(self, self._row_fields[0]))
+        idx = xp.asarray(to_numpy(xp.asarray(indices)).astype(np.int64), device=dev)
+        fields = {name: xp.take(getattr(self, name), idx, axis=0) for name in self._row_fields}
+        fields.update({name: getattr(self, name) for name in self._shared_fields})
+        return self._from_fields(xp, fields)
+
+    def arrays(self) -> dict[str, Array]:
+        """The arrays that define this prediction, by constructor argument name."""
+        names = (*self._row_fields, *self._shared_fields)
+        return {name.rstrip("_"): getattr(self, name) for name in names}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(kind={self.kind!r}, n={self.n})"
+
+    def _missing(self, what: str) -> UQValidationError:
+        return UQValidationError(f"a {self.kind} prediction does not provide {what}")
+
+    def point(self) -> Array:
+        """Point prediction per row."""
+        raise self._missing("a point prediction")
+
+    def uncertainty(self) -> Array:
+        """Scalar uncertainty per row (higher = more uncertain)."""
+        raise self._missing("a scalar uncertainty")
+
+    def mean(self) -> Array:
+        """Predictive mean per row."""
+        raise self._missing("a predictive mean")
+
+    def std(self) -> Array:
+        """Predictive standard deviation per row."""
+        raise self._missing("a predictive standard deviation")
+
+    def cdf(self, y: Array) -> Array:
+        """Predictive CDF F_i(y_i) per row."""
+        raise self._missing("a CDF")
+
+    def logpdf(self, y: Array) -> Array:
+        """Predictive log-density log f_i(y_i) per row."""
+        raise self._missing("a density")
+
+    def ppf(self, levels: Any) -> Array:
+        """Predictive quantiles F_i⁻¹(p) for every row and level: an N×Q array."""
+        raise self._missing("a quantile function")
+
+    def _levels(self, levels: Any) -> Array:
+        xp = self.xp
+        dev = _device(getattr(self, self._row_fields[0]))
+        lv = as_float_array(levels, "levels", xp, ndim=1, device=dev)
+        check_finite(lv, "levels", xp)
+        check_in_open_unit(lv, "levels", xp)
+        return lv
+
+
+class _LocationScale(RegressionPrediction):
+    """Shared code of the location-scale families: z = (y − loc) / scale."""
+
+    _capabilities = frozenset({"point", "uncertainty", "std", "cdf", "logpdf", "quantiles"})
+    _loc_name: ClassVar[str]
+    _scale_name: ClassVar[str]
+
+    @property
+    def _loc(self) -> Array:
+        return getattr(self, self._loc_name)
+
+    @property
+    def _scale(self) -> Array:
+        return getattr(self, self._scale_name)
+
+    def standardize(self, y: Array) -> Array:
+        """z_i = (y_i − loc_i) / scale_i."""
+        return (y - self._loc) / self._scale
+
+    def point(self) -> Array:
+        return self._loc
+
+    def mean(self) -> Array:
+        return self._loc
+
+    def uncertainty(self) -> Array:
+        return self.std()
+
+
+class Gaussian(_LocationScale):
+    """Gaussian predictive distributions N(mean_i, std_i²).
+
+    Parameters
+    ----------
+    mean, std : array_like, shape (N,)
+        Finite; ``std > 0``.
+    """
+
+    kind = "gaussian"
+    _row_fields = ("mean_", "std_")
+    _loc_name = "mean_"
+    _scale_name = "std_"
+
+    def __init__(self, mean: Any, std: Any) -> None:
+        f = self._init_arrays({"mean": (mean, 1), "std": (std, 1)}, ("mean", "std"))
+        check_positive(f["std"], "std", self.xp)
+        self.mean_ = f["mean"]
+        self.std_ = f["std"]
+
+    def std(self) -> Array:
+        return self.std_
+
+    def cdf(self, y: Array) -> Array:
+        return special(self.xp).ndtr(self.standardize(y))
+
+    def logpdf(self, y: Array) -> Array:
+        z = self.standardize(y)
+        return -0.5 * z * z - self.xp.log(self.std_) - LOG_SQRT_2PI
+
+    def ppf(self, levels: Any) -> Array:
+        lv = self._levels(levels)
+        zq = special(self.xp).ndtri(lv)
+        return self.mean_[:, None] + self.std_[:, None] * zq[None, :]
+
+
+class Laplace(_LocationScale):
+    """Laplace predictive distributions with density exp(−|y − loc|/scale) / (2·scale).
+
+    Parameters
+    ----------
+    loc, scale : array_like, shape (N,)
+        Finite; ``scale > 0``. The standard deviation is √2·scale.
+    """
+
+    kind = "laplace"
+    _row_fields = ("loc", "scale")
+    _loc_name = "loc"
+    _scale_name = "scale"
+
+    def __init__(self, loc: Any, scale: Any) -> None:
+        f = self._init_arrays({"loc": (loc, 1), "scale": (scale, 1)}, ("loc", "scale"))
+        check_positive(f["scale"], "scale", self.xp)
+        self.loc = f["loc"]
+        self.scale = f["scale"]
+
+    def std(self) -> Array:
+        return math.sqrt(2.0) * self.scale
+
+    def cdf(self, y: Array) -> Array:
+        xp = self.xp
+        z = self.standardize(y)
+        half_tail = 0.5 * xp.exp(-xp.abs(z))
+        return xp.where(z < 0, half_tail, 1.0 - half_tail)
+
+    def logpdf(self, y: Array) -> Array:
+        xp = self.xp
+        return -xp.abs(self.standardize(y)) - xp.log(2.0 * self.scale)
+
+    def ppf(self, levels: Any) -> Array:
+        xp = self.xp
+        lv = self._levels(levels)
+        zq = xp.where(lv < 0.5, xp.log(2.0 * lv), -xp.log(2.0 * (1.0 - lv)))
+        return self.loc[:, None] + self.scale[:, None] * zq[None, :]
+
+
+class StudentT(_LocationScale):
+    """Location-scale Student-t predictive distributions.
+
+    Parameters
+    ----------
+    loc, scale : array_like, shape (N,)
+        Finite; ``scale > 0``.
+    df : float or array_like, shape (N,)
+        Degrees of freedom, ``df > 0``. The point prediction is ``loc`` (the median; also the
+        mean when df > 1). A standard deviation ``scale·sqrt(df/(df−2))`` exists only when every
+        ``df > 2``; otherwise ``std`` and ``uncertainty`` are not offered and the metrics that
+        need them are reported as not applicable.
+    """
+
+    kind = "student_t"
+    _row_fields = ("loc", "scale", "df")
+    _loc_name = "loc"
+    _scale_name = "scale"
+
+    def __init__(self, loc: Any, scale: Any, df: Any) -> None:
+        xp0 = common_namespace(loc, scale, df)
+        if isinstance(df, (int, float)) or (hasattr(df, "ndim") and df.ndim == 0):
+            n = len(loc) if not hasattr(loc, "shape") else int(loc.shape[0])
+            df = np.full(n, float(df)) if xp0 is common_namespace() else xp0.full(n, float(df))
+        f = self._init_arrays(
+            {"loc": (loc, 1), "scale": (scale, 1), "df": (df, 1)}, ("loc", "scale", "df")
+        )
+        check_positive(f["scale"], "scale", self.xp)
+        check_positive(f["df"], "df", self.xp)
+        self.loc = f["loc"]
+        self.scale = f["scale"]
+        self.df = f["df"]
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        if bool(self.xp.all(self.df > 2)):
+            return self._capabilities
+        return self._capabilities - {"std", "uncertainty"}
+
+    def std(self) -> Array:
+        if not bool(self.xp.all(self.df > 2)):
+            idx = first_bad(self.df > 2)
+            raise UQValidationError(
+                f"a student_t prediction has a finite std only when df > 2; df[{idx[0] if idx else 0}]"
+                f" = {float(to_numpy(self.df)[idx[0] if idx else 0]):.6g}"
+            )
+        return self.scale * self.xp.sqrt(self.df / (self.df - 2.0))
+
+    def cdf(self, y: Array) -> Array:
+        return special(self.xp).stdtr(self.df, self.standardize(y))
+
+    def logpdf(self, y: Array) -> Array:
+        xp = self.xp
+        sp = special(xp)
+        z = self.standardize(y)
+        nu = self.df
+        return (
+            sp.gammaln((nu + 1.0) / 2.0)
+            - sp.gammaln(nu / 2.0)
+            - 0.5 * xp.log(nu * math.pi)
+            - xp.log(self.scale)
+            - (nu + 1.0) / 2.0 * xp.log1p(z * z / nu)
+        )
+
+    def ppf(self, levels: Any) -> Array:
+        lv = self._levels(levels)
+        xp = self.xp
+        q = special(xp).stdtrit(
+            self.df[:, None], xp.broadcast_to(lv[None, :], (self.n, lv.shape[0]))
+        )
+        return self.loc[:, None] + self.scale[:, None] * q
+
+
+class Mixture(RegressionPrediction):
+    """Gaussian mixtures per row: f_i(y) = Σ_k w_ik · N(y; μ_ik, σ_ik²).
+
+    Parameters
+    ----------
+    weights, means, stds : array_like, shape (N, K)
+        ``weights >= 0`` with rows summing to 1 within ``SIMPLEX_ATOL`` (1e-6; rows are then
+        renormalised exactly), ``stds > 0``. A deep ensemble of K Gaussian members is
+        ``weights = 1/K``.
+    """
+
+    kind = "mixture"
+    _row_fields = ("weights", "means", "stds")
+    _capabilities = frozenset({"point", "uncertainty", "std", "cdf", "logpdf", "quantiles"})
+
+    def __init__(self, weights: Any, means: Any, stds: Any) -> None:
+        f = self._init_arrays(
+            {"weights": (weights, 2), "means": (means, 2), "stds": (stds, 2)},
+            ("weights", "means", "stds"),
+        )
+        xp = self.xp
+        check_nonnegative(f["weights"], "weights", xp)
+        check_positive(f["stds"], "stds", xp)
+        rowsum = xp.sum(f["weights"], axis=1)
+        ok = xp.abs(rowsum - 1.0) <= SIMPLEX_ATOL
+        idx = first_bad(ok)
+        if idx is not None:
+            raise UQValidationError(
+                f"weights rows must sum to 1 (tolerance {SIMPLEX_ATOL:g}); sum(weights[{idx[0]}]) "
+                f"= {float(to_numpy(rowsum)[idx[0]]):.10g}"
+            )
+        self.weights = f["weights"] / rowsum[:, None]
+        self.means = f["means"]
+        self.stds = f["stds"]
+
+    @property
+    def n_components(self) -> int:
+        """K, the number of mixture components."""
+        return int(self.weights.shape[1])
+
+    def point(self) -> Array:
+        return self.mean()
+
+    def mean(self) -> Array:
+        return self.xp.sum(self.weights * self.means, axis=1)
+
+    def std(self) -> Array:
+        xp = self.xp
+        m = self.mean()
+        second = xp.sum(self.weights * (self.stds**2 + self.means**2), axis=1)
+        return xp.sqrt(xp.clip(second - m * m, min=0.0))
+
+    def uncertainty(self) -> Array:
+        return self.std()
+
+    def moment_matched(self) -> Gaussian:
+        """The Gaussian with the mixture's mean and variance (Lakshminarayanan et al. 2017)."""
+        out: Gaussian = Gaussian._from_fields(self.xp, {"mean_": self.mean(), "std_": self.std()})
+        return out
+
+    def cdf(self, y: Array) -> Array:
+        z = (y[:, None] - self.means) / self.stds
+        return self.xp.sum(self.weights * special(self.xp).ndtr(z), axis=1)
+
+    def logpdf(self, y: Array) -> Array:
+        xp = self.xp
+        z = (y[:, None] - self.means) / self.stds
+        with np.errstate(divide="ignore"):
+            logw = xp.log(self.weights)
+        terms = logw - 0.5 * z * z - xp.log(self.stds) - LOG_SQRT_2PI
+        top = xp.max(terms, axis=1)
+        return top + xp.log(xp.sum(xp.exp(terms - top[:, None]), axis=1))
+
+    def ppf(self, levels: Any, *, tol: float = 1e-12, max_iter: int = 200) -> Array:
+        """Quantiles by safeguarded Newton iteration on the mixture CDF (bracketed bisection
+        fallback), to absolute tolerance ``tol`` times the row's scale."""
+        xp = self.xp
+        sp = special(xp)
+        lv = self._levels(levels)
+        q = lv.shape[0]
+        w = self.weights[:, None, :]
+        mu = self.means[:, None, :]
+        sd = self.stds[:, None, :]
+        lo = xp.broadcast_to(xp.min(self.means - 40.0 * self.stds, axis=1)[:, None], (self.n, q))
+        hi = xp.broadcast_to(xp.max(self.means + 40.0 * self.stds, axis=1)[:, None], (self.n, q))
+        lo = xp.asarray(lo, copy=True)
+        hi = xp.asarray(hi, copy=True)
+        x = self.mean()[:, None] + self.std()[:, None] * sp.ndtri(lv)[None, :]
+        x = xp.clip(x, min=lo, max=hi)
+        scale = xp.min(self.stds, axis=1)[:, None]
+        for _ in range(max_iter):
+            z = (x[:, :, None] - mu) / sd
+            f = xp.sum(w * sp.ndtr(z), axis=2) - lv[None, :]
+            dens = xp.sum(w * xp.exp(-0.5 * z * z) / (sd * math.sqrt(2 * math.pi)), axis=2)
+            lo = xp.where(f < 0, x, lo)
+            hi = xp.where(f > 0, x, hi)
+            step = f / xp.where(dens > 0, dens, 1.0)
+            newton = x - step
+            inside = (newton > lo) & (newton < hi) & (dens > 0)
+            x_new = xp.where(inside, newton, 0.5 * (lo + hi))
+            done = xp.abs(x_new - x) <= tol * scale
+            x = x_new
+            if bool(xp.all(done)):
+                break
+        return x
+
+
+class Samples(RegressionPrediction):
+    """Predictive distributions given by S draws per row (MC dropout, ensembles, EBR sampling).
+
+    The distribution of row i is the empirical distribution of ``draws[i]``: CDF
+    F_i(y) = #{s : x_is ≤ y} / S, mean and (population, ddof = 0) std of the draws, quantiles by
+    linear interpolation of the order statistics (Hyndman & Fan type 7, numpy's default), and a
+    Gaussian kernel density estimate for the log-density (see :meth:`logpdf`).
+
+    Parameters
+    ----------
+    draws : array_like, shape (N, S)
+        Finite, S >= 1.
+    """
+
+    kind = "samples"
+    _row_fields = ("draws",)
+    _capabilities = frozenset({"point", "uncertainty", "std", "cdf", "logpdf", "quantiles"})
+
+    def __init__(self, draws: Any) -> None:
+        f = self._init_arrays({"draws": (draws, 2)}, ("draws",))
+        if f["draws"].shape[1] == 0:
+            raise UQValidationError(
+                "draws must have at least one draw per row (S >= 1), found S = 0"
+            )
+        self.draws = f["draws"]
+
+    @property
+    def n_draws(self) -> int:
+        """S, the number of draws per row."""
+        return int(self.draws.shape[1])
+
+    @functools.cached_property
+    def sorted_draws(self) -> Array:
+        """Draws sorted within each row (computed once)."""
+        return self.xp.sort(self.draws, axis=1)
+
+    def point(self) -> Array:
+        return self.mean()
+
+    def mean(self) -> Array:
+        return self.xp.mean(self.draws, axis=1)
+
+    def std(self) -> Array:
+        return self.xp.std(self.draws, axis=1)
+
+    def uncertainty(self) -> Array:
+        return self.std()
+
+    def cdf(self, y: Array) -> Array:
+        xp = self.xp
+        return xp.sum(xp.astype(self.draws <= y[:, None], self.draws.dtype), axis=1) / self.n_draws
+
+    def bandwidth(self, rule: Bandwidth = "silverman") -> Array:
+        """Per-row Gaussian-kernel bandwidth h_i.
+
+        ``"silverman"``: h = 0.9·min(σ̂, IQR/1.34)·S^(−1/5) (Silverman 1986, eq. 3.31), with σ̂
+        the ddof = 1 std; where the IQR is 0 it falls back to σ̂. ``"scott"``: h = 1.06·σ̂·S^(−1/5)
+        (Scott 1992). A float gives that bandwidth for every row.
+        """
+        xp = self.xp
+        s = self.n_draws
+        if isinstance(rule, (int, float)) and not isinstance(rule, bool):
+            if not (math.isfinite(rule) and rule > 0):
+                raise UQValidationError(f"bandwidth must be a finite number > 0, found {rule!r}")
+            return xp.full((self.n,), float(rule), dtype=self.draws.dtype)
+        if s < 2:
+            raise UQValidationError(
+                "a kernel density estimate needs at least 2 draws per row (S >= 2)"
+            )
+        sd = xp.std(self.draws, axis=1, correction=1)
+        if rule == "scott":
+            return 1.06 * sd * s ** (-0.2)
+        if rule == "silverman":
+            qs = self._row_quantiles(self.sorted_draws, [0.25, 0.75])
+            iqr = (qs[:, 1] - qs[:, 0]) / 1.34
+            spread = xp.where(iqr > 0, xp.minimum(sd, iqr), sd)
+            return 0.9 * spread * s ** (-0.2)
+        raise UQValidationError(
+            f"bandwidth must be 'silverman', 'scott' or a number > 0, found {rule!r}"
+        )
+
+    def logpdf(self, y: Array, bandwidth: Bandwidth = "silverman") -> Array:
+        """log of the Gaussian KDE: log[(1/S) Σ_s φ((y − x_s)/h)/h], computed with log-sum-exp."""
+        xp = self.xp
+        h = self.bandwidth(bandwidth)
+        if not bool(xp.all(h > 0)):
+            idx = first_bad(h > 0)
+            i = idx[0] if idx else 0
+            raise UQValidationError(
+                f"the kernel density estimate is undefined: all draws of row {i} are equal "
+                "(bandwidth 0); give a numeric bandwidth"
+            )
+        z = (y[:, None] - self.draws) / h[:, None]
+        terms = -0.5 * z * z
+        top = xp.max(terms, axis=1)
+        lse = top + xp.log(xp.sum(xp.exp(terms - top[:, None]), axis=1))
+        return lse - math.log(self.n_draws) - xp.log(h) - LOG_SQRT_2PI
+
+    def _row_quantiles(self, sorted_rows: Array, levels: Any) -> Array:
+        xp = self.xp
+        s = int(sorted_rows.shape[1])
+        lv = to_numpy(xp.asarray(levels)) if not isinstance(levels, list) else np.asarray(levels)
+        pos = lv * (s - 1)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, s - 1)
+        frac = pos - lo
+        dev = _device(sorted_rows)
+        a = xp.take(sorted_rows, xp.asarray(lo, device=dev), axis=1)
+        b = xp.take(sorted_rows, xp.asarray(hi, device=dev), axis=1)
+        fr = xp.asarray(frac, dtype=sorted_rows.dtype, device=dev)
+        return a + (b - a) * fr[None, :]
+
+    def ppf(self, levels: Any) -> Array:
+        lv = self._levels(levels)
+        return self._row_quantiles(self.sorted_draws, to_numpy(lv))
+
+
+class Quantiles(RegressionPrediction):
+    """Predictive quantiles at shared levels: ``values[i, j]`` = F_i⁻¹(levels[j]).
+
+    Parameters
+    ----------
+    levels : array_like, shape (Q,)
+        Strictly increasing, in the open interval (0, 1).
+    values : array_like, shape (N, Q)
+        Finite, non-decreasing along each row.
+
+    Notes
+    -----
+    The point prediction is the median, linearly interpolated between levels (it requires
+    ``levels[0] <= 0.5 <= levels[-1]``). The scalar uncertainty is the normal-equivalent std of
+    the outermost levels, (q_{p_Q} − q_{p_1}) / (Φ⁻¹(p_Q) − Φ⁻¹(p_1)). Quantiles at other levels
+    are linear interpolations between the given ones (no extrapolation). There is no CDF or
+    density: calibration uses the given levels directly, and NLL is not defined.
+    """
+
+    kind = "quantiles"
+    _row_fields = ("values",)
+    _shared_fields = ("levels",)
+
+    def __init__(self, levels: Any, values: Any) -> None:
+        f = self._init_arrays({"values": (values, 2), "levels": (levels, 1)}, ("values",))
+        xp = self.xp
+        lv = f["levels"]
+        check_in_open_unit(lv, "levels", xp)
+        check_strictly_increasing(lv, "levels", xp)
+        vals = f["values"]
+        if vals.shape[1] != lv.shape[0]:
+            raise UQValidationError(
+                f"values must have one column per level ({lv.shape[0]}), found {vals.shape[1]}"
+            )
+        if vals.shape[1] > 1:
+            ok = vals[:, 1:] >= vals[:, :-1]
+            idx = first_bad(ok)
+            if idx is not None:
+                i, j = idx
+                vn = to_numpy(vals)
+                raise UQValidationError(
+                    f"values must be non-decreasing along each row; values[{i}, {j + 1}] = "
+                    f"{vn[i, j + 1]:.6g} < values[{i}, {j}] = {vn[i, j]:.6g}"
+                )
+        self.levels = lv
+        self.values = vals
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        caps = {"quantiles"}
+        lv = to_numpy(self.levels)
+        if lv[0] <= 0.5 <= lv[-1]:
+            caps.add("point")
+        if lv.shape[0] >= 2:
+            caps.add("uncertainty")
+        return frozenset(caps)
+
+    def point(self) -> Array:
+        if "point" not in self.capabilities:
+            raise self._missing("a median (levels must span 0.5)")
+        return self.ppf([0.5])[:, 0]
+
+    def uncertainty(self) -> Array:
+        if "uncertainty" not in self.capabilities:
+            raise self._missing("a scalar uncertainty (at least 2 levels are needed)")
+        lv = to_numpy(self.levels)
+        from scipy.special import ndtri
+
+        width = float(ndtri(lv[-1]) - ndtri(lv[0]))
+        return (self.values[:, -1] - self.values[:, 0]) / width
+
+    def ppf(self, levels: Any) -> Array:
+        xp = self.xp
+        lv = to_numpy(self._levels(levels))
+        known = to_numpy(self.levels)
+        tol = 1e-12
+        bad = (lv < known[0] - tol) | (lv > known[-1] + tol)
+        if bool(np.any(bad)):
+            j = int(np.argmax(bad))
+            raise UQValidationError(
+                f"levels must lie within the predicted levels [{known[0]:.6g}, {known[-1]:.6g}]; "
+                f"levels[{j}] = {lv[j]:.6g}"
+            )
+        pos = np.interp(lv, known, np.arange(known.shape[0], dtype=np.float64))
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, known.shape[0] - 1)
+        frac = pos - lo
+        dev = _device(self.values)
+        a = xp.take(self.values, xp.asarray(lo, device=dev), axis=1)
+        b = xp.take(self.values, xp.asarray(hi, device=dev), axis=1)
+        return a + (b - a) * xp.asarray(frac, dtype=self.values.dtype, device=dev)[None, :]
+
+
+class PointUncertainty(RegressionPrediction):
+    """A point prediction with a scalar uncertainty score and no distribution.
+
+    Parameters
+    ----------
+    prediction : array_like, shape (N,)
+    uncertainty : array_like, shape (N,)
+        Finite, ``>= 0``; higher means more uncertain (e.g. a predicted std or a predicted loss).
+        Ranking metrics (AUSE, Spearman, n-MeRCI) apply; calibration and scoring rules do not.
+    """
+
+    kind = "point_uncertainty"
+    _row_fields = ("prediction", "uncertainty_")
+    _capabilities = frozenset({"point", "uncertainty"})
+
+    def __init__(self, prediction: Any, uncertainty: Any) -> None:
+        f = self._init_arrays(
+            {"prediction": (prediction, 1), "uncertainty": (uncertainty, 1)},
+            ("prediction", "uncertainty"),
+        )
+        check_nonnegative(f["uncertainty"], "uncertainty", self.xp)
+        self.prediction = f["prediction"]
+        self.uncertainty_ = f["uncertainty"]
+
+    def point(self) -> Array:
+        return self.prediction
+
+    def uncertainty(self) -> Array:
+        return self.uncertainty_
+
+
+#: Public kind name -> class, for payload decoding and the catalogue.
+KINDS: dict[str, type[RegressionPrediction]] = {
+    cls.kind: cls
+    for cls in (Gaussian, Laplace, StudentT, Mixture, Samples, Quantiles, PointUncertainty)
+}

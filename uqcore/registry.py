@@ -1,0 +1,224 @@
+"""The metric catalogue: one :class:`MetricSpec` per metric name, the single source of names.
+
+A metric is registered with :func:`register`, which records what it needs, its direction,
+bounds, default parameters (from the implementation's keyword-only arguments), its one-line
+summary (the docstring's first line) and its reference, and returns the public function
+``name(prediction, y, *, sample_weight=None, **options)``. The API's catalogue, the worker, the
+docs and the registry-wide tests all read :func:`specs`; nothing else lists metrics.
+
+Implementations have the signature ``impl(batch, *, option=default, ...)`` and return a float,
+``None`` (undefined on this input; they warn with :class:`UndefinedMetricWarning`), or a dict
+with a ``"value"`` entry (the scalar summary) and further JSON-serialisable details.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+from uqcore._validation import UQValidationError
+from uqcore.batch import Batch
+
+__all__ = [
+    "INVARIANCES",
+    "MetricSpec",
+    "MetricValue",
+    "UndefinedMetricWarning",
+    "get",
+    "names",
+    "register",
+    "specs",
+    "undefined",
+]
+
+MetricValue = float | None | dict[str, Any]
+Direction = Literal["lower", "higher", "target"]
+
+#: Properties checked for every metric by the registry-wide tests; a metric that does not
+#: have one by definition lists it in ``exempt`` with the reason.
+INVARIANCES = (
+    "order",  # permuting rows changes nothing
+    "unit_weights",  # sample_weight=None equals sample_weight=ones
+    "repeat_rows",  # an integer weight k equals k copies of the row
+    "zero_weight",  # a zero weight equals dropping the row
+    "scale_weights",  # multiplying all weights by c > 0 changes nothing
+)
+
+
+class UndefinedMetricWarning(UserWarning):
+    """A metric is undefined on this input; its value is reported as ``None``."""
+
+
+def undefined(name: str, why: str) -> None:
+    """Warn that metric ``name`` is undefined (``why``); implementations then return ``None``."""
+    warnings.warn(f"{name} is undefined: {why}", UndefinedMetricWarning, stacklevel=3)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """Everything the catalogue knows about one metric."""
+
+    name: str
+    impl: Callable[..., MetricValue] = field(repr=False)
+    task: str
+    family: str
+    needs: frozenset[str]
+    direction: Direction
+    bounds: tuple[float | None, float | None]
+    best: float | None
+    defaults: Mapping[str, Any]
+    summary: str
+    reference: str
+    exempt: Mapping[str, str]
+    structured: bool
+
+    def why_not(self, prediction: Any) -> str | None:
+        """``None`` if the metric applies to ``prediction``, else the reason it does not."""
+        missing = sorted(self.needs - prediction.capabilities)
+        if missing:
+            return (
+                f"{self.name} needs {', '.join(missing)}, which a {prediction.kind} prediction "
+                "does not provide"
+            )
+        return None
+
+    def resolve_params(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Defaults updated with ``params``; unknown names raise :class:`UQValidationError`."""
+        params = dict(params or {})
+        unknown = sorted(set(params) - set(self.defaults))
+        if unknown:
+            allowed = ", ".join(sorted(self.defaults)) or "none"
+            raise UQValidationError(
+                f"unknown parameter(s) {', '.join(map(repr, unknown))} for metric {self.name!r}; "
+                f"allowed: {allowed}"
+            )
+        return {**self.defaults, **params}
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-serialisable description (for the catalogue endpoint and docs)."""
+        return {
+            "name": self.name,
+            "task": self.task,
+            "family": self.family,
+            "needs": sorted(self.needs),
+            "direction": self.direction,
+            "bounds": list(self.bounds),
+            "best": self.best,
+            "defaults": dict(self.defaults),
+            "summary": self.summary,
+            "reference": self.reference,
+            "structured": self.structured,
+        }
+
+
+_REGISTRY: dict[str, MetricSpec] = {}
+
+
+def register(
+    name: str,
+    *,
+    family: str,
+    needs: Iterable[str],
+    direction: Direction,
+    reference: str,
+    bounds: tuple[float | None, float | None] = (None, None),
+    best: float | None = None,
+    task: str = "regression",
+    exempt: Mapping[str, str] | None = None,
+    structured: bool = False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``impl(batch, *, options...)`` under ``name`` and return its public function."""
+
+    def decorate(impl: Callable[..., Any]) -> Callable[..., Any]:
+        if name in _REGISTRY:
+            raise RuntimeError(f"metric {name!r} is registered twice")
+        sig = inspect.signature(impl)
+        params = list(sig.parameters.values())
+        defaults = {
+            p.name: p.default
+            for p in params[1:]
+            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is not inspect.Parameter.empty
+        }
+        bad = [p.name for p in params[1:] if p.name not in defaults]
+        if bad:
+            raise RuntimeError(
+                f"metric {name!r}: options must be keyword-only with defaults: {bad}"
+            )
+        for key in exempt or {}:
+            if key not in INVARIANCES:
+                raise RuntimeError(f"metric {name!r}: unknown invariance {key!r}")
+        doc = inspect.getdoc(impl) or ""
+        spec = MetricSpec(
+            name=name,
+            impl=impl,
+            task=task,
+            family=family,
+            needs=frozenset(needs),
+            direction=direction,
+            bounds=bounds,
+            best=best,
+            defaults=MappingProxyType(defaults),
+            summary=doc.splitlines()[0] if doc else name,
+            reference=reference,
+            exempt=MappingProxyType(dict(exempt or {})),
+            structured=structured,
+        )
+        _REGISTRY[name] = spec
+
+        @functools.wraps(impl)
+        def public(prediction: Any, y: Any, *, sample_weight: Any = None, **options: Any) -> Any:
+            batch = Batch(prediction, y, sample_weight)
+            return call(spec, batch, options)
+
+        public_params = [
+            inspect.Parameter("prediction", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+            inspect.Parameter("y", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+            inspect.Parameter("sample_weight", inspect.Parameter.KEYWORD_ONLY, default=None),
+            *params[1:],
+        ]
+        public.__signature__ = sig.replace(parameters=public_params)  # type: ignore[attr-defined]
+        public.spec = spec  # type: ignore[attr-defined]
+        return public
+
+    return decorate
+
+
+def call(spec: MetricSpec, batch: Batch, options: Mapping[str, Any] | None = None) -> MetricValue:
+    """Run ``spec`` on ``batch``: check applicability and options, then the implementation."""
+    reason = spec.why_not(batch.prediction)
+    if reason is not None:
+        raise UQValidationError(reason)
+    return spec.impl(batch, **spec.resolve_params(options))
+
+
+def get(name: str) -> MetricSpec:
+    """The spec of metric ``name``; unknown names raise :class:`UQValidationError`."""
+    _ensure_loaded()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UQValidationError(
+            f"unknown metric {name!r}; known metrics: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+
+
+def specs(task: str | None = None) -> list[MetricSpec]:
+    """All registered specs (of one task), sorted by family then name."""
+    _ensure_loaded()
+    out = [s for s in _REGISTRY.values() if task is None or s.task == task]
+    return sorted(out, key=lambda s: (s.task, s.family, s.name))
+
+
+def names(task: str | None = None) -> list[str]:
+    """All registered metric names (of one task)."""
+    return [s.name for s in specs(task)]
+
+
+def _ensure_loaded() -> None:
+    # Importing the metric modules registers them; the import is idempotent.
+    import uqcore.regression  # noqa: F401

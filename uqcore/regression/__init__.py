@@ -1,0 +1,21 @@
+"""Regression UQ metrics; importing this package registers them in :mod:`uqcore.registry`."""
+
+from uqcore.regression import (
+    accuracy,
+    calibration,
+    group_calibration,
+    ranking,
+    recalibration,
+    scoring,
+    stratified,
+)
+
+__all__ = [
+    "accuracy",
+    "calibration",
+    "group_calibration",
+    "ranking",
+    "recalibration",
+    "scoring",
+    "stratified",
+]

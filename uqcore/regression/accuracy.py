@@ -1,0 +1,172 @@
+"""Accuracy of the point prediction: MAE, RMSE, MdAE, MARPD, R², Pearson correlation.
+
+The point prediction ŷ_i is the predictive mean (the median for ``Quantiles``, the given
+prediction for ``PointUncertainty``). With sample weights w_i every mean is the weighted mean
+Σ w_i t_i / Σ w_i. These are the accuracy metrics of Uncertainty Toolbox (chung2021 §3).
+"""
+
+from __future__ import annotations
+
+from uqcore._stats import QuantileMethod, weighted_pearson, weighted_quantile
+from uqcore.batch import Batch
+from uqcore.registry import register, undefined
+
+__all__ = ["corr", "mae", "marpd", "mdae", "r2", "rmse"]
+
+_UT = "Chung et al. 2021, Uncertainty Toolbox, §3 (accuracy metrics)"
+
+
+@register(
+    "mae",
+    family="accuracy",
+    needs={"point"},
+    direction="lower",
+    bounds=(0.0, None),
+    best=0.0,
+    reference=_UT,
+)
+def mae(batch: Batch) -> float:
+    """Mean absolute error: MAE = Σ w_i |y_i − ŷ_i| / Σ w_i.
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> mae(P.PointUncertainty([0.0, 0.0], [1.0, 1.0]), np.array([1.0, -3.0]))
+    2.0
+    """
+    return batch.mean(batch.abs_error)
+
+
+@register(
+    "rmse",
+    family="accuracy",
+    needs={"point"},
+    direction="lower",
+    bounds=(0.0, None),
+    best=0.0,
+    reference=_UT,
+)
+def rmse(batch: Batch) -> float:
+    """Root mean squared error: RMSE = sqrt(Σ w_i (y_i − ŷ_i)² / Σ w_i).
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> rmse(P.PointUncertainty([0.0, 0.0], [1.0, 1.0]), np.array([3.0, 4.0]))  # doctest: +ELLIPSIS
+    3.535...
+    """
+    r = batch.residual
+    return float(batch.mean(r * r) ** 0.5)
+
+
+@register(
+    "mdae",
+    family="accuracy",
+    needs={"point"},
+    direction="lower",
+    bounds=(0.0, None),
+    best=0.0,
+    reference=_UT,
+    exempt={
+        "scale_weights": "with method='linear' the median is taken in units of weight "
+        "(type-7 interpolation depends on the count); method='inverted_cdf' is scale-invariant",
+    },
+)
+def mdae(batch: Batch, *, method: QuantileMethod = "linear") -> float:
+    """Median absolute error: the weighted median of |y_i − ŷ_i|.
+
+    ``method="linear"`` (default) is ``numpy.median`` for unit weights and, for integer
+    weights, the median of the repeated rows; ``"inverted_cdf"`` is the lower weighted median,
+    invariant to the scale of the weights. See :func:`uqcore._stats.weighted_quantile`.
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> mdae(P.PointUncertainty(np.zeros(4), np.ones(4)), np.array([1.0, -2.0, 3.0, 10.0]))
+    2.5
+    """
+    xp = batch.xp
+    order = batch.order("abs_error", lambda: batch.abs_error)
+    sv = xp.take(batch.abs_error, order)
+    sw = None if batch.weights is None else xp.take(batch.weights, order)
+    return weighted_quantile(xp, sv, sw, 0.5, method)
+
+
+@register(
+    "marpd",
+    family="accuracy",
+    needs={"point"},
+    direction="lower",
+    bounds=(0.0, 200.0),
+    best=0.0,
+    reference=_UT,
+)
+def marpd(batch: Batch) -> float:
+    """Mean absolute relative percent difference: 100 · mean(2|y_i − ŷ_i| / (|ŷ_i| + |y_i|)).
+
+    The definition of Uncertainty Toolbox. A row with y_i = ŷ_i = 0 contributes 0 (a perfect
+    prediction) instead of 0/0.
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> marpd(P.PointUncertainty([1.0, 0.0], [1.0, 1.0]), np.array([3.0, 0.0]))
+    50.0
+    """
+    xp = batch.xp
+    denom = xp.abs(batch.point) + xp.abs(batch.y)
+    safe = xp.where(denom > 0, denom, 1.0)
+    terms = xp.where(denom > 0, 2.0 * batch.abs_error / safe, 0.0)
+    return 100.0 * batch.mean(terms)
+
+
+@register(
+    "r2",
+    family="accuracy",
+    needs={"point"},
+    direction="higher",
+    bounds=(None, 1.0),
+    best=1.0,
+    reference=_UT,
+)
+def r2(batch: Batch) -> float | None:
+    """Coefficient of determination: R² = 1 − Σ w_i (y_i − ŷ_i)² / Σ w_i (y_i − ȳ_w)².
+
+    Undefined (``None`` with a warning) when the targets are constant.
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> r2(P.PointUncertainty([1.0, 2.0, 3.0], np.ones(3)), np.array([1.0, 2.0, 4.0]))  # doctest: +ELLIPSIS
+    0.5714...
+    """
+    ybar = batch.mean(batch.y)
+    d = batch.y - ybar
+    ss_tot = batch.mean(d * d)
+    r = batch.residual
+    ss_res = batch.mean(r * r)
+    if ss_tot <= 0.0 or _constant(batch):
+        undefined("r2", "the targets are constant (zero variance)")
+        return None
+    return 1.0 - ss_res / ss_tot
+
+
+def _constant(batch: Batch) -> bool:
+    xp = batch.xp
+    y = batch.y if batch.weights is None else batch.y[batch.weights > 0]
+    return bool(xp.max(y) == xp.min(y))
+
+
+@register(
+    "corr",
+    family="accuracy",
+    needs={"point"},
+    direction="higher",
+    bounds=(-1.0, 1.0),
+    best=1.0,
+    reference=_UT,
+)
+def corr(batch: Batch) -> float | None:
+    """Pearson correlation between the point prediction ŷ and the targets y (weighted).
+
+    ρ = Σ w (ŷ − ŷ̄)(y − ȳ) / sqrt(Σ w (ŷ − ŷ̄)² · Σ w (y − ȳ)²). Undefined (``None`` with a
+    warning) when either is constant.
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> corr(P.PointUncertainty([1.0, 2.0, 3.0], np.ones(3)), np.array([2.0, 4.0, 6.0]))
+    1.0
+    """
+    value = weighted_pearson(batch.xp, batch.point, batch.y, batch.weights)
+    if value is None:
+        undefined("corr", "the predictions or the targets are constant")
+    return value

@@ -1,0 +1,206 @@
+"""``evaluate`` and ``metric``: run registered metrics, with applicability, parameters,
+warnings and provenance, and return a JSON-serialisable :class:`Report`."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from uqcore import registry
+from uqcore._validation import UQValidationError
+from uqcore.batch import Batch
+from uqcore.registry import MetricValue
+
+__all__ = ["Report", "evaluate", "json_safe", "metric"]
+
+
+def json_safe(value: Any, where: str, notes: list[str]) -> Any:
+    """Convert numpy scalars/arrays to Python types; NaN/inf become ``None`` with a note."""
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v, f"{where}.{k}", notes) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v, f"{where}[{i}]", notes) for i, v in enumerate(value)]
+    if isinstance(value, np.ndarray):
+        return json_safe(value.tolist(), where, notes)
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        f = float(value)
+        if not math.isfinite(f):
+            notes.append(f"{where} was {f} and is reported as null")
+            return None
+        return f
+    if value is None or isinstance(value, str):
+        return value
+    # 0-d arrays of other namespaces
+    try:
+        return json_safe(float(value), where, notes)
+    except (TypeError, ValueError):
+        raise TypeError(f"{where}: cannot serialise {type(value).__name__}") from None
+
+
+class Report(Mapping[str, MetricValue]):
+    """Metric name -> value (float, ``None`` when undefined, or a dict with ``"value"``).
+
+    Attributes
+    ----------
+    params : dict
+        Every parameter used, per metric (defaults included).
+    not_applicable : dict
+        For ``metrics="all"``: metric name -> why it does not apply to this prediction kind.
+    warnings : list of str
+        Why a value is ``None``, and any other warning raised while computing.
+    """
+
+    def __init__(
+        self,
+        values: dict[str, MetricValue],
+        params: dict[str, dict[str, Any]],
+        not_applicable: dict[str, str],
+        warnings_: list[str],
+        meta: dict[str, Any],
+    ) -> None:
+        self._values = values
+        self.params = params
+        self.not_applicable = not_applicable
+        self.warnings = warnings_
+        self.meta = meta
+
+    def __getitem__(self, name: str) -> MetricValue:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def scalar(self, name: str) -> float | None:
+        """The scalar value of ``name`` (the ``"value"`` entry of a structured result)."""
+        v = self._values[name]
+        if isinstance(v, dict):
+            inner = v.get("value")
+            return None if inner is None else float(inner)
+        return v
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form: values, params, not_applicable, warnings and provenance."""
+        return {
+            "values": dict(self._values),
+            "params": self.params,
+            "not_applicable": dict(self.not_applicable),
+            "warnings": list(self.warnings),
+            **self.meta,
+        }
+
+    def __repr__(self) -> str:
+        return f"Report({dict(self._values)!r})"
+
+
+def _run_one(
+    spec: registry.MetricSpec, batch: Batch, params: dict[str, Any]
+) -> tuple[MetricValue, list[str]]:
+    notes: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = spec.impl(batch, **params)
+    for w in caught:
+        notes.append(str(w.message))
+    value = json_safe(value, spec.name, notes)
+    return value, notes
+
+
+def evaluate(
+    prediction: Any,
+    y: Any,
+    metrics: str | Sequence[str] = "all",
+    *,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    sample_weight: Any = None,
+) -> Report:
+    """Compute several metrics on one batch, sharing sorts and PIT values between them.
+
+    Parameters
+    ----------
+    prediction : a uqcore prediction object
+    y : array_like, shape (N,)
+    metrics : "all" or list of str
+        ``"all"`` computes every registered metric of the prediction's task that applies to its
+        kind and lists the others with the reason in ``Report.not_applicable``. An explicit
+        name that is unknown or does not apply raises :class:`UQValidationError`.
+    params : dict, optional
+        Per-metric options, e.g. ``{"nmerci": {"alpha": 0.9}}``.
+    sample_weight : array_like, shape (N,), optional
+
+    Returns
+    -------
+    Report
+        JSON-serialisable via :meth:`Report.to_dict`; never contains NaN (undefined values are
+        ``None`` with the reason in ``Report.warnings``).
+    """
+    from uqcore import __version__
+
+    batch = Batch(prediction, y, sample_weight)
+    task = "regression"
+    params = dict(params or {})
+    not_applicable: dict[str, str] = {}
+    if isinstance(metrics, str):
+        if metrics != "all":
+            raise UQValidationError(
+                f"metrics must be 'all' or a list of metric names, found {metrics!r}"
+            )
+        chosen = []
+        for spec in registry.specs(task):
+            reason = spec.why_not(prediction)
+            if reason is None:
+                chosen.append(spec)
+            else:
+                not_applicable[spec.name] = reason
+    else:
+        if len(metrics) == 0:
+            raise UQValidationError("metrics must name at least one metric")
+        chosen = []
+        for name in dict.fromkeys(metrics):
+            spec = registry.get(name)
+            reason = spec.why_not(prediction)
+            if reason is not None:
+                raise UQValidationError(reason)
+            chosen.append(spec)
+    chosen_names = {s.name for s in chosen}
+    stray = sorted(set(params) - chosen_names - set(not_applicable))
+    if stray:
+        raise UQValidationError(
+            f"params given for metric(s) not requested: {', '.join(map(repr, stray))}"
+        )
+    values: dict[str, MetricValue] = {}
+    used: dict[str, dict[str, Any]] = {}
+    notes: list[str] = []
+    for spec in chosen:
+        resolved = spec.resolve_params(params.get(spec.name))
+        value, msgs = _run_one(spec, batch, resolved)
+        values[spec.name] = value
+        used[spec.name] = json_safe(resolved, spec.name, [])
+        notes.extend(msgs)
+    meta = {
+        "uqcore_version": __version__,
+        "task": task,
+        "prediction_kind": prediction.kind,
+        "n": batch.n,
+        "weighted": batch.weights is not None,
+    }
+    return Report(values, used, not_applicable, notes, meta)
+
+
+def metric(
+    name: str, prediction: Any, y: Any, *, sample_weight: Any = None, **options: Any
+) -> MetricValue:
+    """Compute one registered metric: ``metric("crps", pred, y, sample_weight=w)``."""
+    spec = registry.get(name)
+    batch = Batch(prediction, y, sample_weight)
+    return registry.call(spec, batch, options)

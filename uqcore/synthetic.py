@@ -1,0 +1,1 @@
+"""Synthetic datasets of the papers with their true predictive distributions."""

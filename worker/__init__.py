@@ -1,0 +1,1 @@
+"""The uq-eval Celery worker: loads stored batches, calls uqcore, writes results."""
