@@ -92,7 +92,10 @@ def as_float_array(
     """Convert ``x`` to a float64 array of namespace ``xp`` and check its dimensionality."""
     if x is None:
         raise UQValidationError(f"{name} is required")
-    if array_api_compat.is_array_api_obj(x):
+    if array_api_compat.is_array_api_obj(x) and namespace(x) is not xp:
+        # An array of another library (e.g. numpy levels for torch predictions): via the host.
+        x = to_numpy(x)
+    if array_api_compat.is_array_api_obj(x) and not isinstance(x, np.ndarray | np.generic):
         dt = x.dtype
         if dt == xp.bool:
             raise UQValidationError(f"{name} must hold real numbers, found booleans")
@@ -105,7 +108,7 @@ def as_float_array(
             raise UQValidationError(
                 f"{name} must hold real numbers, found dtype {np_x.dtype} ({type(x).__name__})"
             )
-        arr = xp.asarray(np_x.astype(np.float64), device=device)
+        arr = xp.asarray(np_x if np_x.dtype == np.float64 else np_x.astype(np.float64), device=device)
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else ndim
         if arr.ndim not in allowed:

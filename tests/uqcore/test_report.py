@@ -1,0 +1,117 @@
+"""evaluate() and metric(): applicability, parameters, errors, warnings, JSON provenance."""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import uqcore
+from tests.factories import KINDS, make_prediction
+from uqcore import UQValidationError, evaluate, metric, registry
+from uqcore import predictions as P
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_all_metrics_report_is_json_without_nan(kind: str) -> None:
+    pred, y = make_prediction(kind, 64, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = evaluate(pred, y, metrics="all")
+    doc = report.to_dict()
+    text = json.dumps(doc, allow_nan=False)  # raises on NaN/inf
+    assert json.loads(text)["uqcore_version"] == uqcore.__version__
+    assert doc["prediction_kind"] == kind
+    assert doc["n"] == 64
+    # every regression metric is either computed or explained
+    assert set(doc["values"]) | set(doc["not_applicable"]) == set(registry.names("regression"))
+    assert not set(doc["values"]) & set(doc["not_applicable"])
+    for name in doc["values"]:
+        assert set(doc["params"][name]) == set(registry.get(name).defaults)
+    for name, why in doc["not_applicable"].items():
+        assert name in why
+        assert kind in why
+
+
+def test_point_uncertainty_is_not_scored_by_distribution_metrics() -> None:
+    pred, y = make_prediction("point_uncertainty", 20)
+    report = evaluate(pred, y)
+    assert "mae" in report
+    assert "spearman" in report
+    for name in ("nll", "crps", "ece", "calibration_error", "sharpness"):
+        assert name in report.not_applicable, name
+
+
+def test_explicit_list_with_params() -> None:
+    pred, y = make_prediction("gaussian", 30)
+    report = evaluate(pred, y, metrics=["mae", "mdae"], params={"mdae": {"method": "inverted_cdf"}})
+    assert list(report) == ["mae", "mdae"]
+    assert report.params["mdae"] == {"method": "inverted_cdf"}
+    assert report["mae"] == metric("mae", pred, y)
+    assert report.scalar("mae") == report["mae"]
+
+
+def test_unknown_metric_unknown_param_and_stray_params_are_errors() -> None:
+    pred, y = make_prediction("gaussian", 10)
+    with pytest.raises(UQValidationError, match="unknown metric 'maee'"):
+        evaluate(pred, y, metrics=["maee"])
+    with pytest.raises(UQValidationError, match=re.escape("unknown parameter(s) 'alpha' for metric 'mae'; allowed: none")):
+        evaluate(pred, y, metrics=["mae"], params={"mae": {"alpha": 1}})
+    with pytest.raises(UQValidationError, match="params given for metric"):
+        evaluate(pred, y, metrics=["mae"], params={"rmse": {}})
+    with pytest.raises(UQValidationError, match="at least one metric"):
+        evaluate(pred, y, metrics=[])
+    with pytest.raises(UQValidationError, match="'all' or a list"):
+        evaluate(pred, y, metrics="mae")
+
+
+def test_inapplicable_metric_requested_explicitly_says_why() -> None:
+    pred = P.PointUncertainty([0.0, 1.0], [1.0, 2.0])
+    name = next(s.name for s in registry.specs("regression") if s.why_not(pred) is not None)
+    with pytest.raises(UQValidationError, match=f"{name} needs"):
+        evaluate(pred, np.zeros(2), metrics=[name])
+    with pytest.raises(UQValidationError, match=f"{name} needs"):
+        metric(name, pred, np.zeros(2))
+
+
+def test_undefined_value_is_null_with_warning() -> None:
+    pred = P.PointUncertainty([1.0, 2.0, 3.0], [1.0, 1.0, 1.0])
+    y = np.full(3, 5.0)
+    report = evaluate(pred, y, metrics=["r2", "mae"])
+    assert report["r2"] is None
+    assert any("r2 is undefined" in w for w in report.warnings)
+    with pytest.warns(uqcore.UndefinedMetricWarning, match="targets are constant"):
+        assert metric("r2", pred, y) is None
+
+
+def test_targets_and_weights_are_validated() -> None:
+    pred = P.Gaussian([0.0, 1.0], [1.0, 1.0])
+    with pytest.raises(UQValidationError, match=re.escape("y must have the same length as the prediction (2), found 3")):
+        metric("mae", pred, [1.0, 2.0, 3.0])
+    with pytest.raises(UQValidationError, match=re.escape("y must be finite; y[1] = nan")):
+        metric("mae", pred, [1.0, np.nan])
+    with pytest.raises(UQValidationError, match=re.escape("sample_weight must be >= 0; sample_weight[0] = -1")):
+        metric("mae", pred, [1.0, 2.0], sample_weight=[-1.0, 1.0])
+    with pytest.raises(UQValidationError, match="sample_weight must not be all zero"):
+        metric("mae", pred, [1.0, 2.0], sample_weight=[0.0, 0.0])
+    with pytest.raises(UQValidationError, match="prediction must be a uqcore prediction object"):
+        metric("mae", np.zeros(2), [1.0, 2.0])
+
+
+def test_public_metric_functions_have_documented_signatures() -> None:
+    import inspect
+
+    from uqcore.regression.accuracy import mdae
+
+    sig = inspect.signature(mdae)
+    assert list(sig.parameters) == ["prediction", "y", "sample_weight", "method"]
+    assert sig.parameters["method"].default == "linear"
+    assert mdae.spec.name == "mdae"  # type: ignore[attr-defined]
+
+
+def test_catalogue_description_is_json() -> None:
+    for spec in registry.specs():
+        json.dumps(spec.describe(), allow_nan=False)
