@@ -108,7 +108,9 @@ def as_float_array(
             raise UQValidationError(
                 f"{name} must hold real numbers, found dtype {np_x.dtype} ({type(x).__name__})"
             )
-        arr = xp.asarray(np_x if np_x.dtype == np.float64 else np_x.astype(np.float64), device=device)
+        arr = xp.asarray(
+            np_x if np_x.dtype == np.float64 else np_x.astype(np.float64), device=device
+        )
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else ndim
         if arr.ndim not in allowed:

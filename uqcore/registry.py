@@ -76,6 +76,8 @@ class MetricSpec:
     reference: str
     exempt: Mapping[str, str]
     structured: bool
+    mean_terms: Callable[..., Any] | None = field(default=None, repr=False)
+    finalize: Callable[[float], float] | None = field(default=None, repr=False)
 
     def why_not(self, prediction: Any) -> str | None:
         """``None`` if the metric applies to ``prediction``, else the reason it does not."""
@@ -131,8 +133,16 @@ def register(
     task: str = "regression",
     exempt: Mapping[str, str] | None = None,
     structured: bool = False,
+    mean_terms: Callable[..., Any] | None = None,
+    finalize: Callable[[float], float] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``impl(batch, *, options...)`` under ``name`` and return its public function."""
+    """Register ``impl(batch, *, options...)`` under ``name`` and return its public function.
+
+    ``mean_terms(batch, **options)``, when given, returns per-row terms t_i (shape (N,)) such that
+    the metric equals ``finalize(Σ w_i t_i / Σ w_i)`` (``finalize`` defaults to the identity).
+    Resampling uses it to compute a whole block of resamples as one matrix product; a test
+    checks that it agrees with ``impl`` for every metric that declares it.
+    """
 
     def decorate(impl: Callable[..., Any]) -> Callable[..., Any]:
         if name in _REGISTRY:
@@ -167,6 +177,8 @@ def register(
             reference=reference,
             exempt=MappingProxyType(dict(exempt or {})),
             structured=structured,
+            mean_terms=mean_terms,
+            finalize=finalize,
         )
         _REGISTRY[name] = spec
 

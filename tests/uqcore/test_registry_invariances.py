@@ -131,3 +131,27 @@ def test_every_metric_is_fully_described() -> None:
         if spec.best is not None:
             assert lo is None or spec.best >= lo, spec.name
             assert hi is None or spec.best <= hi, spec.name
+
+
+def _mean_term_cases() -> list[Any]:
+    return [
+        pytest.param(name, kind, id=f"{name}-{kind}")
+        for name, kind in (p.values for p in _cases())
+        if registry.get(name).mean_terms is not None
+    ]
+
+
+@pytest.mark.parametrize(("name", "kind"), _mean_term_cases())
+def test_mean_terms_agree_with_the_metric(name: str, kind: str) -> None:
+    """Metrics that declare per-row terms equal finalize(weighted mean of the terms)."""
+    spec = registry.get(name)
+    pred, y = make_prediction(kind, N, seed=12)
+    w = np.random.default_rng(13).uniform(0.0, 2.0, size=N)
+    batch = Batch(pred, y, w)
+    terms = np.asarray(spec.mean_terms(batch, **spec.defaults), dtype=float)
+    assert terms.shape == (N,)
+    value = float(np.sum(w * terms) / np.sum(w))
+    if spec.finalize is not None:
+        value = spec.finalize(value)
+    got = _value(name, pred, y, w)
+    assert_same(got["value"] if isinstance(got, dict) else got, value)

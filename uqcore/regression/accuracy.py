@@ -7,6 +7,9 @@ prediction for ``PointUncertainty``). With sample weights w_i every mean is the 
 
 from __future__ import annotations
 
+import math
+
+from uqcore._backend import Array
 from uqcore._stats import QuantileMethod, weighted_pearson, weighted_quantile
 from uqcore.batch import Batch
 from uqcore.registry import register, undefined
@@ -24,6 +27,7 @@ _UT = "Chung et al. 2021, Uncertainty Toolbox, §3 (accuracy metrics)"
     bounds=(0.0, None),
     best=0.0,
     reference=_UT,
+    mean_terms=lambda batch: batch.abs_error,
 )
 def mae(batch: Batch) -> float:
     """Mean absolute error: MAE = Σ w_i |y_i − ŷ_i| / Σ w_i.
@@ -43,6 +47,8 @@ def mae(batch: Batch) -> float:
     bounds=(0.0, None),
     best=0.0,
     reference=_UT,
+    mean_terms=lambda batch: batch.residual**2,
+    finalize=math.sqrt,
 )
 def rmse(batch: Batch) -> float:
     """Root mean squared error: RMSE = sqrt(Σ w_i (y_i − ŷ_i)² / Σ w_i).
@@ -94,6 +100,7 @@ def mdae(batch: Batch, *, method: QuantileMethod = "linear") -> float:
     bounds=(0.0, 200.0),
     best=0.0,
     reference=_UT,
+    mean_terms=lambda batch: _marpd_terms(batch),
 )
 def marpd(batch: Batch) -> float:
     """Mean absolute relative percent difference: 100 · mean(2|y_i − ŷ_i| / (|ŷ_i| + |y_i|)).
@@ -105,11 +112,14 @@ def marpd(batch: Batch) -> float:
     >>> marpd(P.PointUncertainty([1.0, 0.0], [1.0, 1.0]), np.array([3.0, 0.0]))
     50.0
     """
+    return batch.mean(_marpd_terms(batch))
+
+
+def _marpd_terms(batch: Batch) -> Array:
     xp = batch.xp
     denom = xp.abs(batch.point) + xp.abs(batch.y)
     safe = xp.where(denom > 0, denom, 1.0)
-    terms = xp.where(denom > 0, 2.0 * batch.abs_error / safe, 0.0)
-    return 100.0 * batch.mean(terms)
+    return xp.where(denom > 0, 200.0 * batch.abs_error / safe, 0.0)
 
 
 @register(
