@@ -109,7 +109,9 @@ def bench_get_all_metrics(sizes: list[int]) -> list[str]:
         reps_peer = 3 if n <= 10**4 else 1
         t_peer = timeit(lambda: uct.get_all_metrics(mu, sd, y, verbose=False), reps_peer)
         t_ours = timeit(lambda: uncertainty_toolbox_metrics(pred, y, seed=0), 3)
-        lines.append(f"| 10^{round(math.log10(n))} | {fmt_s(t_peer)} | {fmt_s(t_ours)} | {t_peer / t_ours:.0f}× |")
+        lines.append(
+            f"| 10^{round(math.log10(n))} | {fmt_s(t_peer)} | {fmt_s(t_ours)} | {t_peer / t_ours:.0f}× |"
+        )
         print(lines[-1], flush=True)
     return lines
 
@@ -127,33 +129,69 @@ def bench_per_metric(n: int, full: bool) -> list[str]:
         "|---|---:|---|---:|---:|",
     ]
 
-    def row(name: str, ours: Callable[[], Any], label: str, theirs: Callable[[], Any], reps: int) -> None:
+    def row(
+        name: str, ours: Callable[[], Any], label: str, theirs: Callable[[], Any], reps: int
+    ) -> None:
         t_ours = timeit(ours, 5)
         t_them = timeit(theirs, reps)
-        lines.append(f"| `{name}` | {fmt_s(t_ours)} | {label} | {fmt_s(t_them)} | {t_them / t_ours:.1f}× |")
+        lines.append(
+            f"| `{name}` | {fmt_s(t_ours)} | {label} | {fmt_s(t_them)} | {t_them / t_ours:.1f}× |"
+        )
         print(lines[-1], flush=True)
 
     peer_reps = 1 if n >= 10**6 else 3
-    row("ece", lambda: metric("ece", pred, y, compat="uncertainty_toolbox"), "UT `mean_absolute_calibration_error`",
-        lambda: uct.mean_absolute_calibration_error(mu, sd, y), peer_reps)
-    row("rmsce", lambda: metric("rmsce", pred, y, compat="uncertainty_toolbox"), "UT `root_mean_squared_calibration_error`",
-        lambda: uct.root_mean_squared_calibration_error(mu, sd, y), peer_reps)
-    row("check_score", lambda: metric("check_score", pred, y), "UT `check_score`",
-        lambda: uct.check_score(mu, sd, y), peer_reps)
-    row("interval_score", lambda: metric("interval_score", pred, y), "UT `interval_score`",
-        lambda: uct.interval_score(mu, sd, y), peer_reps)
+    row(
+        "ece",
+        lambda: metric("ece", pred, y, compat="uncertainty_toolbox"),
+        "UT `mean_absolute_calibration_error`",
+        lambda: uct.mean_absolute_calibration_error(mu, sd, y),
+        peer_reps,
+    )
+    row(
+        "rmsce",
+        lambda: metric("rmsce", pred, y, compat="uncertainty_toolbox"),
+        "UT `root_mean_squared_calibration_error`",
+        lambda: uct.root_mean_squared_calibration_error(mu, sd, y),
+        peer_reps,
+    )
+    row(
+        "check_score",
+        lambda: metric("check_score", pred, y),
+        "UT `check_score`",
+        lambda: uct.check_score(mu, sd, y),
+        peer_reps,
+    )
+    row(
+        "interval_score",
+        lambda: metric("interval_score", pred, y),
+        "UT `interval_score`",
+        lambda: uct.interval_score(mu, sd, y),
+        peer_reps,
+    )
     if full:
-        row("adversarial_group_calibration",
+        row(
+            "adversarial_group_calibration",
             lambda: metric("adversarial_group_calibration", pred, y, seed=0),
             "UT `adversarial_group_calibration`",
-            lambda: uct.adversarial_group_calibration(mu, sd, y, cali_type="mean_abs", verbose=False), 1)
+            lambda: uct.adversarial_group_calibration(
+                mu, sd, y, cali_type="mean_abs", verbose=False
+            ),
+            1,
+        )
     else:
         m = min(n, 10**5)
         mu2, sd2, y2 = mu[:m], sd[:m], y[:m]
         pred2 = P.Gaussian(mu2, sd2)
         t_o = timeit(lambda: metric("adversarial_group_calibration", pred2, y2, seed=0), 3)
-        t_t = timeit(lambda: uct.adversarial_group_calibration(mu2, sd2, y2, cali_type="mean_abs", verbose=False), 1)
-        lines.append(f"| `adversarial_group_calibration` (N = 10^5) | {fmt_s(t_o)} | UT `adversarial_group_calibration` | {fmt_s(t_t)} | {t_t / t_o:.1f}× |")
+        t_t = timeit(
+            lambda: uct.adversarial_group_calibration(
+                mu2, sd2, y2, cali_type="mean_abs", verbose=False
+            ),
+            1,
+        )
+        lines.append(
+            f"| `adversarial_group_calibration` (N = 10^5) | {fmt_s(t_o)} | UT `adversarial_group_calibration` | {fmt_s(t_t)} | {t_t / t_o:.1f}× |"
+        )
         print(lines[-1], flush=True)
 
     # the floor: one direct numpy expression of the same formula
@@ -163,7 +201,16 @@ def bench_per_metric(n: int, full: bool) -> list[str]:
 
     def floor_crps() -> float:
         z = (y - mu) / sd
-        return float(np.mean(sd * (z * (2 * sps.ndtr(z) - 1) + 2 * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi) - 1 / math.sqrt(math.pi))))
+        return float(
+            np.mean(
+                sd
+                * (
+                    z * (2 * sps.ndtr(z) - 1)
+                    + 2 * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+                    - 1 / math.sqrt(math.pi)
+                )
+            )
+        )
 
     floors = {
         "mae": lambda: float(np.mean(np.abs(y - mu))),
@@ -173,7 +220,13 @@ def bench_per_metric(n: int, full: bool) -> list[str]:
         "sharpness": lambda: float(np.sqrt(np.mean(sd**2))),
     }
     for name, fn in floors.items():
-        row(name, lambda name=name: metric(name, pred, y), "numpy expression of the formula (floor)", fn, 5)
+        row(
+            name,
+            lambda name=name: metric(name, pred, y),
+            "numpy expression of the formula (floor)",
+            fn,
+            5,
+        )
     return lines
 
 
@@ -236,7 +289,7 @@ def bench_scaling(sizes: list[int]) -> list[str]:
 
 def bench_samples(n_total: int) -> list[str]:
     lines = [
-        "### Samples: CRPS (`estimator=\"nrg\"`) cost per row as S grows (N·S fixed)",
+        '### Samples: CRPS (`estimator="nrg"`) cost per row as S grows (N·S fixed)',
         "",
         "| S | N | time | time / (N·S·log2 S) relative to S = 8 |",
         "|---:|---:|---:|---:|",
@@ -258,7 +311,9 @@ def bench_samples(n_total: int) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true", help="include the peer's slow runs at N = 10^6")
+    parser.add_argument(
+        "--full", action="store_true", help="include the peer's slow runs at N = 10^6"
+    )
     parser.add_argument("--max-n", type=int, default=10**7, help="largest N for uqcore-only runs")
     args = parser.parse_args()
 

@@ -58,7 +58,10 @@ def test_unknown_metric_unknown_param_and_stray_params_are_errors() -> None:
     pred, y = make_prediction("gaussian", 10)
     with pytest.raises(UQValidationError, match="unknown metric 'maee'"):
         evaluate(pred, y, metrics=["maee"])
-    with pytest.raises(UQValidationError, match=re.escape("unknown parameter(s) 'alpha' for metric 'mae'; allowed: none")):
+    with pytest.raises(
+        UQValidationError,
+        match=re.escape("unknown parameter(s) 'alpha' for metric 'mae'; allowed: none"),
+    ):
         evaluate(pred, y, metrics=["mae"], params={"mae": {"alpha": 1}})
     with pytest.raises(UQValidationError, match="params given for metric"):
         evaluate(pred, y, metrics=["mae"], params={"rmse": {}})
@@ -89,11 +92,16 @@ def test_undefined_value_is_null_with_warning() -> None:
 
 def test_targets_and_weights_are_validated() -> None:
     pred = P.Gaussian([0.0, 1.0], [1.0, 1.0])
-    with pytest.raises(UQValidationError, match=re.escape("y must have the same length as the prediction (2), found 3")):
+    with pytest.raises(
+        UQValidationError,
+        match=re.escape("y must have the same length as the prediction (2), found 3"),
+    ):
         metric("mae", pred, [1.0, 2.0, 3.0])
     with pytest.raises(UQValidationError, match=re.escape("y must be finite; y[1] = nan")):
         metric("mae", pred, [1.0, np.nan])
-    with pytest.raises(UQValidationError, match=re.escape("sample_weight must be >= 0; sample_weight[0] = -1")):
+    with pytest.raises(
+        UQValidationError, match=re.escape("sample_weight must be >= 0; sample_weight[0] = -1")
+    ):
         metric("mae", pred, [1.0, 2.0], sample_weight=[-1.0, 1.0])
     with pytest.raises(UQValidationError, match="sample_weight must not be all zero"):
         metric("mae", pred, [1.0, 2.0], sample_weight=[0.0, 0.0])

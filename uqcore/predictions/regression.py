@@ -425,31 +425,55 @@ class Mixture(RegressionPrediction):
         return top + xp.log(xp.sum(xp.exp(terms - top[:, None]), axis=1))
 
     def ppf(self, levels: Any, *, tol: float = 1e-12, max_iter: int = 200) -> Array:
-        """Quantiles by safeguarded Newton iteration on the mixture CDF (bracketed bisection
-        fallback), to absolute tolerance ``tol`` times the row's scale."""
+        """Quantiles by safeguarded Newton iteration on the mixture CDF.
+
+        Each quantile is bracketed by [min_k(μ_k − 40σ_k), max_k(μ_k + 40σ_k)]; a Newton step
+        that leaves the current bracket (or meets a vanishing density) is replaced by bisection.
+        Iteration stops when every step is below ``tol`` times the row's smallest component std.
+        Rows are processed in blocks so that the N×Q×K work array stays near 2^20 values.
+        """
+        xp = self.xp
+        lv = self._levels(levels)
+        q = int(lv.shape[0])
+        block = max(1, (1 << 20) // max(1, q * self.n_components))
+        parts = [
+            self._ppf_rows(lv, start, min(start + block, self.n), tol, max_iter)
+            for start in range(0, self.n, block)
+        ]
+        return parts[0] if len(parts) == 1 else xp.concat(parts, axis=0)
+
+    def _ppf_rows(self, lv: Array, start: int, stop: int, tol: float, max_iter: int) -> Array:
         xp = self.xp
         sp = special(xp)
-        lv = self._levels(levels)
-        q = lv.shape[0]
-        w = self.weights[:, None, :]
-        mu = self.means[:, None, :]
-        sd = self.stds[:, None, :]
-        lo = xp.broadcast_to(xp.min(self.means - 40.0 * self.stds, axis=1)[:, None], (self.n, q))
-        hi = xp.broadcast_to(xp.max(self.means + 40.0 * self.stds, axis=1)[:, None], (self.n, q))
-        lo = xp.asarray(lo, copy=True)
-        hi = xp.asarray(hi, copy=True)
-        x = self.mean()[:, None] + self.std()[:, None] * sp.ndtri(lv)[None, :]
+        q = int(lv.shape[0])
+        w_rows = self.weights[start:stop, :]
+        m_rows = self.means[start:stop, :]
+        s_rows = self.stds[start:stop, :]
+        n = stop - start
+        w = w_rows[:, None, :]
+        mu = m_rows[:, None, :]
+        sd = s_rows[:, None, :]
+        lo = xp.asarray(
+            xp.broadcast_to(xp.min(m_rows - 40.0 * s_rows, axis=1)[:, None], (n, q)), copy=True
+        )
+        hi = xp.asarray(
+            xp.broadcast_to(xp.max(m_rows + 40.0 * s_rows, axis=1)[:, None], (n, q)), copy=True
+        )
+        mean = xp.sum(w_rows * m_rows, axis=1)
+        var = xp.sum(w_rows * (s_rows**2 + m_rows**2), axis=1) - mean * mean
+        x = mean[:, None] + xp.sqrt(xp.clip(var, min=0.0))[:, None] * sp.ndtri(lv)[None, :]
         x = xp.clip(x, min=lo, max=hi)
-        scale = xp.min(self.stds, axis=1)[:, None]
+        scale = xp.min(s_rows, axis=1)[:, None]
+        norm = 1.0 / math.sqrt(2.0 * math.pi)
         for _ in range(max_iter):
             z = (x[:, :, None] - mu) / sd
             f = xp.sum(w * sp.ndtr(z), axis=2) - lv[None, :]
-            dens = xp.sum(w * xp.exp(-0.5 * z * z) / (sd * math.sqrt(2 * math.pi)), axis=2)
+            dens = xp.sum(w * xp.exp(-0.5 * z * z) * (norm / sd), axis=2)
             lo = xp.where(f < 0, x, lo)
             hi = xp.where(f > 0, x, hi)
-            step = f / xp.where(dens > 0, dens, 1.0)
-            newton = x - step
-            inside = (newton > lo) & (newton < hi) & (dens > 0)
+            usable = dens > 1e-280  # a Newton step through a vanishing density overflows
+            newton = x - f / xp.where(usable, dens, 1.0)
+            inside = usable & (newton > lo) & (newton < hi)
             x_new = xp.where(inside, newton, 0.5 * (lo + hi))
             done = xp.abs(x_new - x) <= tol * scale
             x = x_new

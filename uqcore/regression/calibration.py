@@ -1,1 +1,781 @@
-"""Placeholder: being written."""
+"""Calibration of regression predictions: calibration curves, ECE, RMSCE, miscalibration area,
+Kuleshov's calibration error, the PIT histogram and KS test, ENCE, UCE, and sharpness.
+
+Observed proportions come from the PIT values u_i = F_i(y_i), computed once per batch and
+sorted once (cached in the :class:`~uqcore.batch.Batch` under ``"calibration:*"`` keys); each
+level then costs one ``searchsorted``, so every calibration metric of one ``evaluate()`` call
+shares one sort. With sample weights w_i every proportion is a share of the total weight.
+
+Two kinds of proportions on a grid of levels p_1 < ... < p_M (default: the 99 levels
+0.01, ..., 0.99, as in chung2021 appendix A.3):
+
+``"quantile"``  (one-sided) p̂(p) = Σ w_i 1{y_i ≤ q_i(p)} / Σ w_i = share of u_i ≤ p — the
+                textbook definition (chung2021 eq. 1; xiong2024 eq. 6; Kuleshov et al. 2018).
+``"interval"``  (centred) p̂(p) = share of y_i in the central interval [q_i((1−p)/2),
+                q_i((1+p)/2)], i.e. of u_i ∈ [(1−p)/2, (1+p)/2] (closed).
+
+For a ``Quantiles`` prediction (no CDF) the prediction's own levels are used: the quantile
+proportion at p_j is the share of y_i ≤ values[i, j], and the interval proportion is computed
+for every symmetric pair of given levels (p, 1 − p), p < 1/2, with expected coverage 1 − 2p
+(pairs matched to 1e-9). Other levels for a ``Quantiles`` prediction are interpolated linearly
+between the given quantiles (:meth:`Quantiles.ppf`).
+
+Uncertainty Toolbox compatibility (``compat="uncertainty_toolbox"``, Gaussian predictions
+only): its grid is ``numpy.linspace(0, 1, 100)`` (it includes 0 and 1, ``num_bins=100``), its
+proportions are computed in the space of z_i = (μ_i − y_i)/σ_i against ``scipy.stats.norm``
+quantiles, and its ``prop_type="quantile"`` counts z_i ≤ Φ⁻¹(p), i.e. y_i ≥ q_i(1 − p) — the
+mirror image of the textbook P(y ≤ q_p) that we use by default. For the (symmetric) interval
+proportions the two agree up to floating-point ties.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import scipy.stats
+
+from uqcore._backend import Array, to_numpy
+from uqcore._validation import UQValidationError
+from uqcore.batch import Batch
+from uqcore.registry import register, undefined
+
+__all__ = [
+    "DEFAULT_LEVELS",
+    "CalibrationCurve",
+    "calibration_curve",
+    "calibration_error",
+    "ece",
+    "ence",
+    "mean_std",
+    "miscalibration_area",
+    "pit",
+    "rmsce",
+    "sharpness",
+    "uce",
+]
+
+PropType = Literal["interval", "quantile"]
+Compat = Literal["uncertainty_toolbox"] | None
+
+#: The default level grid: 0.01, 0.02, ..., 0.99 (chung2021 appendix A.3).
+DEFAULT_LEVELS: tuple[float, ...] = tuple(round(k / 100, 2) for k in range(1, 100))
+
+#: Uncertainty Toolbox's number of grid points, ``numpy.linspace(0, 1, 100)``.
+UT_NUM_BINS = 100
+
+_UT = "Chung et al. 2021, Uncertainty Toolbox, §3 and appendix A.3"
+_KULESHOV = (
+    "Kuleshov et al. 2018, Accurate uncertainties for deep learning (ICML); xiong2024 eq. 5-7"
+)
+_PAIR_TOL = 1e-9
+
+
+@dataclass(frozen=True)
+class CalibrationCurve:
+    """Observed against expected proportions on a level grid.
+
+    Attributes
+    ----------
+    expected : tuple of float
+        Expected proportions (the nominal probability of each level or interval).
+    observed : tuple of float
+        Observed (weighted) proportions.
+    prop_type : str
+        ``"interval"`` or ``"quantile"``.
+    levels : tuple of float
+        The levels p of the grid. ``expected == levels`` except for the interval curve of a
+        ``Quantiles`` prediction, whose levels are the lower levels p of the pairs
+        (p, 1 − p) and whose expected coverages are 1 − 2p.
+    """
+
+    expected: tuple[float, ...]
+    observed: tuple[float, ...]
+    prop_type: str
+    levels: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class _Tally:
+    """Weighted counts of the rows inside each level's set (nested, growing with the level)."""
+
+    levels: np.ndarray[Any, Any]
+    expected: np.ndarray[Any, Any]
+    counts: np.ndarray[Any, Any]
+    total: float
+
+    @property
+    def observed(self) -> np.ndarray[Any, Any]:
+        return self.counts / self.total
+
+
+# -- option checks ---------------------------------------------------------------------------
+def _check_prop_type(prop_type: Any) -> None:
+    if prop_type not in ("interval", "quantile"):
+        raise UQValidationError(f"prop_type must be 'interval' or 'quantile', found {prop_type!r}")
+
+
+def _check_compat(compat: Any) -> None:
+    if compat not in (None, "uncertainty_toolbox"):
+        raise UQValidationError(f"compat must be None or 'uncertainty_toolbox', found {compat!r}")
+
+
+def _check_levels(levels: Any) -> np.ndarray[Any, Any]:
+    try:
+        lv = np.asarray(levels, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise UQValidationError(
+            f"levels must be a sequence of numbers in [0, 1], found {levels!r}"
+        ) from None
+    if lv.ndim != 1 or lv.shape[0] == 0:
+        raise UQValidationError(f"levels must be a non-empty 1-D sequence, found shape {lv.shape}")
+    bad = ~np.isfinite(lv) | (lv < 0) | (lv > 1)
+    if bool(np.any(bad)):
+        j = int(np.argmax(bad))
+        raise UQValidationError(f"levels must lie in [0, 1]; levels[{j}] = {lv[j]!r}")
+    if lv.shape[0] > 1 and not bool(np.all(lv[1:] > lv[:-1])):
+        j = int(np.argmin(lv[1:] > lv[:-1])) + 1
+        raise UQValidationError(
+            f"levels must be strictly increasing; levels[{j}] = {lv[j]!r} <= "
+            f"levels[{j - 1}] = {lv[j - 1]!r}"
+        )
+    return lv
+
+
+def _check_n_bins(n_bins: Any, name: str = "n_bins") -> int:
+    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 1:
+        raise UQValidationError(f"{name} must be an integer >= 1, found {n_bins!r}")
+    return int(n_bins)
+
+
+def _grid(levels: Any, compat: Compat) -> np.ndarray[Any, Any]:
+    if levels is not None:
+        return _check_levels(levels)
+    if compat == "uncertainty_toolbox":
+        return np.linspace(0.0, 1.0, UT_NUM_BINS)
+    return np.asarray(DEFAULT_LEVELS, dtype=np.float64)
+
+
+# -- weighted counting on a sorted key -------------------------------------------------------
+def _sorted(batch: Batch, name: str, key: Any) -> tuple[Array, Array | None]:
+    """The key sorted once (shared) and the cumulative weights in that order (length N + 1)."""
+    xp = batch.xp
+    order = batch.order(f"calibration:{name}", key)
+    s = batch.shared(f"calibration:sorted:{name}", lambda: xp.take(key(), order))
+    if batch.weights is None:
+        return s, None
+
+    def cumw() -> Array:
+        w = xp.take(batch.weights, order)
+        return xp.concat([xp.zeros((1,), dtype=w.dtype), xp.cumulative_sum(w)])
+
+    return s, batch.weighted(f"calibration:cumw:{name}", cumw)
+
+
+def _weight_below(
+    batch: Batch, s: Array, cumw: Array | None, x: np.ndarray[Any, Any], side: str
+) -> np.ndarray[Any, Any]:
+    """Weight of rows with key ≤ x (``side="right"``) or < x (``side="left"``), per x."""
+    xp = batch.xp
+    xs = xp.asarray(np.ascontiguousarray(x, dtype=np.float64), dtype=s.dtype, device=batch.device)
+    idx = xp.searchsorted(s, xs, side=side)
+    if cumw is None:
+        return np.asarray(to_numpy(idx), dtype=np.float64)
+    return np.asarray(to_numpy(xp.take(cumw, idx)), dtype=np.float64)
+
+
+def _pit_counts(
+    batch: Batch, prop_type: PropType, lv: np.ndarray[Any, Any]
+) -> np.ndarray[Any, Any]:
+    s, cumw = _sorted(batch, "pit", lambda: batch.pit)
+    if prop_type == "quantile":
+        return _weight_below(batch, s, cumw, lv, "right")
+    lo = (1.0 - lv) / 2.0
+    hi = (1.0 + lv) / 2.0
+    out: np.ndarray[Any, Any] = _weight_below(batch, s, cumw, hi, "right") - _weight_below(
+        batch, s, cumw, lo, "left"
+    )
+    return out
+
+
+def _ut_counts(
+    batch: Batch, prop_type: PropType, lv: np.ndarray[Any, Any], absolute: bool
+) -> np.ndarray[Any, Any]:
+    """Uncertainty Toolbox's counts in z = (μ − y)/σ space, with its scipy.stats bounds."""
+    pred = batch.prediction
+    if pred.kind != "gaussian":
+        raise UQValidationError(
+            "compat='uncertainty_toolbox' needs a gaussian prediction (Uncertainty Toolbox "
+            f"handles Gaussian predictions only), found {pred.kind}"
+        )
+    s, cumw = _sorted(batch, "ut_z", lambda: (pred.mean() - batch.y) / pred.std())
+    norm = scipy.stats.norm(loc=0, scale=1)
+    if prop_type == "quantile":
+        return _weight_below(batch, s, cumw, np.asarray(norm.ppf(lv)), "right")
+    if absolute:  # miscalibration_area: |z| <= Φ⁻¹(1/2 + p/2)
+        upper = np.asarray(norm.ppf(0.5 + lv / 2.0))
+        lower = -upper
+    else:  # get_proportion_lists_vectorized: Φ⁻¹(1/2 − p/2) <= z <= Φ⁻¹(1/2 + p/2)
+        lower = np.asarray(norm.ppf(0.5 - lv / 2.0))
+        upper = np.asarray(norm.ppf(0.5 + lv / 2.0))
+    out: np.ndarray[Any, Any] = _weight_below(batch, s, cumw, upper, "right") - _weight_below(
+        batch, s, cumw, lower, "left"
+    )
+    return out
+
+
+def _quantile_pairs(lv: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Indices (lo, hi) of the symmetric level pairs (p, 1 − p), p < 1/2, by growing coverage."""
+    los, his = [], []
+    for j in range(lv.shape[0] - 1, -1, -1):  # largest p < 1/2 first = smallest coverage
+        if lv[j] >= 0.5:
+            continue
+        k = int(np.argmin(np.abs(lv - (1.0 - lv[j]))))
+        if abs(lv[k] - (1.0 - lv[j])) <= _PAIR_TOL:
+            los.append(j)
+            his.append(k)
+    return np.asarray(los, dtype=np.int64), np.asarray(his, dtype=np.int64)
+
+
+def _quantiles_counts(
+    batch: Batch, prop_type: PropType, levels: Any
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """(levels, expected, counts) for a prediction without a CDF, from its quantiles."""
+    xp = batch.xp
+    pred: Any = batch.prediction
+    y = batch.y[:, None]
+    w = batch.weights
+
+    def share(inside: Array) -> np.ndarray[Any, Any]:
+        f = xp.astype(inside, batch.y.dtype)
+        total = xp.sum(f, axis=0) if w is None else xp.sum(w[:, None] * f, axis=0)
+        return np.asarray(to_numpy(total), dtype=np.float64)
+
+    own = np.asarray(to_numpy(pred.levels), dtype=np.float64)
+    if prop_type == "quantile":
+        if levels is None:
+            lv, values = own, pred.values
+        else:
+            lv = _check_levels(levels)
+            values = pred.ppf(lv)
+        return lv, lv, share(y <= values)
+    if levels is None:
+        lo_idx, hi_idx = _quantile_pairs(own)
+        if lo_idx.shape[0] == 0:
+            raise _NoPairs(
+                "the prediction's levels contain no symmetric pair (p, 1 - p) for interval "
+                "proportions"
+            )
+        lv = own[lo_idx]
+        expected = own[hi_idx] - own[lo_idx]
+        dev = batch.device
+        lower = xp.take(pred.values, xp.asarray(lo_idx, device=dev), axis=1)
+        upper = xp.take(pred.values, xp.asarray(hi_idx, device=dev), axis=1)
+        return lv, expected, share((lower <= y) & (y <= upper))
+    lv = _check_levels(levels)
+    lower = pred.ppf((1.0 - lv) / 2.0)
+    upper = pred.ppf((1.0 + lv) / 2.0)
+    return lv, lv, share((lower <= y) & (y <= upper))
+
+
+class _NoPairs(UQValidationError):
+    """A Quantiles prediction has no symmetric level pair: interval proportions are undefined."""
+
+
+def _tally(
+    batch: Batch,
+    prop_type: PropType,
+    levels: Any,
+    compat: Compat,
+    *,
+    absolute: bool = False,
+) -> _Tally:
+    """Weighted counts of rows inside each level's set; shared by every calibration metric."""
+    _check_prop_type(prop_type)
+    _check_compat(compat)
+    if compat == "uncertainty_toolbox":
+        lv = _grid(levels, compat)
+        counts = _ut_counts(batch, prop_type, lv, absolute)
+        return _Tally(lv, lv, counts, batch.total_weight)
+    if "cdf" in batch.prediction.capabilities:
+        lv = _grid(levels, compat)
+        return _Tally(lv, lv, _pit_counts(batch, prop_type, lv), batch.total_weight)
+    lv, expected, counts = _quantiles_counts(batch, prop_type, levels)
+    return _Tally(lv, expected, counts, batch.total_weight)
+
+
+def _tally_or_none(
+    name: str, batch: Batch, prop_type: PropType, levels: Any, compat: Compat, **kw: Any
+) -> _Tally | None:
+    try:
+        return _tally(batch, prop_type, levels, compat, **kw)
+    except _NoPairs as exc:
+        undefined(name, str(exc))
+        return None
+
+
+def calibration_curve(
+    prediction: Any,
+    y: Any,
+    *,
+    prop_type: PropType = "interval",
+    levels: Any = None,
+    sample_weight: Any = None,
+    compat: Compat = None,
+) -> CalibrationCurve:
+    """Observed against expected proportions (the calibration plot of Kuleshov et al. 2018).
+
+    Parameters
+    ----------
+    prediction : a uqcore prediction with a CDF or quantiles
+    y : array_like, shape (N,)
+    prop_type : {"interval", "quantile"}
+        Centred-interval or one-sided (``y <= q_p``) proportions; see the module docstring.
+    levels : sequence of float in [0, 1], strictly increasing, optional
+        Default: 0.01, ..., 0.99 (for ``Quantiles``: the prediction's own levels; with
+        ``compat="uncertainty_toolbox"``: ``numpy.linspace(0, 1, 100)``).
+    sample_weight : array_like, shape (N,), optional
+    compat : {None, "uncertainty_toolbox"}
+        Reproduce Uncertainty Toolbox's ``get_proportion_lists_vectorized`` (Gaussian only).
+
+    Returns
+    -------
+    CalibrationCurve
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> c = calibration_curve(P.Gaussian(np.zeros(4), np.ones(4)), np.array([-2.0, -0.1, 0.3, 1.0]),
+    ...                       prop_type="quantile", levels=[0.25, 0.5, 0.75])
+    >>> c.observed
+    (0.25, 0.5, 0.75)
+    """
+    if not {"cdf", "quantiles"} & set(getattr(prediction, "capabilities", ())):
+        raise UQValidationError(
+            "calibration_curve needs a prediction with a CDF or quantiles, found "
+            f"{getattr(prediction, 'kind', type(prediction).__name__)}"
+        )
+    batch = Batch(prediction, y, sample_weight)
+    t = _tally(batch, prop_type, levels, compat)
+    return CalibrationCurve(
+        expected=tuple(float(v) for v in t.expected),
+        observed=tuple(float(v) for v in t.observed),
+        prop_type=prop_type,
+        levels=tuple(float(v) for v in t.levels),
+    )
+
+
+# -- average calibration -----------------------------------------------------------------------
+_CAL_NEEDS = {"quantiles"}
+
+
+@register(
+    "ece",
+    family="calibration",
+    needs=_CAL_NEEDS,
+    direction="lower",
+    bounds=(0.0, 1.0),
+    best=0.0,
+    reference=_UT + "; Kuleshov et al. 2018",
+)
+def ece(
+    batch: Batch,
+    *,
+    prop_type: PropType = "interval",
+    levels: Any = None,
+    compat: Compat = None,
+) -> float | None:
+    """Mean absolute calibration error: ECE = (1/M) Σ_j |p̂(p_j) − p_j|.
+
+    chung2021 §3 (ECE of average calibration). Options: ``prop_type`` (default ``"interval"``,
+    as Uncertainty Toolbox; ``"quantile"`` = the one-sided textbook proportions), ``levels``
+    (default 0.01..0.99; a ``Quantiles`` prediction uses its own levels) and
+    ``compat="uncertainty_toolbox"``, which reproduces ``mean_absolute_calibration_error``
+    exactly (grid ``linspace(0, 1, 100)``; its ``"quantile"`` proportions are the mirror image
+    z = (μ − y)/σ ≤ Φ⁻¹(p), see the module docstring). Best value 0.
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> round(ece(P.Gaussian(np.zeros(4), np.ones(4)), np.array([-2.0, -0.1, 0.3, 1.0])), 6)
+    0.095253
+    """
+    t = _tally_or_none("ece", batch, prop_type, levels, compat)
+    if t is None:
+        return None
+    return float(np.mean(np.abs(t.observed - t.expected)))
+
+
+@register(
+    "rmsce",
+    family="calibration",
+    needs=_CAL_NEEDS,
+    direction="lower",
+    bounds=(0.0, 1.0),
+    best=0.0,
+    reference=_UT,
+)
+def rmsce(
+    batch: Batch,
+    *,
+    prop_type: PropType = "interval",
+    levels: Any = None,
+    compat: Compat = None,
+) -> float | None:
+    """Root mean squared calibration error: RMSCE = sqrt((1/M) Σ_j (p̂(p_j) − p_j)²).
+
+    Options and defaults as for :func:`ece`; ``compat="uncertainty_toolbox"`` reproduces
+    ``root_mean_squared_calibration_error``. Best value 0.
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> round(rmsce(P.Gaussian(np.zeros(4), np.ones(4)), np.array([-2.0, -0.1, 0.3, 1.0])), 6)
+    0.115579
+    """
+    t = _tally_or_none("rmsce", batch, prop_type, levels, compat)
+    if t is None:
+        return None
+    d = t.observed - t.expected
+    return float(math.sqrt(float(np.mean(d * d))))
+
+
+def _area_between(x: np.ndarray[Any, Any], d: np.ndarray[Any, Any]) -> float:
+    """∫ |d| for d linear between the points x; a segment crossing 0 is split at the crossing."""
+    dl, dr, dx = d[:-1], d[1:], np.diff(x)
+    al, ar = np.abs(dl), np.abs(dr)
+    cross = dl * dr < 0
+    denom = np.where(cross, al + ar, 1.0)
+    seg = np.where(cross, 0.5 * dx * (dl * dl + dr * dr) / denom, 0.5 * dx * (al + ar))
+    return float(np.sum(seg))
+
+
+@register(
+    "miscalibration_area",
+    family="calibration",
+    needs=_CAL_NEEDS,
+    direction="lower",
+    bounds=(0.0, 1.0),
+    best=0.0,
+    reference=_UT,
+)
+def miscalibration_area(
+    batch: Batch,
+    *,
+    prop_type: PropType = "interval",
+    levels: Any = None,
+    compat: Compat = None,
+) -> float | None:
+    """Area between the calibration curve and the diagonal: ∫₀¹ |p̂(p) − p| dp.
+
+    The curve is the polyline through (p_j, p̂(p_j)); the area of each segment is computed
+    exactly (a segment that crosses the diagonal is split at the crossing: ½Δp(d_l² + d_r²) /
+    (|d_l| + |d_r|), else ½Δp(|d_l| + |d_r|)). By default the grid 0.01..0.99 is completed with
+    the levels 0 and 1, where p̂ is computed the same way for a CDF (for ``Quantiles`` the limits
+    (0, 0) and (1, 1) are used), so the area is over [0, 1]. Options as for :func:`ece`.
+
+    ``compat="uncertainty_toolbox"`` reproduces ``uncertainty_toolbox.miscalibration_area``:
+    the same trapezoid-with-crossings area on ``linspace(0, 1, 100)`` with its own interval
+    test |μ − y|/σ ≤ Φ⁻¹(1/2 + p/2) (no points appended). Best value 0.
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> round(miscalibration_area(P.Gaussian(np.zeros(4), np.ones(4)),
+    ...                           np.array([-2.0, -0.1, 0.3, 1.0])), 6)
+    0.093021
+    """
+    if compat is None and "cdf" in batch.prediction.capabilities:
+        lv = _grid(levels, compat)
+        lv = np.unique(np.concatenate([[0.0], lv, [1.0]]))
+        full = _tally(batch, prop_type, lv, compat)
+        return _area_between(full.expected, full.observed - full.expected)
+    t = _tally_or_none("miscalibration_area", batch, prop_type, levels, compat, absolute=True)
+    if t is None:
+        return None
+    x, obs = t.expected, t.observed
+    if compat is None:  # Quantiles: complete with the limits (0, 0) and (1, 1)
+        if x[0] > 0:
+            x, obs = np.concatenate([[0.0], x]), np.concatenate([[0.0], obs])
+        if x[-1] < 1:
+            x, obs = np.concatenate([x, [1.0]]), np.concatenate([obs, [1.0]])
+    return _area_between(x, obs - x)
+
+
+_LEVEL_WEIGHTS = ("uniform", "mean")
+
+
+@register(
+    "calibration_error",
+    family="calibration",
+    needs=_CAL_NEEDS,
+    direction="lower",
+    bounds=(0.0, None),
+    best=0.0,
+    reference=_KULESHOV,
+)
+def calibration_error(
+    batch: Batch,
+    *,
+    prop_type: PropType = "quantile",
+    levels: Any = None,
+    level_weights: Literal["uniform", "mean"] = "uniform",
+) -> float | None:
+    """Calibration error of Kuleshov et al. (2018): cal = Σ_j w_j (p_j − p̂_j)².
+
+    xiong2024 eq. 5-7: p̂_j is the (weighted) share of PIT values F_i(y_i) ≤ p_j, i.e. the
+    one-sided ``"quantile"`` proportions (the default, by definition; ``"interval"`` is
+    offered). ``level_weights``: ``"uniform"`` (default) w_j = 1, the choice of Kuleshov et al.
+    — a sum over the M levels, so the value grows with M; ``"mean"`` w_j = 1/M (the mean
+    squared deviation, comparable across grids). Default levels 0.01..0.99 (a ``Quantiles``
+    prediction uses its own levels). Best value 0; bounded by M (uniform) or 1 (mean).
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> round(calibration_error(P.Gaussian(np.zeros(4), np.ones(4)),
+    ...                         np.array([-2.0, -0.1, 0.3, 1.0])), 6)
+    0.9975
+    """
+    if level_weights not in _LEVEL_WEIGHTS:
+        raise UQValidationError(
+            f"level_weights must be one of {', '.join(map(repr, _LEVEL_WEIGHTS))}, "
+            f"found {level_weights!r}"
+        )
+    t = _tally_or_none("calibration_error", batch, prop_type, levels, None)
+    if t is None:
+        return None
+    d = t.expected - t.observed
+    total = float(np.sum(d * d))
+    return total / d.shape[0] if level_weights == "mean" else total
+
+
+# -- PIT histogram and uniformity test ---------------------------------------------------------
+@register(
+    "pit",
+    family="calibration",
+    needs={"cdf"},
+    direction="lower",
+    bounds=(0.0, 1.0),
+    best=0.0,
+    reference="Dawid 1984; Gneiting et al. 2007 (PIT histogram); Kolmogorov-Smirnov test",
+    structured=True,
+    exempt={
+        "repeat_rows": "the p-value uses the effective sample size (Σw)²/Σw², which is not "
+        "the count of repeated rows; the histogram and the KS statistic are invariant",
+    },
+)
+def pit(batch: Batch, *, n_bins: int = 10) -> dict[str, Any]:
+    """PIT histogram and Kolmogorov-Smirnov test of the PIT values u_i = F_i(y_i) against U(0, 1).
+
+    ``value`` is the KS statistic D = sup_t |F̂_w(t) − t| of the weighted empirical CDF
+    F̂_w(t) = Σ w_i 1{u_i ≤ t} / Σ w_i (best 0). ``histogram`` gives the share of the weight in
+    each of ``n_bins`` equal bins [k/B, (k+1)/B) (the last one closed), ``bin_edges`` their
+    edges; the counts are ``histogram · Σw``. ``p_value`` is the exact two-sided KS p-value
+    (``scipy.stats.kstwo``) for n = round(n_eff) observations, with the effective sample size
+    n_eff = (Σ w_i)² / Σ w_i² (= N without weights); it assumes continuous F_i (with ties, as
+    for ``Samples``, it is conservative).
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> r = pit(P.Gaussian(np.zeros(4), np.ones(4)), np.array([-2.0, -0.1, 0.3, 1.0]), n_bins=2)
+    >>> round(r["value"], 6), r["histogram"]
+    (0.22725, [0.5, 0.5])
+    """
+    b = _check_n_bins(n_bins)
+    xp = batch.xp
+    s, cumw = _sorted(batch, "pit", lambda: batch.pit)
+    n = batch.n
+    total = batch.total_weight
+    if cumw is None:
+        cum = xp.arange(n + 1, dtype=s.dtype)
+        n_eff = float(n)
+    else:
+        cum = cumw
+        w = batch.weights
+        assert w is not None
+        n_eff = total * total / float(xp.sum(w * w))
+    after = cum[1:] / total
+    before = cum[:-1] / total
+    d = float(xp.max(xp.maximum(after - s, s - before)))
+    d = min(max(d, 0.0), 1.0)
+    edges = np.linspace(0.0, 1.0, b + 1)
+    below = _weight_below(batch, s, cumw, edges[1:-1], "left")
+    cuts = np.concatenate([[0.0], below, [total]])
+    hist = np.diff(cuts) / total
+    n_int = max(1, round(n_eff))
+    p_value = float(scipy.stats.kstwo.sf(d, n_int))
+    return {
+        "value": d,
+        "ks_statistic": d,
+        "p_value": min(max(p_value, 0.0), 1.0),
+        "n_eff": n_eff,
+        "histogram": [float(v) for v in hist],
+        "bin_edges": [float(v) for v in edges],
+    }
+
+
+# -- binned by predicted std ------------------------------------------------------------------
+def _std_sorted(batch: Batch) -> tuple[Array, Array, Array, Array]:
+    """Sorted σ, and cumulative (length N + 1) weight, weight·σ², weight·e² in that order."""
+    xp = batch.xp
+    order = batch.order("std", lambda: batch.std)
+    s = batch.shared("calibration:sorted:std", lambda: xp.take(batch.std, order))
+    e2 = batch.shared(
+        "calibration:sorted:sq_error", lambda: xp.take(batch.residual * batch.residual, order)
+    )
+
+    def cums() -> tuple[Array, Array, Array]:
+        w = xp.ones_like(s) if batch.weights is None else xp.take(batch.weights, order)
+        z = xp.zeros((1,), dtype=s.dtype)
+        return (
+            xp.concat([z, xp.cumulative_sum(w)]),
+            xp.concat([z, xp.cumulative_sum(w * s * s)]),
+            xp.concat([z, xp.cumulative_sum(w * e2)]),
+        )
+
+    cw, cv, ce = batch.weighted("calibration:std_cums", cums)
+    return s, cw, cv, ce
+
+
+def _bin_sums(
+    batch: Batch, cw: Array, cv: Array, ce: Array, bounds: Array
+) -> tuple[np.ndarray[Any, Any], ...]:
+    """Per-bin weight, Σwσ², Σwe² for bins ending at the sorted positions ``bounds``."""
+    xp = batch.xp
+    idx = xp.concat(
+        [
+            xp.zeros((1,), dtype=bounds.dtype),
+            bounds,
+            xp.asarray([batch.n], dtype=bounds.dtype, device=batch.device),
+        ]
+    )
+    out = []
+    for c in (cw, cv, ce):
+        v = np.asarray(to_numpy(xp.take(c, idx)), dtype=np.float64)
+        out.append(np.diff(v))
+    return tuple(out)
+
+
+@register(
+    "ence",
+    family="calibration",
+    needs={"point", "std"},
+    direction="lower",
+    bounds=(0.0, None),
+    best=0.0,
+    reference="Levi et al. 2022, Evaluating and calibrating uncertainty prediction in "
+    "regression tasks (Sensors), eq. 8",
+)
+def ence(batch: Batch, *, n_bins: int = 10) -> float:
+    """Expected normalized calibration error: ENCE = (1/K) Σ_k |RMV_k − RMSE_k| / RMV_k.
+
+    Levi et al. (2022): rows are binned by predicted std σ into K = ``n_bins`` (default 10)
+    equal-count bins; RMV_k = sqrt(mean σ² in bin k) and RMSE_k = sqrt(mean (y − ŷ)² in bin k)
+    (weighted means). Binning: the bin edges are the weighted lower quantiles (inverted CDF) of
+    σ at k/K, and a bin holds σ in (edge_{k−1}, edge_k], so tied σ share a bin (which keeps
+    integer weights equal to repeated rows); empty bins are skipped and K counts only
+    non-empty bins. Best value 0.
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> round(ence(P.Gaussian(np.zeros(4), np.array([1.0, 1.0, 2.0, 2.0])),
+    ...            np.array([1.0, -1.0, 1.0, 1.0]), n_bins=2), 6)
+    0.25
+    """
+    k = _check_n_bins(n_bins)
+    xp = batch.xp
+    s, cw, cv, ce = _std_sorted(batch)
+    total = batch.total_weight
+    if k > 1:
+        targets = xp.asarray(
+            [total * j / k for j in range(1, k)], dtype=s.dtype, device=batch.device
+        )
+        pos = xp.searchsorted(cw[1:], targets, side="left")
+        pos = xp.clip(pos, max=batch.n - 1)
+        edges = xp.take(s, pos)
+        bounds = xp.searchsorted(s, edges, side="right")
+    else:
+        bounds = xp.asarray([], dtype=xp.int64, device=batch.device)
+    wk, vk, ek = _bin_sums(batch, cw, cv, ce, bounds)
+    keep = wk > 0
+    rmv = np.sqrt(vk[keep] / wk[keep])
+    rmse_k = np.sqrt(ek[keep] / wk[keep])
+    return float(np.mean(np.abs(rmv - rmse_k) / rmv))
+
+
+@register(
+    "uce",
+    family="calibration",
+    needs={"point", "std"},
+    direction="lower",
+    bounds=(0.0, None),
+    best=0.0,
+    reference="Laves et al. 2020, Well-calibrated regression uncertainty in medical imaging "
+    "with deep learning (MIDL), eq. 11",
+)
+def uce(batch: Batch, *, n_bins: int = 10) -> float:
+    """Uncertainty calibration error: UCE = Σ_m (W_m / W) |MSE_m − MV_m|.
+
+    Laves et al. (2020): rows are binned by predicted variance σ² into M = ``n_bins`` (default
+    10) equal-width bins between the smallest and largest σ² (of rows with positive weight;
+    bin m holds σ² in (e_{m−1}, e_m], the first bin also its left edge); MSE_m = mean (y − ŷ)²
+    and MV_m = mean σ² in the bin (weighted), W_m the bin's weight. Best value 0.
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> round(uce(P.Gaussian(np.zeros(4), np.array([1.0, 1.0, 2.0, 2.0])),
+    ...           np.array([1.0, -1.0, 1.0, 1.0]), n_bins=2), 6)
+    1.5
+    """
+    m = _check_n_bins(n_bins)
+    xp = batch.xp
+    s, cw, cv, ce = _std_sorted(batch)
+    v = s * s
+    if batch.weights is None:
+        lo, hi = float(v[0]), float(v[-1])
+    else:
+        w = batch.weights
+        var = batch.std * batch.std
+        lo = float(xp.min(xp.where(w > 0, var, math.inf)))
+        hi = float(xp.max(xp.where(w > 0, var, -math.inf)))
+    if m > 1 and hi > lo:
+        edges = xp.asarray(
+            [lo + (hi - lo) * j / m for j in range(1, m)], dtype=s.dtype, device=batch.device
+        )
+        bounds = xp.searchsorted(v, edges, side="right")
+    else:
+        bounds = xp.asarray([], dtype=xp.int64, device=batch.device)
+    wk, vk, ek = _bin_sums(batch, cw, cv, ce, bounds)
+    keep = wk > 0
+    return float(np.sum(np.abs(ek[keep] - vk[keep])) / batch.total_weight)
+
+
+# -- sharpness ---------------------------------------------------------------------------------
+@register(
+    "sharpness",
+    family="calibration",
+    needs={"std"},
+    direction="lower",
+    bounds=(0.0, None),
+    reference=_UT + " (uncertainty_toolbox.sharpness)",
+)
+def sharpness(batch: Batch) -> float:
+    """Sharpness of Uncertainty Toolbox: sqrt(Σ w_i σ_i² / Σ w_i), the root mean predictive variance.
+
+    A property of the predictions only (lower = sharper; no best value without the truth).
+    Identical to ``uncertainty_toolbox.sharpness``.
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> sharpness(P.Gaussian(np.zeros(2), np.array([1.0, 7.0])), np.zeros(2))
+    5.0
+    """
+    sd = batch.std
+    return float(math.sqrt(batch.mean(sd * sd)))
+
+
+@register(
+    "mean_std",
+    family="calibration",
+    needs={"std"},
+    direction="lower",
+    bounds=(0.0, None),
+    reference=_UT + " (appendix A.3: sharpness as the mean predicted std)",
+)
+def mean_std(batch: Batch) -> float:
+    """Mean predictive standard deviation Σ w_i σ_i / Σ w_i (chung2021 appendix A.3's sharpness).
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> mean_std(P.Gaussian(np.zeros(2), np.array([1.0, 7.0])), np.zeros(2))
+    4.0
+    """
+    return batch.mean(batch.std)

@@ -26,7 +26,9 @@ LEVELS = np.array([0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99])
 
 
 def _close(a: Any, b: Any, rtol: float = 1e-10, atol: float = 1e-12) -> None:
-    np.testing.assert_allclose(np.asarray(a, dtype=float), np.asarray(b, dtype=float), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(
+        np.asarray(a, dtype=float), np.asarray(b, dtype=float), rtol=rtol, atol=atol
+    )
 
 
 # -- validation ------------------------------------------------------------------------------
@@ -39,7 +41,10 @@ def _close(a: Any, b: Any, rtol: float = 1e-10, atol: float = 1e-12) -> None:
         (lambda: P.Gaussian([0.0, 1.0], [1.0, 0.0]), "std must be > 0; std[1] = 0"),
         (lambda: P.Gaussian([0.0, np.nan], [1.0, 1.0]), "mean must be finite; mean[1] = nan"),
         (lambda: P.Gaussian([0.0, 1.0], [np.inf, 1.0]), "std must be finite; std[0] = inf"),
-        (lambda: P.Gaussian([0.0, 1.0], [1.0]), "std must have the same shape as mean (2,), found (1,)"),
+        (
+            lambda: P.Gaussian([0.0, 1.0], [1.0]),
+            "std must have the same shape as mean (2,), found (1,)",
+        ),
         (lambda: P.Gaussian([], []), "mean must not be empty (N = 0)"),
         (lambda: P.Gaussian([[0.0]], [[1.0]]), "mean must be 1-D, found shape (1, 1)"),
         (lambda: P.Gaussian(["a"], [1.0]), "mean must hold real numbers"),
@@ -61,13 +66,22 @@ def _close(a: Any, b: Any, rtol: float = 1e-10, atol: float = 1e-12) -> None:
             lambda: P.Quantiles([0.1, 0.5, 0.5], np.zeros((2, 3))),
             "levels must be strictly increasing; levels[2] = 0.5 <= levels[1] = 0.5",
         ),
-        (lambda: P.Quantiles([0.0, 0.5], np.zeros((2, 2))), "levels must lie in the open interval (0, 1); levels[0] = 0"),
+        (
+            lambda: P.Quantiles([0.0, 0.5], np.zeros((2, 2))),
+            "levels must lie in the open interval (0, 1); levels[0] = 0",
+        ),
         (
             lambda: P.Quantiles([0.1, 0.9], [[0.0, 1.0], [2.0, 1.0]]),
             "values must be non-decreasing along each row; values[1, 1] = 1 < values[1, 0] = 2",
         ),
-        (lambda: P.Quantiles([0.1, 0.9], np.zeros((2, 3))), "values must have one column per level (2), found 3"),
-        (lambda: P.PointUncertainty([0.0, 1.0], [1.0, -2.0]), "uncertainty must be >= 0; uncertainty[1] = -2"),
+        (
+            lambda: P.Quantiles([0.1, 0.9], np.zeros((2, 3))),
+            "values must have one column per level (2), found 3",
+        ),
+        (
+            lambda: P.PointUncertainty([0.0, 1.0], [1.0, -2.0]),
+            "uncertainty must be >= 0; uncertainty[1] = -2",
+        ),
     ],
 )
 def test_invalid_input_names_argument_rule_and_first_bad_entry(build: Any, message: str) -> None:
@@ -125,12 +139,30 @@ def test_mixture_matches_component_sums_and_inverts_its_cdf() -> None:
     means = MU[:, None] + RNG.normal(scale=3.0, size=(N, k))
     stds = RNG.uniform(0.1, 2.0, size=(N, k))
     m = P.Mixture(w, means, stds)
-    cdf = np.array([sum(w[i, j] * stats.norm.cdf(Y[i], means[i, j], stds[i, j]) for j in range(k)) for i in range(N)])
-    pdf = np.array([sum(w[i, j] * stats.norm.pdf(Y[i], means[i, j], stds[i, j]) for j in range(k)) for i in range(N)])
+    cdf = np.array(
+        [
+            sum(w[i, j] * stats.norm.cdf(Y[i], means[i, j], stds[i, j]) for j in range(k))
+            for i in range(N)
+        ]
+    )
+    pdf = np.array(
+        [
+            sum(w[i, j] * stats.norm.pdf(Y[i], means[i, j], stds[i, j]) for j in range(k))
+            for i in range(N)
+        ]
+    )
     _close(m.cdf(Y), cdf)
     _close(m.logpdf(Y), np.log(pdf))
     q = m.ppf(LEVELS)
-    back = np.array([[sum(w[i, j] * stats.norm.cdf(q[i, c], means[i, j], stds[i, j]) for j in range(k)) for c in range(len(LEVELS))] for i in range(N)])
+    back = np.array(
+        [
+            [
+                sum(w[i, j] * stats.norm.cdf(q[i, c], means[i, j], stds[i, j]) for j in range(k))
+                for c in range(len(LEVELS))
+            ]
+            for i in range(N)
+        ]
+    )
     _close(back, np.broadcast_to(LEVELS, back.shape), rtol=0, atol=1e-10)
     mean = np.sum(w * means, axis=1)
     var = np.sum(w * (stds**2 + means**2), axis=1) - mean**2
@@ -145,7 +177,9 @@ def test_mixture_matches_component_sums_and_inverts_its_cdf() -> None:
 def test_mixture_logpdf_is_stable_far_in_the_tail() -> None:
     m = P.Mixture([[0.5, 0.5]], [[0.0, 1.0]], [[1.0, 1.0]])
     val = float(m.logpdf(np.array([60.0]))[0])
-    ref = np.logaddexp(np.log(0.5) + stats.norm.logpdf(60.0, 0, 1), np.log(0.5) + stats.norm.logpdf(60.0, 1, 1))
+    ref = np.logaddexp(
+        np.log(0.5) + stats.norm.logpdf(60.0, 0, 1), np.log(0.5) + stats.norm.logpdf(60.0, 1, 1)
+    )
     assert val == pytest.approx(ref, rel=1e-12)
 
 
@@ -181,7 +215,10 @@ def test_quantiles_interpolate_between_levels_and_refuse_extrapolation() -> None
     _close(q.point(), [1.0, -1.0])
     width = stats.norm.ppf(0.9) - stats.norm.ppf(0.1)
     _close(q.uncertainty(), [3.0 / width, 6.0 / width])
-    with pytest.raises(UQValidationError, match=re.escape("levels must lie within the predicted levels [0.1, 0.9]; levels[0] = 0.05")):
+    with pytest.raises(
+        UQValidationError,
+        match=re.escape("levels must lie within the predicted levels [0.1, 0.9]; levels[0] = 0.05"),
+    ):
         q.ppf([0.05])
     assert "cdf" not in q.capabilities
     assert "point" not in P.Quantiles([0.6, 0.9], vals[:, :2]).capabilities
@@ -212,4 +249,12 @@ def test_integer_and_list_inputs_become_float64() -> None:
     g = P.Gaussian([1, 2, 3], [1, 1, 1])
     assert g.mean_.dtype == np.float64
     assert P.KINDS["gaussian"] is P.Gaussian
-    assert set(P.KINDS) == {"gaussian", "laplace", "student_t", "mixture", "samples", "quantiles", "point_uncertainty"}
+    assert set(P.KINDS) == {
+        "gaussian",
+        "laplace",
+        "student_t",
+        "mixture",
+        "samples",
+        "quantiles",
+        "point_uncertainty",
+    }

@@ -36,7 +36,14 @@ def _ref(y: np.ndarray, p: np.ndarray, w: np.ndarray) -> dict[str, float | None]
     )
     m = len(expanded)
     mdae = (expanded[(m - 1) // 2] + expanded[m // 2]) / 2
-    return {"mae": mae, "rmse": math.sqrt(mse), "mdae": mdae, "marpd": marpd, "r2": r2, "corr": corr}
+    return {
+        "mae": mae,
+        "rmse": math.sqrt(mse),
+        "mdae": mdae,
+        "marpd": marpd,
+        "r2": r2,
+        "corr": corr,
+    }
 
 
 CASES = []

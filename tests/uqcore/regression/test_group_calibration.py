@@ -1,0 +1,119 @@
+"""Adversarial group calibration: determinism, structure, exact limits, weights, and agreement
+in distribution with Uncertainty Toolbox's unseeded procedure."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import matplotlib
+import numpy as np
+import pytest
+
+from uqcore import UQValidationError, metric
+from uqcore import predictions as P
+
+matplotlib.use("Agg")
+warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+import uncertainty_toolbox as uct  # noqa: E402
+
+NAME = "adversarial_group_calibration"
+
+
+def _data(n: int, seed: int) -> tuple[P.Gaussian, np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    mu = rng.normal(size=n)
+    sd = rng.uniform(0.3, 1.5, size=n)
+    y = mu + 1.3 * sd * rng.normal(size=n)  # over-confident: visible miscalibration
+    return P.Gaussian(mu, sd), y, mu, sd
+
+
+def test_deterministic_for_a_seed_and_structured() -> None:
+    pred, y, _, _ = _data(80, 0)
+    a = metric(NAME, pred, y, seed=3)
+    assert a == metric(NAME, pred, y, seed=3)
+    assert a != metric(NAME, pred, y, seed=4)
+    assert a["group_sizes"] == [float(v) for v in np.linspace(0, 1, 10)]
+    assert a["group_rows"] == [max(round(80 * r), 2) for r in np.linspace(0, 1, 10)]
+    assert len(a["score_mean"]) == len(a["score_std"]) == len(a["score_stderr"]) == 10
+    assert math.isclose(a["value"], float(np.mean(a["score_mean"])), rel_tol=1e-12)
+    for sd, se in zip(a["score_std"], a["score_stderr"], strict=True):
+        assert math.isclose(se, sd / math.sqrt(10), rel_tol=1e-12, abs_tol=1e-15)
+
+
+@pytest.mark.parametrize("cali", [("mean_abs", "ece"), ("root_mean_sq", "rmsce")])
+@pytest.mark.parametrize("compat", [None, "uncertainty_toolbox"])
+def test_whole_set_group_equals_average_calibration(
+    cali: tuple[str, str], compat: str | None
+) -> None:
+    pred, y, _, _ = _data(50, 1)
+    r = metric(NAME, pred, y, cali_type=cali[0], compat=compat)
+    assert r["group_rows"][-1] == 50
+    full = metric(cali[1], pred, y, compat=compat)
+    assert math.isclose(r["score_mean"][-1], full, rel_tol=1e-12)
+    assert r["score_std"][-1] <= 1e-15
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_tiny_inputs(n: int) -> None:
+    pred, y, _, _ = _data(n, n)
+    r = metric(NAME, pred, y)
+    assert all(g <= n for g in r["group_rows"])
+    assert 0.0 <= r["value"] <= 1.0
+    r = metric(NAME, pred, y, draw_with_replacement=True)
+    assert min(r["group_rows"]) == 2
+
+
+def test_integer_weights_equal_repeated_rows_and_real_weights_refused() -> None:
+    pred, y, _, _ = _data(40, 2)
+    counts = np.random.default_rng(0).integers(0, 4, size=40)
+    counts[0] = 1
+    idx = np.repeat(np.arange(40), counts)
+    for repl in (False, True):
+        a = metric(NAME, pred, y, sample_weight=counts.astype(float), draw_with_replacement=repl)
+        b = metric(NAME, pred.take(idx), y[idx], draw_with_replacement=repl)
+        assert a == b
+    with pytest.raises(UQValidationError, match="integer"):
+        metric(NAME, pred, y, sample_weight=np.full(40, 0.5))
+
+
+def test_quantiles_kind_is_supported() -> None:
+    from tests.factories import make_prediction
+
+    pred, y = make_prediction("quantiles", 60, 0)
+    r = metric(NAME, pred, y)
+    assert math.isclose(r["score_mean"][-1], metric("ece", pred, y), rel_tol=1e-12)
+
+
+def test_agrees_in_distribution_with_uncertainty_toolbox() -> None:
+    n, runs, ours_runs = 60, 10, 100
+    pred, y, mu, sd = _data(n, 7)
+    np.random.seed(12345)  # noqa: NPY002  (the peer draws from the legacy global RNG)
+    ut = np.array(
+        [
+            uct.adversarial_group_calibration(mu, sd, y, cali_type="mean_abs").score_mean
+            for _ in range(runs)
+        ]
+    )
+    ours = np.array(
+        [
+            metric(NAME, pred, y, seed=s, compat="uncertainty_toolbox")["score_mean"]
+            for s in range(ours_runs)
+        ]
+    )
+    # Means over runs per group size agree within 5 standard errors of the difference.
+    se = np.sqrt(ut.var(axis=0, ddof=1) / runs + ours.var(axis=0, ddof=1) / ours_runs)
+    diff = np.abs(ut.mean(axis=0) - ours.mean(axis=0))
+    assert np.all(diff <= 5 * se + 1e-12), (diff, se)
+    # The procedure is sensitive: a different calibration type is far off at small groups.
+    other = metric(NAME, pred, y, cali_type="root_mean_sq", compat="uncertainty_toolbox")
+    assert other["score_mean"][0] > ut.mean(axis=0)[0] + 5 * se[0]
+
+
+def test_bad_options() -> None:
+    pred, y, _, _ = _data(10, 0)
+    with pytest.raises(UQValidationError, match="cali_type"):
+        metric(NAME, pred, y, cali_type="max")
+    with pytest.raises(UQValidationError, match="num_trials"):
+        metric(NAME, pred, y, num_trials=0)

@@ -1,0 +1,54 @@
+"""The metric catalogue as Markdown, generated from the registry (docs/metrics.md)."""
+
+from __future__ import annotations
+
+from uqcore import registry
+
+__all__ = ["catalogue_markdown"]
+
+
+def _bounds(lo: float | None, hi: float | None) -> str:
+    left = "−∞" if lo is None else f"{lo:g}"
+    right = "∞" if hi is None else f"{hi:g}"
+    return f"[{left}, {right}]"
+
+
+def catalogue_markdown() -> str:
+    """Every registered metric with what it needs, its direction, bounds, defaults and reference."""
+    lines = [
+        "# Metric catalogue",
+        "",
+        "Generated from `uqcore.registry` by `python -m uqcore.catalogue`; a test fails when it is",
+        "out of date. Each metric's docstring gives its formula, variants and reference.",
+        "",
+    ]
+    for task in sorted({s.task for s in registry.specs()}):
+        lines += [f"## {task.capitalize()}", ""]
+        families = sorted({s.family for s in registry.specs(task)})
+        for family in families:
+            lines += [
+                f"### {family.replace('_', ' ').capitalize()}",
+                "",
+                "| metric | summary | needs | better | bounds | best | defaults | reference |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+            for s in registry.specs(task):
+                if s.family != family:
+                    continue
+                defaults = ", ".join(f"`{k}={v!r}`" for k, v in s.defaults.items()) or "—"
+                best = "—" if s.best is None else f"{s.best:g}"
+                summary = s.summary.replace("|", "\\|")
+                lines.append(
+                    f"| `{s.name}` | {summary} | {', '.join(sorted(s.needs))} | {s.direction} | "
+                    f"{_bounds(*s.bounds)} | {best} | {defaults} | {s.reference} |"
+                )
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("docs/metrics.md")
+    target.write_text(catalogue_markdown())
