@@ -140,8 +140,13 @@ class Batch:
         return self.shared("pit", lambda: self.prediction.cdf(self.y))
 
     def order(self, key: str, values: Callable[[], Array], *, descending: bool = False) -> Array:
-        """Stable argsort of a weight-independent per-row array, cached under ``key``."""
+        """Argsort of a weight-independent per-row array, cached under ``key``.
+
+        The sort is not stable (the fastest one the backend has): tied values come in an
+        unspecified order, so every consumer must give the same result for any order of ties
+        (they do: ties are merged into blocks or only the sorted values are used).
+        """
         cache_key = f"order:{key}:{'desc' if descending else 'asc'}"
         return self.shared(
-            cache_key, lambda: self.xp.argsort(values(), descending=descending, stable=True)
+            cache_key, lambda: self.xp.argsort(values(), descending=descending, stable=False)
         )

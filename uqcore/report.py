@@ -4,6 +4,7 @@ warnings and provenance, and return a JSON-serialisable :class:`Report`."""
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -180,10 +181,13 @@ def evaluate(
         )
     values: dict[str, MetricValue] = {}
     used: dict[str, dict[str, Any]] = {}
+    timings: dict[str, float] = {}
     notes: list[str] = []
     for spec in chosen:
         resolved = spec.resolve_params(params.get(spec.name))
+        start = time.perf_counter()
         value, msgs = _run_one(spec, batch, resolved)
+        timings[spec.name] = time.perf_counter() - start
         values[spec.name] = value
         used[spec.name] = json_safe(resolved, spec.name, [])
         notes.extend(msgs)
@@ -193,6 +197,9 @@ def evaluate(
         "prediction_kind": prediction.kind,
         "n": batch.n,
         "weighted": batch.weights is not None,
+        # Wall time per metric, in evaluation order: shared work (sorts, PIT values) is
+        # charged to the first metric that needs it.
+        "timings_s": timings,
     }
     return Report(values, used, not_applicable, notes, meta)
 
