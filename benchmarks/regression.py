@@ -33,10 +33,10 @@ import scipy.special as sps
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import uqcore  # noqa: E402
-from benchmarks._results import write_section  # noqa: E402
-from uqcore import evaluate, metric, registry  # noqa: E402
-from uqcore import predictions as P  # noqa: E402
+import uqcore
+from benchmarks._results import write_section
+from uqcore import evaluate, metric, registry
+from uqcore import predictions as P
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 
@@ -107,8 +107,10 @@ def bench_get_all_metrics(sizes: list[int]) -> list[str]:
         mu, sd, y = gaussian_batch(n)
         pred = P.Gaussian(mu, sd)
         reps_peer = 3 if n <= 10**4 else 1
-        t_peer = timeit(lambda: uct.get_all_metrics(mu, sd, y, verbose=False), reps_peer)
-        t_ours = timeit(lambda: uncertainty_toolbox_metrics(pred, y, seed=0), 3)
+        t_peer = timeit(
+            lambda mu=mu, sd=sd, y=y: uct.get_all_metrics(mu, sd, y, verbose=False), reps_peer
+        )
+        t_ours = timeit(lambda pred=pred, y=y: uncertainty_toolbox_metrics(pred, y, seed=0), 3)
         lines.append(
             f"| 10^{round(math.log10(n))} | {fmt_s(t_peer)} | {fmt_s(t_ours)} | {t_peer / t_ours:.0f}× |"
         )
@@ -274,7 +276,7 @@ def bench_scaling(sizes: list[int]) -> list[str]:
         pred = P.Gaussian(mu, sd)
         names = regression_metric_names(pred, exclude=("adversarial_group_calibration",))
 
-        def run() -> Any:
+        def run(pred: Any = pred, y: Any = y, names: list[str] = names) -> Any:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 return evaluate(pred, y, metrics=names)
@@ -329,11 +331,11 @@ def main() -> None:
     ]
     sections: list[str] = [*header]
     sizes_peer = [10**3, 10**4, 10**5] + ([10**6] if args.full else [])
-    sections += bench_get_all_metrics(sizes_peer) + [""]
-    sections += bench_per_metric(10**6, args.full) + [""]
-    sections += bench_all_at(args.max_n) + [""]
-    sections += bench_scaling([10**k for k in range(3, round(math.log10(args.max_n)) + 1)]) + [""]
-    sections += bench_samples(2**21) + [""]
+    sections += [*bench_get_all_metrics(sizes_peer), ""]
+    sections += [*bench_per_metric(10**6, args.full), ""]
+    sections += [*bench_all_at(args.max_n), ""]
+    sections += [*bench_scaling([10**k for k in range(3, round(math.log10(args.max_n)) + 1)]), ""]
+    sections += [*bench_samples(2**21), ""]
     write_section("Regression metrics (uqcore)", "\n".join(sections))
 
 
