@@ -8,7 +8,16 @@ import numpy as np
 
 from uqcore import predictions as P
 
-KINDS = ("gaussian", "laplace", "student_t", "mixture", "samples", "quantiles", "point_uncertainty")
+KINDS = (
+    "gaussian",
+    "laplace",
+    "student_t",
+    "mixture",
+    "samples",
+    "quantiles",
+    "point_uncertainty",
+    "isotonic_recalibrated",
+)
 
 #: The 19 levels used by Quantiles factories: 0.05, 0.10, ..., 0.95.
 QUANTILE_LEVELS = np.round(np.linspace(0.05, 0.95, 19), 10)
@@ -60,11 +69,25 @@ def make_prediction(
         return P.Quantiles(levels=QUANTILE_LEVELS, values=values), y
     if kind == "point_uncertainty":
         return P.PointUncertainty(prediction=mu, uncertainty=sd), y
+    if kind == "isotonic_recalibrated":
+        from uqcore.regression.recalibration import fit_isotonic
+
+        base = P.Gaussian(mean=mu, std=sd)
+        # fit on an independent, deliberately over-confident set
+        fit_rng = np.random.default_rng(seed + 1000)
+        m = max(n, 20)
+        fit_mu = fit_rng.normal(size=m)
+        fit_y = fit_mu + 1.5 * fit_rng.normal(size=m)
+        recal = fit_isotonic(P.Gaussian(mean=fit_mu, std=np.ones(m)), fit_y)
+        return recal.apply(base), y
     raise ValueError(kind)
 
 
 def to_backend(pred: Any, y: np.ndarray, xp: Any) -> tuple[Any, Any]:
     """The same prediction and targets as arrays of namespace ``xp``."""
+    if getattr(pred, "kind", "") == "isotonic_recalibrated":
+        base, yb = to_backend(pred.base, y, xp)
+        return type(pred)(base, pred.mapping), yb
     arrays = {k: xp.asarray(v) for k, v in ((k, np.asarray(v)) for k, v in pred.arrays().items())}
     if getattr(xp, "__name__", "").startswith("torch"):
         import torch

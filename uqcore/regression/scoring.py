@@ -220,6 +220,8 @@ class _Table:
 
 def _rows(pred: RegressionPrediction, start: int, stop: int) -> Any:
     """Rows start:stop of ``pred`` as a prediction of the same kind (views, no validation)."""
+    if not pred._row_fields:  # a derived kind (e.g. a recalibrated prediction): copy the rows
+        return pred.take(np.arange(start, stop))
     fields = {name: getattr(pred, name)[start:stop, ...] for name in pred._row_fields}
     fields.update({name: getattr(pred, name) for name in pred._shared_fields})
     sub = type(pred)._from_fields(pred.xp, fields)
@@ -479,6 +481,22 @@ def _crps_quantiles(batch: Batch) -> Array:
     return _map_blocks(batch, q, block)
 
 
+#: Number of midpoint levels of the quadrature CRPS for kinds without a closed form.
+QUADRATURE_LEVELS = 2000
+
+
+def _crps_quadrature(batch: Batch) -> Array:
+    """2·(1/K) Σ_k ρ_{p_k}(y − F⁻¹(p_k)) on the midpoints p_k = (k − ½)/K, K = QUADRATURE_LEVELS."""
+    k = QUADRATURE_LEVELS
+    lv = (np.arange(k, dtype=np.float64) + 0.5) / k
+    p = _asarray(batch, lv)
+
+    def block(sub: Any, y: Array) -> Array:
+        return (2.0 / k) * _pinball_rows(sub.ppf(lv), y, p)
+
+    return _map_blocks(batch, k, block)
+
+
 def _crps_terms(batch: Batch, *, estimator: Estimator = "nrg") -> Array:
     _check_estimator(estimator)
     kind = batch.prediction.kind
@@ -498,7 +516,7 @@ def _crps_terms(batch: Batch, *, estimator: Estimator = "nrg") -> Array:
         return _crps_samples(batch, estimator)
     if kind == "quantiles":
         return _crps_quantiles(batch)
-    raise UQValidationError(f"crps is not defined for a {kind} prediction")
+    return _crps_quadrature(batch)
 
 
 @register(
@@ -534,6 +552,10 @@ def crps(batch: Batch, *, estimator: Estimator = "nrg") -> float | None:
     * Quantiles (levels p_1..p_Q): the quantile-score approximation
       2·(1/Q) Σ_j ρ_{p_j}(y − q_j), ρ_p(u) = u(p − 1{u < 0}) — twice the mean pinball loss over
       the given levels (``scoringrules.crps_quantile``).
+    * Any other kind with a quantile function (e.g. an isotonically recalibrated prediction):
+      CRPS = 2∫₀¹ ρ_p(y − F⁻¹(p)) dp (Laio & Tamea 2007) by the midpoint rule on
+      ``QUADRATURE_LEVELS`` = 2000 levels: an approximation, within 5e-5 relative of the closed
+      form for Gaussians (tested), where the tails of F⁻¹ limit the rule to first order.
 
     Best value 0 (a point mass at y); lower is better.
 

@@ -538,3 +538,18 @@ def test_option_validation() -> None:
         interval_score(pred, y, scaled="no")
     with pytest.raises(UQValidationError, match="needs logpdf"):
         nll(P.Quantiles([0.5], [[0.0]]), y)
+
+
+def test_quadrature_crps_for_kinds_without_closed_form_is_close_to_gaussian_closed_form() -> None:
+    """The fallback quadrature (used e.g. for recalibrated predictions) against the closed form."""
+    from uqcore.batch import Batch
+    from uqcore.regression import scoring
+
+    rng = np.random.default_rng(77)
+    n = 60
+    g = P.Gaussian(rng.normal(size=n), rng.uniform(0.1, 3.0, n))
+    y = 2.0 * rng.normal(size=n)
+    batch = Batch(g, y)
+    exact = np.asarray(scoring._crps_gaussian(batch))
+    approx = np.asarray(scoring._crps_quadrature(batch))
+    np.testing.assert_allclose(approx, exact, rtol=5e-5)
