@@ -155,3 +155,39 @@ def test_mean_terms_agree_with_the_metric(name: str, kind: str) -> None:
         value = spec.finalize(value)
     got = _value(name, pred, y, w)
     assert_same(got["value"] if isinstance(got, dict) else got, value)
+
+
+def _oracle_input(family: str) -> tuple[Any, np.ndarray]:
+    rng = np.random.default_rng(14)
+    y = rng.normal(size=N) * 3.0
+    if family == "accuracy":  # the point prediction hits every target
+        from uqcore import predictions as P
+
+        return P.Gaussian(mean=y.copy(), std=np.ones(N)), y
+    # ranking: the uncertainty is the absolute error itself (the oracle)
+    from uqcore import predictions as P
+
+    pred = y + rng.normal(size=N)
+    return P.PointUncertainty(prediction=pred, uncertainty=np.abs(y - pred)), y
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        s.name
+        for s in registry.specs("regression")
+        if s.family in ("accuracy", "ranking") and s.best is not None
+    ],
+)
+def test_oracle_input_gets_the_best_value(name: str) -> None:
+    spec = registry.get(name)
+    pred, y = _oracle_input(spec.family)
+    value = _value(name, pred, y)
+    value = value["value"] if isinstance(value, dict) else value
+    assert value == pytest.approx(spec.best, abs=1e-12)
+    if spec.direction != "target":
+        # and a deliberately worse input is not better
+        worse, y2 = make_prediction("point_uncertainty", N, seed=15)
+        other = _value(name, worse, y2)
+        if other is not None:
+            assert (other >= spec.best) if spec.direction == "lower" else (other <= spec.best)
