@@ -25,9 +25,11 @@ __all__ = [
     "Array",
     "Namespace",
     "Special",
+    "bincount",
     "float_dtype",
     "namespace",
     "scatter",
+    "select",
     "special",
     "to_numpy",
 ]
@@ -79,6 +81,66 @@ def scatter(xp: Namespace, index: Array, values: Array) -> Array:
         out[index] = values
         return out
     return xp.take(values, xp.argsort(index))
+
+
+def select(xp: Namespace, x: Array, ks: list[int]) -> list[float]:
+    """The order statistics ``sort(x)[k]`` for 0-based positions ``ks`` (Python floats), in O(N).
+
+    A partial sort: ``numpy.partition`` (numpy; two adjacent positions cost one partition and a
+    minimum over the upper part), ``cupy.partition`` (CuPy), ``torch.kthvalue`` (torch), and a
+    full ``xp.sort`` for other namespaces. The values equal those of a full sort exactly; ``x``
+    is not modified and must hold no NaN (+inf sorts last).
+    """
+    n = int(x.shape[0])
+    pos = sorted({int(k) for k in ks})
+    if not pos or pos[0] < 0 or pos[-1] >= n:
+        raise ValueError(f"order statistic positions {ks!r} out of range for {n} values")
+    found: dict[int, float] = {}
+    if array_api_compat.is_numpy_namespace(xp):
+        arr = np.asarray(x)
+        if len(pos) == 2 and pos[1] == pos[0] + 1:
+            part = np.partition(arr, pos[0])
+            found = {pos[0]: float(part[pos[0]]), pos[1]: float(np.min(part[pos[1] :]))}
+        else:
+            part = np.partition(arr, pos)
+            found = {k: float(part[k]) for k in pos}
+    elif array_api_compat.is_torch_namespace(xp):
+        import torch
+
+        found = {k: float(torch.kthvalue(x, k + 1).values) for k in pos}
+    elif array_api_compat.is_cupy_namespace(xp):
+        import cupy
+
+        part = cupy.partition(x, pos)
+        found = {k: float(part[k]) for k in pos}
+    else:
+        s = xp.sort(x, stable=False)
+        found = {k: float(s[k]) for k in pos}
+    return [found[int(k)] for k in ks]
+
+
+def bincount(
+    xp: Namespace, indices: Array, weights: Array | None = None, minlength: int = 0
+) -> Array:
+    """Weighted counts ``out[k] = Σ_{i: indices[i] = k} weights[i]`` (counts without weights).
+
+    ``indices`` are non-negative integers; the result has length ``max(minlength,
+    max(indices) + 1)``, float64 with weights and integer without. The array API has no
+    bincount: numpy, torch and CuPy use their own, other namespaces a round trip through numpy.
+    """
+    if array_api_compat.is_numpy_namespace(xp):
+        return np.bincount(indices, weights=weights, minlength=minlength)
+    if array_api_compat.is_torch_namespace(xp):
+        import torch
+
+        return torch.bincount(indices, weights=weights, minlength=minlength)
+    if array_api_compat.is_cupy_namespace(xp):
+        import cupy
+
+        return cupy.bincount(indices, weights=weights, minlength=minlength)
+    host_w = None if weights is None else to_numpy(weights)
+    out = np.bincount(to_numpy(indices), weights=host_w, minlength=minlength)
+    return _from_numpy(xp, indices, out)
 
 
 class Special:

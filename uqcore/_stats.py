@@ -7,13 +7,24 @@ that callers can sort once and reuse the order.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
 
-from uqcore._backend import Array, Namespace, scatter
+from uqcore._backend import Array, Namespace, scatter, select
+
+if TYPE_CHECKING:
+    from uqcore.batch import Batch
 
 __all__ = [
     "QuantileMethod",
+    "interpolate",
+    "select_quantile",
+    "sorted_midranks",
+    "sorted_values",
+    "sorted_weights",
     "tie_blocks",
+    "tie_runs",
+    "unit_quantile_positions",
     "weighted_midranks",
     "weighted_pearson",
     "weighted_quantile",
@@ -39,21 +50,24 @@ def weighted_quantile(
 
     ``"inverted_cdf"`` (type 1): the smallest v_k with C_k ≥ q·W (q = 0 gives the minimum among
     rows of positive weight). Invariant to repeating rows *and* to scaling the weights.
+
+    >>> import numpy as np
+    >>> weighted_quantile(np, np.array([1.0, 2.0, 4.0]), None, 0.75)
+    3.0
+    >>> weighted_quantile(np, np.array([1.0, 2.0, 4.0]), np.array([1.0, 1.0, 2.0]), 0.5)
+    3.0
     """
     n = int(sorted_values.shape[0])
     if sorted_weights is None:
-        cum = None
-        total = float(n)
-    else:
-        cum = xp.cumulative_sum(sorted_weights)
-        total = float(cum[-1])
+        lo, hi, frac = unit_quantile_positions(n, q, method)
+        a = float(sorted_values[lo])
+        b = a if frac is None else float(sorted_values[hi])
+        return interpolate(a, b, frac)
+    cum = xp.cumulative_sum(sorted_weights)
+    total = float(cum[-1])
     if method == "inverted_cdf":
         target = q * total
-        if cum is None:
-            k = max(int(-(-target // 1)) - 1, 0)  # ceil(target) - 1
-            return float(sorted_values[min(k, n - 1)])
         if q == 0:
-            assert sorted_weights is not None
             return float(sorted_values[int(xp.nonzero(sorted_weights > 0)[0][0])])
         k = int(xp.searchsorted(cum, xp.asarray(target, dtype=cum.dtype), side="left"))
         return float(sorted_values[min(k, n - 1)])
@@ -61,17 +75,9 @@ def weighted_quantile(
         raise ValueError(f"unknown quantile method {method!r}")
     h = q * (total - 1.0)
     if h <= 0:
-        if sorted_weights is None:
-            return float(sorted_values[0])
         return float(sorted_values[int(xp.nonzero(sorted_weights > 0)[0][0])])
     lo_t = float(int(h))
     frac = h - lo_t
-    if cum is None:
-        lo = int(lo_t)
-        hi = min(lo + 1, n - 1)
-        a = float(sorted_values[lo])
-        b = float(sorted_values[hi])
-        return a + frac * (b - a)
     # unit position t lies in row k with C_{k-1} <= t < C_k  ->  first k with C_k > t
     ts = xp.asarray([lo_t, min(lo_t + 1.0, total - 1.0)], dtype=cum.dtype)
     ks = xp.searchsorted(cum, ts, side="right")
@@ -79,6 +85,63 @@ def weighted_quantile(
     a = float(sorted_values[int(ks[0])])
     b = float(sorted_values[int(ks[1])])
     return a + frac * (b - a)
+
+
+def unit_quantile_positions(
+    n: int, q: float, method: QuantileMethod = "linear"
+) -> tuple[int, int, float | None]:
+    """Where the unit-weight quantile of N values lies: 0-based sorted positions (lo, hi) and
+    the interpolation fraction (``None``: the value at ``lo`` itself). See :func:`interpolate`."""
+    if method == "inverted_cdf":
+        k = min(max(int(-(-(q * float(n)) // 1)) - 1, 0), n - 1)  # ceil(q·N) − 1
+        return k, k, None
+    if method != "linear":
+        raise ValueError(f"unknown quantile method {method!r}")
+    h = q * (float(n) - 1.0)
+    if h <= 0:
+        return 0, 0, None
+    lo = int(h)
+    return lo, min(lo + 1, n - 1), h - float(lo)
+
+
+def interpolate(a: float, b: float, frac: float | None) -> float:
+    """The quantile from its order statistics: ``a`` if ``frac`` is None, else a + frac·(b − a)."""
+    return a if frac is None else a + frac * (b - a)
+
+
+def select_quantile(xp: Namespace, values: Array, q: float, method: QuantileMethod) -> float:
+    """Unit-weight quantile of *unsorted* values in O(N) (a partial sort, no argsort); equal to
+    ``weighted_quantile(xp, sort(values), None, q, method)``.
+
+    >>> import numpy as np
+    >>> select_quantile(np, np.array([4.0, 1.0, 2.0]), 0.75, "linear")
+    3.0
+    """
+    lo, hi, frac = unit_quantile_positions(int(values.shape[0]), q, method)
+    if frac is None:
+        return select(xp, values, [lo])[0]
+    a, b = select(xp, values, [lo, hi])
+    return interpolate(a, b, frac)
+
+
+def sorted_values(batch: Batch, name: str, values: Callable[[], Array]) -> Array:
+    """``values()`` sorted ascending (a value sort, no argsort), cached in ``batch`` under
+    ``"stats:sorted:<name>"``. Equals ``take(values, order)`` for every ascending argsort, so
+    it pairs with :func:`sorted_weights` of the same ``name``."""
+    xp = batch.xp
+    return batch.shared(f"stats:sorted:{name}", lambda: xp.sort(values(), stable=False))
+
+
+def sorted_weights(batch: Batch, name: str, values: Callable[[], Array]) -> Array | None:
+    """The sample weights in the ascending order of ``values()`` (``batch.order(name)``), or
+    ``None`` for unit weights; cached per weights."""
+    w = batch.weights
+    if w is None:
+        return None
+    xp = batch.xp
+    return batch.weighted(
+        f"stats:sorted_weights:{name}", lambda: xp.take(w, batch.order(name, values))
+    )
 
 
 def tie_blocks(xp: Namespace, sorted_values: Array) -> tuple[Array, Array]:
@@ -92,46 +155,88 @@ def tie_blocks(xp: Namespace, sorted_values: Array) -> tuple[Array, Array]:
     return starts, block_id
 
 
-def weighted_midranks(xp: Namespace, values: Array, weights: Array | None, order: Array) -> Array:
-    """Average ranks with ties, in units of weight: r_i = C_before(i) + m_block(i)/2.
+def tie_runs(xp: Namespace, sorted_values: Array) -> tuple[Array, Array] | None:
+    """:func:`tie_blocks` of a sorted array, or ``None`` when all values differ (one pass)."""
+    if int(sorted_values.shape[0]) < 2 or bool(xp.all(sorted_values[1:] != sorted_values[:-1])):
+        return None
+    return tie_blocks(xp, sorted_values)
 
-    ``order`` is an ascending stable argsort of ``values``. C_before is the total weight of
-    strictly smaller values and m_block the total weight of values equal to v_i. With unit
-    weights this is scipy's average rank minus 1/2 (a constant shift, which leaves correlations
-    unchanged); with integer weights it is the average rank of the repeated rows minus 1/2; and
-    scaling all weights scales the ranks, so rank correlations are scale-invariant.
+
+def sorted_midranks(
+    xp: Namespace, n: int, ties: tuple[Array, Array] | None, sorted_weights: Array | None
+) -> Array:
+    """The midranks of :func:`weighted_midranks` in sorted order (position k of the sorted data).
+
+    ``ties`` is :func:`tie_runs` of the sorted values and ``sorted_weights`` the weights in that
+    order (``None``: unit weights). Without ties and weights the ranks are k + 1/2.
     """
-    n = int(values.shape[0])
-    sv = xp.take(values, order)
-    sw = xp.ones((n,), dtype=values.dtype) if weights is None else xp.take(weights, order)
-    starts, block_id = tie_blocks(xp, sv)
+    if ties is None and sorted_weights is None:
+        r = xp.arange(n, dtype=xp.float64)
+        r += 0.5
+        return r
+    sw = xp.ones((n,), dtype=xp.float64) if sorted_weights is None else sorted_weights
     cum = xp.cumulative_sum(sw)
     cum0 = xp.concat([xp.zeros((1,), dtype=cum.dtype), cum])
+    if ties is None:  # every row is its own block
+        return cum0[:-1] + 0.5 * (cum0[1:] - cum0[:-1])
+    starts, block_id = ties
     ends = xp.concat([starts[1:], xp.asarray([n], dtype=starts.dtype)])
     block_before = xp.take(cum0, starts)
     block_mass = xp.take(cum0, ends) - block_before
-    rank_sorted = xp.take(block_before + 0.5 * block_mass, block_id)
-    return scatter(xp, order, rank_sorted)
+    return xp.take(block_before + 0.5 * block_mass, block_id)
+
+
+def weighted_midranks(xp: Namespace, values: Array, weights: Array | None, order: Array) -> Array:
+    """Average ranks with ties, in units of weight: r_i = C_before(i) + m_block(i)/2.
+
+    ``order`` is an ascending argsort of ``values`` (ties in any order). C_before is the total
+    weight of strictly smaller values and m_block the total weight of values equal to v_i. With
+    unit weights this is scipy's average rank minus 1/2 (a constant shift, which leaves
+    correlations unchanged); with integer weights it is the average rank of the repeated rows
+    minus 1/2; and scaling all weights scales the ranks, so rank correlations are
+    scale-invariant.
+
+    >>> import numpy as np
+    >>> v = np.array([3.0, 1.0, 3.0, 2.0])
+    >>> [float(r) for r in weighted_midranks(np, v, None, np.argsort(v))]
+    [3.0, 0.5, 3.0, 1.5]
+    """
+    n = int(values.shape[0])
+    sv = xp.take(values, order)
+    sw = None if weights is None else xp.take(weights, order)
+    return scatter(xp, order, sorted_midranks(xp, n, tie_runs(xp, sv), sw))
 
 
 def weighted_pearson(xp: Namespace, a: Array, b: Array, weights: Array | None) -> float | None:
     """Weighted Pearson correlation; ``None`` when either variable is constant (over the rows of
-    positive weight), where the correlation is undefined."""
+    positive weight), where the correlation is undefined.
+
+    >>> import numpy as np
+    >>> round(weighted_pearson(np, np.array([1.0, 2.0, 3.0]), np.array([1.0, 3.0, 2.0]), None), 12)
+    0.5
+    """
     if _is_constant(xp, a, weights) or _is_constant(xp, b, weights):
         return None
     if weights is None:
         am = a - xp.mean(a)
         bm = b - xp.mean(b)
-        saa = float(xp.sum(am * am))
-        sbb = float(xp.sum(bm * bm))
-        sab = float(xp.sum(am * bm))
+        prod = am * bm
+        sab = float(xp.sum(prod))
+        am *= am  # the centred copies are ours: square them in place
+        bm *= bm
+        saa = float(xp.sum(am))
+        sbb = float(xp.sum(bm))
     else:
         tw = xp.sum(weights)
         am = a - xp.sum(weights * a) / tw
         bm = b - xp.sum(weights * b) / tw
-        saa = float(xp.sum(weights * am * am))
-        sbb = float(xp.sum(weights * bm * bm))
-        sab = float(xp.sum(weights * am * bm))
+        wa = weights * am
+        wb = weights * bm
+        sab = float(xp.sum(wa * bm))
+        wa *= am
+        wb *= bm
+        saa = float(xp.sum(wa))
+        sbb = float(xp.sum(wb))
     if saa <= 0.0 or sbb <= 0.0:
         return None
     r = sab / (saa**0.5 * sbb**0.5)
@@ -141,4 +246,4 @@ def weighted_pearson(xp: Namespace, a: Array, b: Array, weights: Array | None) -
 def _is_constant(xp: Namespace, x: Array, weights: Array | None) -> bool:
     if weights is not None:
         x = x[weights > 0]
-    return bool(xp.max(x) == xp.min(x))
+    return bool(xp.all(x == x[0]))

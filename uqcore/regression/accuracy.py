@@ -10,7 +10,13 @@ from __future__ import annotations
 import math
 
 from uqcore._backend import Array
-from uqcore._stats import QuantileMethod, weighted_pearson, weighted_quantile
+from uqcore._stats import (
+    QuantileMethod,
+    sorted_values,
+    sorted_weights,
+    weighted_pearson,
+    weighted_quantile,
+)
 from uqcore.batch import Batch
 from uqcore.registry import register, undefined
 
@@ -85,11 +91,10 @@ def mdae(batch: Batch, *, method: QuantileMethod = "linear") -> float:
     >>> mdae(P.PointUncertainty(np.zeros(4), np.ones(4)), np.array([1.0, -2.0, 3.0, 10.0]))
     2.5
     """
-    xp = batch.xp
-    order = batch.order("abs_error", lambda: batch.abs_error)
-    sv = xp.take(batch.abs_error, order)
-    sw = None if batch.weights is None else xp.take(batch.weights, order)
-    return weighted_quantile(xp, sv, sw, 0.5, method)
+    # The sorted |e| (a value sort) is shared with the ranking metrics; weights need the order.
+    sv = sorted_values(batch, "abs_error", lambda: batch.abs_error)
+    sw = sorted_weights(batch, "abs_error", lambda: batch.abs_error)
+    return weighted_quantile(batch.xp, sv, sw, 0.5, method)
 
 
 @register(

@@ -1,10 +1,12 @@
 """Calibration of regression predictions: calibration curves, ECE, RMSCE, miscalibration area,
 Kuleshov's calibration error, the PIT histogram and KS test, ENCE, UCE, and sharpness.
 
-Observed proportions come from the PIT values u_i = F_i(y_i), computed once per batch and
-sorted once (cached in the :class:`~uqcore.batch.Batch` under ``"calibration:*"`` keys); each
-level then costs one ``searchsorted``, so every calibration metric of one ``evaluate()`` call
-shares one sort. With sample weights w_i every proportion is a share of the total weight.
+Observed proportions come from the PIT values u_i = F_i(y_i), computed once per batch, and
+every calibration metric of one ``evaluate()`` call shares one pass over them: without weights
+the PIT values are sorted once (a value sort, shared with :func:`pit`) and each level costs one
+``searchsorted``; with weights each row's bin on the union of all the levels' bounds is found
+once and one weighted ``bincount`` gives every level. With sample weights w_i every proportion
+is a share of the total weight.
 
 Two kinds of proportions on a grid of levels p_1 < ... < p_M (default: the 99 levels
 0.01, ..., 0.99, as in chung2021 appendix A.3):
@@ -30,16 +32,21 @@ proportions the two agree up to floating-point ties.
 
 from __future__ import annotations
 
+import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import array_api_compat
 import numpy as np
 import scipy.stats
 
-from uqcore._backend import Array, to_numpy
+from uqcore._backend import Array, bincount, to_numpy
+from uqcore._stats import sorted_values, sorted_weights
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
+from uqcore.predictions.regression import Mixture, Samples, _LocationScale
 from uqcore.registry import register, undefined
 
 __all__ = [
@@ -158,45 +165,65 @@ def _grid(levels: Any, compat: Compat) -> np.ndarray[Any, Any]:
     return np.asarray(DEFAULT_LEVELS, dtype=np.float64)
 
 
-# -- weighted counting on a sorted key -------------------------------------------------------
-def _sorted(batch: Batch, name: str, key: Any) -> tuple[Array, Array | None]:
-    """The key sorted once (shared) and the cumulative weights in that order (length N + 1)."""
-    xp = batch.xp
-    order = batch.order(f"calibration:{name}", key)
-    s = batch.shared(f"calibration:sorted:{name}", lambda: xp.take(key(), order))
-    if batch.weights is None:
-        return s, None
-
-    def cumw() -> Array:
-        w = xp.take(batch.weights, order)
-        return xp.concat([xp.zeros((1,), dtype=w.dtype), xp.cumulative_sum(w)])
-
-    return s, batch.weighted(f"calibration:cumw:{name}", cumw)
+# -- weighted counting of values at or below a set of bounds -----------------------------------
+def _prev(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The next float64 below each x: v < x ⇔ v ≤ _prev(x) for every float64 v."""
+    return np.nextafter(np.asarray(x, dtype=np.float64), -np.inf)
 
 
-def _weight_below(
-    batch: Batch, s: Array, cumw: Array | None, x: np.ndarray[Any, Any], side: str
+def _weight_at_or_below(
+    batch: Batch, name: str, values: Callable[[], Array], bounds: np.ndarray[Any, Any]
 ) -> np.ndarray[Any, Any]:
-    """Weight of rows with key ≤ x (``side="right"``) or < x (``side="left"``), per x."""
+    """Weight of the rows with value ≤ b, for every b of the strictly increasing ``bounds``.
+
+    Without weights the values are sorted once (a value sort, shared, e.g. with :func:`pit`)
+    and each bound costs one ``searchsorted``. With weights each row's bin, the number of bounds
+    below its value, is found once per batch (weight-free, so shared with resampled weights);
+    then one weighted ``bincount`` and a cumulative sum over the bins give every bound.
+    """
     xp = batch.xp
-    xs = xp.asarray(np.ascontiguousarray(x, dtype=np.float64), dtype=s.dtype, device=batch.device)
-    idx = xp.searchsorted(s, xs, side=side)
-    if cumw is None:
-        return np.asarray(to_numpy(idx), dtype=np.float64)
-    return np.asarray(to_numpy(xp.take(cumw, idx)), dtype=np.float64)
+    digest = hashlib.sha1(bounds.tobytes()).hexdigest()
+    w = batch.weights
+
+    def compute() -> np.ndarray[Any, Any]:
+        if w is None:
+            s = sorted_values(batch, name, values)
+            b = xp.asarray(bounds, dtype=s.dtype, device=batch.device)
+            return np.asarray(to_numpy(xp.searchsorted(s, b, side="right")), dtype=np.float64)
+        k = bounds.shape[0]
+
+        def bins() -> Array:
+            v = values()
+            b = xp.asarray(bounds, dtype=v.dtype, device=batch.device)
+            idx = xp.searchsorted(b, v, side="left")  # v ≤ bounds[j] ⇔ idx ≤ j
+            return xp.astype(idx, xp.int16 if k < 2**15 - 1 else xp.int32)
+
+        idx = batch.shared(f"calibration:bins:{name}:{digest}", bins)
+        h = np.asarray(to_numpy(bincount(xp, idx, w, k + 1)), dtype=np.float64)
+        out: np.ndarray[Any, Any] = np.cumsum(h[:k])
+        return out
+
+    return batch.weighted(f"calibration:at_or_below:{name}:{digest}", compute)
+
+
+def _at(bounds: np.ndarray[Any, Any], cum: np.ndarray[Any, Any], x: np.ndarray[Any, Any]) -> Any:
+    """``cum`` at the bounds equal to ``x`` (every x is one of the bounds)."""
+    return cum[np.searchsorted(bounds, x)]
 
 
 def _pit_counts(
     batch: Batch, prop_type: PropType, lv: np.ndarray[Any, Any]
 ) -> np.ndarray[Any, Any]:
-    s, cumw = _sorted(batch, "pit", lambda: batch.pit)
-    if prop_type == "quantile":
-        return _weight_below(batch, s, cumw, lv, "right")
-    lo = (1.0 - lv) / 2.0
-    hi = (1.0 + lv) / 2.0
-    out: np.ndarray[Any, Any] = _weight_below(batch, s, cumw, hi, "right") - _weight_below(
-        batch, s, cumw, lo, "left"
-    )
+    # One set of bounds serves both proportion types on lv and on lv ∪ {0, 1}, so ece, rmsce,
+    # calibration_error and miscalibration_area of one batch share one pass over the PIT.
+    full = np.unique(np.concatenate([[0.0], lv, [1.0]]))
+    bounds = np.unique(np.concatenate([full, (1.0 + full) / 2.0, _prev((1.0 - full) / 2.0)]))
+    cum = _weight_at_or_below(batch, "pit", lambda: batch.pit, bounds)
+    if prop_type == "quantile":  # u ≤ p
+        out: np.ndarray[Any, Any] = _at(bounds, cum, lv)
+        return out
+    # (1 − p)/2 ≤ u ≤ (1 + p)/2: weight at or below the upper end minus weight below the lower
+    out = _at(bounds, cum, (1.0 + lv) / 2.0) - _at(bounds, cum, _prev((1.0 - lv) / 2.0))
     return out
 
 
@@ -210,19 +237,20 @@ def _ut_counts(
             "compat='uncertainty_toolbox' needs a gaussian prediction (Uncertainty Toolbox "
             f"handles Gaussian predictions only), found {pred.kind}"
         )
-    s, cumw = _sorted(batch, "ut_z", lambda: (pred.mean() - batch.y) / pred.std())
     norm = scipy.stats.norm(loc=0, scale=1)
-    if prop_type == "quantile":
-        return _weight_below(batch, s, cumw, np.asarray(norm.ppf(lv)), "right")
+    quantile = np.asarray(norm.ppf(lv))
+    upper = np.asarray(norm.ppf(0.5 + lv / 2.0))
+    lower = np.asarray(norm.ppf(0.5 - lv / 2.0))
+    # every variant's bounds at once, so that all of them share one pass over z
+    bounds = np.unique(np.concatenate([quantile, upper, _prev(lower), _prev(-upper)]))
+    cum = _weight_at_or_below(batch, "ut_z", lambda: (pred.mean() - batch.y) / pred.std(), bounds)
+    if prop_type == "quantile":  # z ≤ Φ⁻¹(p)
+        out: np.ndarray[Any, Any] = _at(bounds, cum, quantile)
+        return out
     if absolute:  # miscalibration_area: |z| <= Φ⁻¹(1/2 + p/2)
-        upper = np.asarray(norm.ppf(0.5 + lv / 2.0))
         lower = -upper
-    else:  # get_proportion_lists_vectorized: Φ⁻¹(1/2 − p/2) <= z <= Φ⁻¹(1/2 + p/2)
-        lower = np.asarray(norm.ppf(0.5 - lv / 2.0))
-        upper = np.asarray(norm.ppf(0.5 + lv / 2.0))
-    out: np.ndarray[Any, Any] = _weight_below(batch, s, cumw, upper, "right") - _weight_below(
-        batch, s, cumw, lower, "left"
-    )
+    # get_proportion_lists_vectorized: Φ⁻¹(1/2 − p/2) <= z <= Φ⁻¹(1/2 + p/2)
+    out = _at(bounds, cum, upper) - _at(bounds, cum, _prev(lower))
     return out
 
 
@@ -575,23 +603,34 @@ def pit(batch: Batch, *, n_bins: int = 10) -> dict[str, Any]:
     """
     b = _check_n_bins(n_bins)
     xp = batch.xp
-    s, cumw = _sorted(batch, "pit", lambda: batch.pit)
     n = batch.n
     total = batch.total_weight
-    if cumw is None:
-        cum = xp.arange(n + 1, dtype=s.dtype)
+    w = batch.weights
+    # the one sort of the PIT values in a batch (a value sort: much faster than an argsort)
+    s = sorted_values(batch, "pit", lambda: batch.pit)
+    if w is None:
+        cum = xp.arange(n + 1, dtype=s.dtype) / total  # F̂ just after the i-th smallest: cum[i+1]
+        after, before = cum[1:], cum[:-1]
+        d = max(float(xp.max(after - s)), float(xp.max(s - before)))
         n_eff = float(n)
     else:
-        cum = cumw
-        w = batch.weights
-        assert w is not None
+        # cumulative weights in PIT order: these need the permutation itself (an argsort)
+        cumw = xp.cumulative_sum(sorted_weights(batch, "pit", lambda: batch.pit))
+        after = cumw / total
+        d = max(float(xp.max(after - s)), float(s[0]))  # F̂ is 0 below the smallest value
+        if n > 1:
+            d = max(d, float(xp.max(s[1:] - after[:-1])))
         n_eff = total * total / float(xp.sum(w * w))
-    after = cum[1:] / total
-    before = cum[:-1] / total
-    d = float(xp.max(xp.maximum(after - s, s - before)))
     d = min(max(d, 0.0), 1.0)
     edges = np.linspace(0.0, 1.0, b + 1)
-    below = _weight_below(batch, s, cumw, edges[1:-1], "left")
+    inner = xp.asarray(edges[1:-1], dtype=s.dtype, device=batch.device)
+    idx = np.asarray(to_numpy(xp.searchsorted(s, inner, side="left")), dtype=np.int64)
+    if w is None:
+        below = idx.astype(np.float64)
+    else:  # weight of the values < edge: the cumulative weight just before position idx
+        at = xp.asarray(np.maximum(idx - 1, 0), device=batch.device)
+        below = np.asarray(to_numpy(xp.take(cumw, at)), dtype=np.float64)
+        below = np.where(idx > 0, below, 0.0)
     cuts = np.concatenate([[0.0], below, [total]])
     hist = np.diff(cuts) / total
     n_int = max(1, round(n_eff))
@@ -607,45 +646,96 @@ def pit(batch: Batch, *, n_bins: int = 10) -> dict[str, Any]:
 
 
 # -- binned by predicted std ------------------------------------------------------------------
-def _std_sorted(batch: Batch) -> tuple[Array, Array, Array, Array]:
-    """Sorted σ, and cumulative (length N + 1) weight, weight·σ², weight·e² in that order."""
-    xp = batch.xp
-    order = batch.order("std", lambda: batch.std)
-    s = batch.shared("calibration:sorted:std", lambda: xp.take(batch.std, order))
-    e2 = batch.shared(
-        "calibration:sorted:sq_error", lambda: xp.take(batch.residual * batch.residual, order)
-    )
+#: ``uncertainty`` implementations that return the predictive std: for these kinds the ranking
+#: metrics' sort by uncertainty is also the sort by std.
+_UNCERTAINTY_IS_STD = frozenset(
+    {_LocationScale.uncertainty, Mixture.uncertainty, Samples.uncertainty}
+)
 
-    def cums() -> tuple[Array, Array, Array]:
-        w = xp.ones_like(s) if batch.weights is None else xp.take(batch.weights, order)
-        z = xp.zeros((1,), dtype=s.dtype)
-        return (
-            xp.concat([z, xp.cumulative_sum(w)]),
-            xp.concat([z, xp.cumulative_sum(w * s * s)]),
-            xp.concat([z, xp.cumulative_sum(w * e2)]),
-        )
 
-    cw, cv, ce = batch.weighted("calibration:std_cums", cums)
-    return s, cw, cv, ce
+def _uncertainty_is_std(batch: Batch) -> bool:
+    return type(batch.prediction).uncertainty in _UNCERTAINTY_IS_STD
+
+
+def _sigma(batch: Batch) -> Array:
+    """Predictive std σ_i (the batch's uncertainty array where that is the std)."""
+    return batch.uncertainty if _uncertainty_is_std(batch) else batch.std
+
+
+def _sigma_descending(batch: Batch) -> Array:
+    """Row order by decreasing σ (the ranking metrics' order where uncertainty is σ)."""
+    if _uncertainty_is_std(batch):
+        return batch.order("uncertainty", lambda: batch.uncertainty, descending=True)
+    return batch.order("std", lambda: batch.std, descending=True)
+
+
+#: With numpy and up to this many edges a row's bin is a sum of comparisons (sequential passes
+#: over bytes, ~3x faster than numpy's branchy binary search); other backends (torch: the
+#: reverse) and more edges use ``searchsorted``.
+_COMPARE_EDGES = 16
+
+
+def _bin_index(xp: Any, edges: list[float], key: Array) -> Array:
+    """The bin of each row, #{j : edges[j] < key}: bin k holds edge_{k−1} < key ≤ edge_k."""
+    if array_api_compat.is_numpy_namespace(xp) and len(edges) <= _COMPARE_EDGES:
+        idx = xp.astype(key > edges[0], xp.int8)
+        for e in edges[1:]:
+            idx = idx + xp.astype(key > e, xp.int8)
+        return xp.astype(idx, xp.int64)
+    e_arr = xp.asarray(edges, dtype=key.dtype, device=array_api_compat.device(key))
+    return xp.searchsorted(e_arr, key, side="left")
 
 
 def _bin_sums(
-    batch: Batch, cw: Array, cv: Array, ce: Array, bounds: Array
+    batch: Batch, key: Array, edges: list[float] | None, var: Array | None = None
 ) -> tuple[np.ndarray[Any, Any], ...]:
-    """Per-bin weight, Σwσ², Σwe² for bins ending at the sorted positions ``bounds``."""
+    """Per-bin weight, Σ wσ², Σ we² for the bins (edge_{k−1}, edge_k] of ``key`` (sorted edges).
+
+    Each row's bin is found once, then one weighted ``bincount`` per sum: sequential passes, no
+    gather, and a row's bin depends on its value only (so the sums do not depend on how tied
+    values were ordered). σ² (``var`` if given) and e² are temporaries, made one at a time:
+    caching them would hold two more N-arrays for the whole batch.
+    """
     xp = batch.xp
-    idx = xp.concat(
-        [
-            xp.zeros((1,), dtype=bounds.dtype),
-            bounds,
-            xp.asarray([batch.n], dtype=bounds.dtype, device=batch.device),
-        ]
-    )
-    out = []
-    for c in (cw, cv, ce):
-        v = np.asarray(to_numpy(xp.take(c, idx)), dtype=np.float64)
-        out.append(np.diff(v))
-    return tuple(out)
+    w = batch.weights
+    m = 1 if not edges else len(edges) + 1
+    idx = None if not edges else _bin_index(xp, edges, key)
+
+    def total(values: Array | None) -> np.ndarray[Any, Any]:
+        """Per-bin Σ w·values (Σ w for ``values=None``)."""
+        if values is None:
+            values = w
+        elif w is not None:
+            values = w * values
+        if idx is None:
+            s = batch.total_weight if values is None else float(xp.sum(values))
+            return np.asarray([s], dtype=np.float64)
+        return np.asarray(to_numpy(bincount(xp, idx, values, m)), dtype=np.float64)
+
+    sigma = _sigma(batch)
+    wk = total(None)
+    vk = total(sigma * sigma if var is None else var)
+    ek = total(batch.residual * batch.residual)
+    return wk, vk, ek
+
+
+def _ence_edges(batch: Batch, k: int) -> list[float]:
+    """σ at the weighted lower quantiles j/k, j = 1..k−1 (inverted CDF), ascending."""
+    xp = batch.xp
+    n = batch.n
+    total = batch.total_weight
+    targets = [total * j / k for j in range(1, k)]
+    desc = _sigma_descending(batch)
+    w = batch.weights
+    if w is None:  # cumulative weight i + 1 at sorted position i: first position reaching t
+        pos = [min(max(math.ceil(t) - 1, 0), n - 1) for t in targets]
+    else:
+        cumw = xp.cumulative_sum(xp.take(w, xp.flip(desc)))  # the one gather (weights only)
+        t = xp.asarray(targets, dtype=cumw.dtype, device=batch.device)
+        found = xp.searchsorted(cumw, t, side="left")
+        pos = [min(int(p), n - 1) for p in to_numpy(found)]
+    rows = xp.take(desc, xp.asarray([n - 1 - p for p in pos], device=batch.device))
+    return [float(v) for v in to_numpy(xp.take(_sigma(batch), rows))]
 
 
 @register(
@@ -674,20 +764,8 @@ def ence(batch: Batch, *, n_bins: int = 10) -> float:
     0.25
     """
     k = _check_n_bins(n_bins)
-    xp = batch.xp
-    s, cw, cv, ce = _std_sorted(batch)
-    total = batch.total_weight
-    if k > 1:
-        targets = xp.asarray(
-            [total * j / k for j in range(1, k)], dtype=s.dtype, device=batch.device
-        )
-        pos = xp.searchsorted(cw[1:], targets, side="left")
-        pos = xp.clip(pos, max=batch.n - 1)
-        edges = xp.take(s, pos)
-        bounds = xp.searchsorted(s, edges, side="right")
-    else:
-        bounds = xp.asarray([], dtype=xp.int64, device=batch.device)
-    wk, vk, ek = _bin_sums(batch, cw, cv, ce, bounds)
+    edges = _ence_edges(batch, k) if k > 1 else None
+    wk, vk, ek = _bin_sums(batch, _sigma(batch), edges)
     keep = wk > 0
     rmv = np.sqrt(vk[keep] / wk[keep])
     rmse_k = np.sqrt(ek[keep] / wk[keep])
@@ -719,23 +797,16 @@ def uce(batch: Batch, *, n_bins: int = 10) -> float:
     """
     m = _check_n_bins(n_bins)
     xp = batch.xp
-    s, cw, cv, ce = _std_sorted(batch)
-    v = s * s
-    if batch.weights is None:
-        lo, hi = float(v[0]), float(v[-1])
-    else:
-        w = batch.weights
-        var = batch.std * batch.std
+    sigma = _sigma(batch)
+    var = sigma * sigma
+    w = batch.weights
+    if w is None:
+        lo, hi = float(xp.min(var)), float(xp.max(var))
+    else:  # the range of the rows that count
         lo = float(xp.min(xp.where(w > 0, var, math.inf)))
         hi = float(xp.max(xp.where(w > 0, var, -math.inf)))
-    if m > 1 and hi > lo:
-        edges = xp.asarray(
-            [lo + (hi - lo) * j / m for j in range(1, m)], dtype=s.dtype, device=batch.device
-        )
-        bounds = xp.searchsorted(v, edges, side="right")
-    else:
-        bounds = xp.asarray([], dtype=xp.int64, device=batch.device)
-    wk, vk, ek = _bin_sums(batch, cw, cv, ce, bounds)
+    edges = [lo + (hi - lo) * j / m for j in range(1, m)] if m > 1 and hi > lo else None
+    wk, vk, ek = _bin_sums(batch, var, edges, var)
     keep = wk > 0
     return float(np.sum(np.abs(ek[keep] - vk[keep])) / batch.total_weight)
 
@@ -748,6 +819,8 @@ def uce(batch: Batch, *, n_bins: int = 10) -> float:
     direction="lower",
     bounds=(0.0, None),
     reference=_UT + " (uncertainty_toolbox.sharpness)",
+    mean_terms=lambda batch: batch.std * batch.std,
+    finalize=math.sqrt,
 )
 def sharpness(batch: Batch) -> float:
     """Sharpness of Uncertainty Toolbox: sqrt(Σ w_i σ_i² / Σ w_i), the root mean predictive variance.
@@ -759,8 +832,8 @@ def sharpness(batch: Batch) -> float:
     >>> sharpness(P.Gaussian(np.zeros(2), np.array([1.0, 7.0])), np.zeros(2))
     5.0
     """
-    sd = batch.std
-    return float(math.sqrt(batch.mean(sd * sd)))
+    sigma = _sigma(batch)
+    return float(math.sqrt(batch.mean(sigma * sigma)))
 
 
 @register(
@@ -770,6 +843,7 @@ def sharpness(batch: Batch) -> float:
     direction="lower",
     bounds=(0.0, None),
     reference=_UT + " (appendix A.3: sharpness as the mean predicted std)",
+    mean_terms=lambda batch: batch.std,
 )
 def mean_std(batch: Batch) -> float:
     """Mean predictive standard deviation Σ w_i σ_i / Σ w_i (chung2021 appendix A.3's sharpness).
@@ -778,4 +852,4 @@ def mean_std(batch: Batch) -> float:
     >>> mean_std(P.Gaussian(np.zeros(2), np.array([1.0, 7.0])), np.zeros(2))
     4.0
     """
-    return batch.mean(batch.std)
+    return batch.mean(_sigma(batch))

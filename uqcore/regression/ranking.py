@@ -39,10 +39,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Literal
 
-from uqcore._backend import Array, Namespace, special
-from uqcore._stats import QuantileMethod, weighted_midranks, weighted_pearson, weighted_quantile
+from uqcore._backend import Array, Namespace, scatter, select, special
+from uqcore._stats import (
+    QuantileMethod,
+    interpolate,
+    sorted_midranks,
+    sorted_values,
+    sorted_weights,
+    tie_runs,
+    unit_quantile_positions,
+    weighted_pearson,
+    weighted_quantile,
+)
 from uqcore._validation import UQValidationError, first_bad
 from uqcore.batch import Batch
 from uqcore.registry import register, undefined
@@ -88,10 +99,74 @@ def _check_grid(grid: Any) -> None:
         )
 
 
+# -- sorted keys -----------------------------------------------------------------------------
+# Both curves are built from arrays in the *ascending* order of their key (uncertainty, or
+# |error| for the oracle): removal runs from the end, so the data remaining after a removal is
+# a prefix, and the remaining error sums are prefix sums (one cumulative sum, no cancellation).
+
+
+@dataclass(frozen=True)
+class _Key:
+    """One ranking key sorted ascending: its argsort, tie runs, and the weights in that order."""
+
+    order: Array  # the ascending argsort (ties in any order)
+    ties: tuple[Array, Array] | None  # tie_runs of the sorted key; None when all differ
+    weights: Array | None  # weights in the ascending key order; None for unit weights
+
+
+def _u_descending(batch: Batch) -> Array:
+    """Descending argsort of the uncertainty (shared with the calibration metrics where the
+    uncertainty is the std). Gathers use it as it is (a contiguous index is faster than a
+    reversed one) and reverse the result where the ascending order is wanted."""
+    return batch.order("uncertainty", lambda: batch.uncertainty, descending=True)
+
+
+def _u_key(batch: Batch) -> _Key:
+    xp = batch.xp
+    order = xp.flip(_u_descending(batch))
+    ties = batch.shared(
+        "ranking:ties:uncertainty",
+        lambda: tie_runs(xp, xp.sort(batch.uncertainty, stable=False)),  # only ties are kept
+    )
+    w = batch.weights
+    sw = None if w is None else batch.weighted("ranking:weights_by_u", lambda: xp.take(w, order))
+    return _Key(order, ties, sw)
+
+
+def _sorted_abs_error(batch: Batch) -> Array:
+    """|e| sorted ascending (a value sort; shared with mdae and n-MeRCI's Q_α(|e|))."""
+    return sorted_values(batch, "abs_error", lambda: batch.abs_error)
+
+
+def _abs_error_weights(batch: Batch) -> Array | None:
+    """The weights in the ascending |e| order, paired with :func:`_sorted_abs_error`."""
+    return sorted_weights(batch, "abs_error", lambda: batch.abs_error)
+
+
+def _errors_by_u_descending(batch: Batch) -> Array:
+    """|e| in the descending order of the uncertainty (one gather, shared)."""
+    xp = batch.xp
+    return batch.shared(
+        "ranking:abs_error_by_u_desc", lambda: xp.take(batch.abs_error, _u_descending(batch))
+    )
+
+
+def _errors_by_u(batch: Batch, error: str) -> Array:
+    """The errors (|e| or e²) in the ascending order of the uncertainty."""
+    e = batch.xp.flip(_errors_by_u_descending(batch))  # a view for numpy
+    return e if error == "mae" else e * e  # |e|·|e| == e·e exactly
+
+
+def _errors_by_error(batch: Batch, error: str) -> Array:
+    """The errors (|e| or e²) in ascending |e| order."""
+    e = _sorted_abs_error(batch)
+    return e if error == "mae" else e * e
+
+
 # -- sorted blocks ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Blocks:
-    """Rows (or tie blocks) in removal order with suffix sums, for one error kind."""
+    """Rows (or tie blocks) in removal order with remaining sums, for one error kind."""
 
     xp: Namespace
     mass: Array  # weight m_b of each block
@@ -105,53 +180,61 @@ class _Blocks:
     total_w: float
 
 
-def _suffix(xp: Namespace, x: Array) -> Array:
-    """s[i] = Σ_{j ≥ i} x_j, with s[n] = 0 (summed from the end, no cancellation)."""
-    rev = xp.cumulative_sum(xp.flip(x))
-    return xp.concat([xp.flip(rev), xp.zeros((1,), dtype=x.dtype)])
+def _prefix(xp: Namespace, x: Array) -> Array:
+    """p[j] = Σ_{i < j} x_i for j = 0, …, n (one cumulative sum)."""
+    return xp.concat([xp.zeros((1,), dtype=x.dtype), xp.cumulative_sum(x)])
 
 
-def _blocks(
-    xp: Namespace, err: Array, weights: Array | None, order: Array, keys: Array | None
-) -> _Blocks:
-    """Blocks of ``err`` in the removal ``order``; ``keys`` merges runs of equal keys."""
+def _blocks(xp: Namespace, err: Array, weights: Array | None, ties: Any) -> _Blocks:
+    """Blocks of ``err`` (sorted by ascending key, removed from the end); ``ties`` (the key's
+    :func:`~uqcore._stats.tie_runs`, or ``None``) merges runs of equal keys."""
     n = int(err.shape[0])
-    e = xp.take(err, order)
-    if weights is None:  # unit weights: the remaining weight is exactly N − i
-        w = xp.ones((n,), dtype=err.dtype)
-        we = e
-        suf_w = xp.astype(n - xp.arange(n + 1), err.dtype)
+    we = err if weights is None else weights * err
+    pre_e = _prefix(xp, we)
+    pre_w = xp.arange(n + 1, dtype=err.dtype) if weights is None else _prefix(xp, weights)
+    if ties is None:
+        rem_err, after_err = pre_e[1:], pre_e[:-1]
+        rem_w, after_w = pre_w[1:], pre_w[:-1]
+        mass = xp.ones((n,), dtype=err.dtype) if weights is None else weights
+        mean_err = err
     else:
-        w = xp.take(weights, order)
-        we = w * e
-        suf_w = _suffix(xp, w)
-    suf_e = _suffix(xp, we)
-    starts = None
-    if keys is not None and n > 1:
-        sk = xp.take(keys, order)
-        new = xp.concat([xp.ones((1,), dtype=xp.bool), sk[1:] != sk[:-1]])
-        if not bool(xp.all(new)):  # tie blocks present (else every row is its own block)
-            starts = xp.nonzero(new)[0]
-    if starts is None:
-        rem_err, after_err = suf_e[:-1], suf_e[1:]
-        rem_w, after_w = suf_w[:-1], suf_w[1:]
-        mass, mean_err = w, e
-    else:
+        starts = ties[0]
         ends = xp.concat([starts[1:], xp.asarray([n], dtype=starts.dtype)])
-        rem_err = xp.take(suf_e, starts)
-        after_err = xp.take(suf_e, ends)
-        rem_w = xp.take(suf_w, starts)
-        after_w = xp.take(suf_w, ends)
+        rem_err = xp.take(pre_e, ends)
+        after_err = xp.take(pre_e, starts)
+        rem_w = xp.take(pre_w, ends)
+        after_w = xp.take(pre_w, starts)
         single = (ends - starts) == 1
-        mass = xp.where(single, xp.take(w, starts), rem_w - after_w)
+        w1 = 1.0 if weights is None else xp.take(weights, starts)
+        mass = xp.where(single, w1, rem_w - after_w)
         block_err = xp.where(single, xp.take(we, starts), rem_err - after_err)
         safe = xp.where(mass > 0, mass, 1.0)
         mean_err = xp.where(mass > 0, block_err / safe, 0.0)
-    total_w = float(suf_w[0])
-    before = total_w - rem_w
+    total_w = float(pre_w[-1])
+    f = xp.flip  # removal order: the largest key first
+    rem_w = f(rem_w)
     return _Blocks(
-        xp, mass, before, rem_err, rem_w, after_err, after_w, mean_err, float(suf_e[0]), total_w
+        xp,
+        f(mass),
+        total_w - rem_w,
+        f(rem_err),
+        rem_w,
+        f(after_err),
+        f(after_w),
+        f(mean_err),
+        float(pre_e[-1]),
+        total_w,
     )
+
+
+def _exact_sum_unit(xp: Namespace, err: Array) -> tuple[float, float]:
+    """(Σ_t remaining error / remaining weight, total error) for unit weights and no merged
+    ties: removing one row per step from the end leaves the prefix of length j = N, …, 1."""
+    n = int(err.shape[0])
+    cum = xp.cumulative_sum(err)
+    total = float(cum[-1])
+    cum /= xp.arange(1, n + 1, dtype=cum.dtype)  # ours: divide in place
+    return float(xp.sum(cum)), total
 
 
 def _exact_sum_mae(b: _Blocks) -> float:
@@ -199,47 +282,25 @@ def _integer_weights(batch: Batch) -> None:
 
 
 # -- the sparsification computation ------------------------------------------------------------
-def _errors(batch: Batch, error: str) -> Array:
-    if error == "mae":
-        return batch.abs_error
-    return batch.shared("ranking:squared_error", lambda: batch.residual * batch.residual)
-
-
 def _model_blocks(batch: Batch, error: str) -> _Blocks:
-    def compute() -> _Blocks:
-        order = batch.order("uncertainty", lambda: batch.uncertainty, descending=True)
-        return _blocks(batch.xp, _errors(batch, error), batch.weights, order, batch.uncertainty)
-
-    return batch.weighted(f"ranking:model_blocks:{error}", compute)
+    key = _u_key(batch)
+    return _blocks(batch.xp, _errors_by_u(batch, error), key.weights, key.ties)
 
 
 def _oracle_blocks(batch: Batch, error: str) -> _Blocks:
-    def compute() -> _Blocks:
-        xp = batch.xp
-        # The ascending |error| order is shared with mdae and Spearman; reversed, it removes
-        # the largest errors first (|e| and e² have the same order). Ties do not matter here.
-        order = xp.flip(batch.order("abs_error", lambda: batch.abs_error))
-        return _blocks(xp, _errors(batch, error), batch.weights, order, None)
-
-    return batch.weighted(f"ranking:oracle_blocks:{error}", compute)
+    # Ascending |e| (e² has the same order), removed from the end: the largest errors first.
+    # Ties in the error do not matter here.
+    return _blocks(batch.xp, _errors_by_error(batch, error), _abs_error_weights(batch), None)
 
 
-def _areas(batch: Batch, error: str, grid: Grid) -> tuple[float, float, float]:
-    """(model area, oracle area, random area) under the curves, and nothing normalised."""
+def _curve_area(batch: Batch, b: _Blocks, error: str, grid: Grid) -> float:
+    """Area under one curve (not normalised) from its blocks, for the grids that need them."""
     xp = batch.xp
-    model = _model_blocks(batch, error)
-    oracle = _oracle_blocks(batch, error)
-    total_w = model.total_w
     root = error == "rmse"
-    full = model.total_err / total_w
-    full = math.sqrt(full) if root else full
+    total_w = b.total_w
     if grid == "exact":
         if not root:
-            return (
-                _exact_sum_mae(model) / total_w,
-                _exact_sum_mae(oracle) / total_w,
-                full,  # the closed form of a constant curve: W steps of E(S), over W
-            )
+            return _exact_sum_mae(b) / total_w
         _integer_weights(batch)
         steps = round(total_w)
         if steps > max(_MAX_EXACT_STEPS, 8 * batch.n):
@@ -248,19 +309,35 @@ def _areas(batch: Batch, error: str, grid: Grid) -> tuple[float, float, float]:
                 "sample weight); use grid=<int> (e.g. grid=100)"
             )
         r = xp.arange(steps, dtype=xp.float64)
-        m_area = float(xp.sum(_curve_at(model, r, True))) / total_w
-        o_area = float(xp.sum(_curve_at(oracle, r, True))) / total_w
-        return m_area, o_area, full
+        return float(xp.sum(_curve_at(b, r, True))) / total_w
     r = xp.arange(grid, dtype=xp.float64) * (total_w / grid)
-    m_area = float(xp.mean(_curve_at(model, r, root)))
-    o_area = float(xp.mean(_curve_at(oracle, r, root)))
-    return m_area, o_area, full
+    return float(xp.mean(_curve_at(b, r, root)))
 
 
-def _full_error(batch: Batch, error: str) -> float:
-    b = _model_blocks(batch, error)
-    v = b.total_err / b.total_w
-    return math.sqrt(v) if error == "rmse" else v
+def _model_area(batch: Batch, error: str, grid: Grid) -> tuple[float, float]:
+    """(area under the model curve, full-set error E(S)), not normalised; cached per weights."""
+
+    def compute() -> tuple[float, float]:
+        unit = grid == "exact" and error == "mae" and batch.weights is None
+        if unit and _u_key(batch).ties is None:  # unit blocks: the closed form is a plain sum
+            s, total_err = _exact_sum_unit(batch.xp, _errors_by_u(batch, error))
+            return s / batch.n, total_err / batch.n
+        b = _model_blocks(batch, error)
+        full = b.total_err / b.total_w
+        return _curve_area(batch, b, error, grid), math.sqrt(full) if error == "rmse" else full
+
+    return batch.weighted(f"ranking:model_area:{error}:{grid!r}", compute)
+
+
+def _oracle_area(batch: Batch, error: str, grid: Grid) -> float:
+    """Area under the oracle curve, not normalised; cached per weights."""
+
+    def compute() -> float:
+        if grid == "exact" and error == "mae" and batch.weights is None:
+            return _exact_sum_unit(batch.xp, _errors_by_error(batch, error))[0] / batch.n
+        return _curve_area(batch, _oracle_blocks(batch, error), error, grid)
+
+    return batch.weighted(f"ranking:oracle_area:{error}:{grid!r}", compute)
 
 
 _EXEMPT_EXACT = {
@@ -306,11 +383,10 @@ def ause(
     """
     _check_error(error)
     _check_grid(grid)
-    m_area, o_area, _ = _areas(batch, error, grid)
-    area = max(m_area - o_area, 0.0)
+    m_area, full = _model_area(batch, error, grid)
+    area = max(m_area - _oracle_area(batch, error, grid), 0.0)
     if not normalize:
         return area
-    full = _full_error(batch, error)
     if full <= 0.0:
         undefined("ause", "every error is zero, so the normalising full-set error is 0")
         return None
@@ -349,11 +425,10 @@ def aurg(
     """
     _check_error(error)
     _check_grid(grid)
-    m_area, _, r_area = _areas(batch, error, grid)
-    area = r_area - m_area
+    m_area, full = _model_area(batch, error, grid)
+    area = full - m_area  # the random curve is the constant E(S)
     if not normalize:
         return area
-    full = _full_error(batch, error)
     if full <= 0.0:
         undefined("aurg", "every error is zero, so the normalising full-set error is 0")
         return None
@@ -422,7 +497,8 @@ def sparsification_curve(
         r = fractions * total_w
     m = _curve_at(model, r, root)
     o = _curve_at(oracle, r, root)
-    full = _full_error(batch, error)
+    full = model.total_err / total_w
+    full = math.sqrt(full) if root else full
     return SparsificationCurve(fractions, m, o, xp.full_like(m, full), error, grid)
 
 
@@ -450,14 +526,44 @@ def spearman(batch: Batch) -> float | None:
     0.8
     """
     xp = batch.xp
-    asc_u = xp.flip(batch.order("uncertainty", lambda: batch.uncertainty, descending=True))
-    asc_e = batch.order("abs_error", lambda: batch.abs_error)
-    ru = weighted_midranks(xp, batch.uncertainty, batch.weights, asc_u)
-    re = weighted_midranks(xp, batch.abs_error, batch.weights, asc_e)
-    value = weighted_pearson(xp, ru, re, batch.weights)
+    n = batch.n
+    u_key = _u_key(batch)
+    ties_e = batch.shared("ranking:ties:abs_error", lambda: tie_runs(xp, _sorted_abs_error(batch)))
+    if u_key.ties is None and ties_e is None and u_key.weights is None:
+        value = _spearman_distinct(xp, n, _errors_by_u_descending(batch))
+    else:
+        # Midranks in each key's sorted order; the |e| ranks are then brought into the
+        # uncertainty's order (one scatter, one gather), where its ranks and weights are.
+        ru = sorted_midranks(xp, n, u_key.ties, u_key.weights)
+        re_sorted = sorted_midranks(xp, n, ties_e, _abs_error_weights(batch))
+        order_e = batch.order("abs_error", lambda: batch.abs_error)
+        re = xp.take(scatter(xp, order_e, re_sorted), u_key.order)
+        value = weighted_pearson(xp, ru, re, u_key.weights)
     if value is None:
         undefined("spearman", "the uncertainty or the absolute errors are constant")
     return value
+
+
+def _spearman_distinct(xp: Namespace, n: int, e_by_u_desc: Array) -> float | None:
+    """Spearman's ρ for unit weights and no ties in either variable, from one argsort.
+
+    With centred ranks c_k = k − (N − 1)/2 (exact), both rank variances are Σ c_k² =
+    N(N² − 1)/12. Let p sort the errors listed in decreasing uncertainty (``e_by_u_desc``):
+    the j-th smallest error sits at position p_j of that list, so its uncertainty rank is
+    N − 1 − p_j, i.e. centred −(p_j − (N − 1)/2), and ρ = −Σ_j c_j·(p_j − (N − 1)/2) / Σ c_k²
+    (no scatter or gather of the inverse permutations).
+    """
+    if n < 2:
+        return None  # one row: the ranks are constant
+    half = (n - 1) / 2.0
+    centred_pos = xp.astype(xp.argsort(e_by_u_desc, stable=False), xp.float64)
+    centred_pos -= half
+    c = xp.arange(n, dtype=xp.float64)
+    c -= half
+    c *= centred_pos
+    sab = -float(xp.sum(c))
+    saa = float(Fraction(n * (n * n - 1), 12))
+    return float(max(-1.0, min(1.0, sab / saa)))
 
 
 @register(
@@ -501,41 +607,59 @@ def _check_method(method: Any) -> None:
 
 def _ratios(batch: Batch) -> Array:
     """|e_i| / σ_i, with 0/0 := 0 (covered by any λ) and e/0 := +inf (covered by none)."""
-
-    def compute() -> Array:
-        xp = batch.xp
-        s = batch.uncertainty
-        e = batch.abs_error
-        safe = xp.where(s > 0, s, 1.0)
-        at_zero = xp.where(e > 0, xp.full_like(e, xp.inf), 0.0)
-        return xp.where(s > 0, e / safe, at_zero)
-
-    return batch.shared("ranking:merci_ratio", compute)
+    xp = batch.xp
+    s = batch.uncertainty
+    e = batch.abs_error
+    if bool(xp.all(s > 0)):
+        return e / s
+    safe = xp.where(s > 0, s, 1.0)
+    at_zero = xp.where(e > 0, xp.full_like(e, xp.inf), 0.0)
+    return xp.where(s > 0, e / safe, at_zero)
 
 
 def _lambda(batch: Batch, alpha: float, method: QuantileMethod) -> float | None:
-    """λ^α = α-quantile of the ratios; ``None`` when it falls on an infinite ratio."""
-    xp = batch.xp
-    ratio = _ratios(batch)
-    order = batch.order("ranking:merci_ratio", lambda: ratio)
-    sv = xp.take(ratio, order)
-    sw = None if batch.weights is None else xp.take(batch.weights, order)
-    finite = xp.isfinite(sv)
-    if bool(xp.all(finite)):
-        return weighted_quantile(xp, sv, sw, alpha, method)
-    # Two finite stand-ins for +inf: the quantile touches an infinite ratio iff they differ.
-    top = float(xp.max(xp.where(finite, sv, 0.0)))
-    lo = weighted_quantile(xp, xp.where(finite, sv, top), sw, alpha, method)
-    hi = weighted_quantile(xp, xp.where(finite, sv, 2.0 * top + 1.0), sw, alpha, method)
-    return lo if lo == hi else None
+    """λ^α = α-quantile of the ratios; ``None`` when it falls on an infinite ratio.
+
+    Where the quantile touches an infinite ratio is decided as if +inf were replaced by two
+    finite stand-ins above every finite ratio (the largest finite ratio ``top`` and 2·top + 1):
+    λ is defined iff both give the same value. Cached per weights (merci and nmerci share it).
+    """
+
+    def compute() -> float | None:
+        xp = batch.xp
+        if batch.weights is None:  # an O(N) selection of the one or two order statistics
+            ratio = _ratios(batch)
+            lo, hi, frac = unit_quantile_positions(batch.n, alpha, method)
+            if frac is None:
+                a = b = select(xp, ratio, [lo])[0]
+            else:
+                a, b = select(xp, ratio, [lo, hi])
+            if math.isfinite(a) and (frac is None or math.isfinite(b)):
+                return interpolate(a, b, frac)
+            top = float(xp.max(xp.where(xp.isfinite(ratio), ratio, 0.0)))
+            big = 2.0 * top + 1.0
+            low = interpolate(a if math.isfinite(a) else top, b if math.isfinite(b) else top, frac)
+            high = interpolate(a if math.isfinite(a) else big, b if math.isfinite(b) else big, frac)
+            return low if low == high else None
+        sv = sorted_values(batch, "ranking:merci_ratio", lambda: _ratios(batch))
+        sw = sorted_weights(batch, "ranking:merci_ratio", lambda: _ratios(batch))
+        finite = xp.isfinite(sv)
+        if bool(xp.all(finite)):
+            return weighted_quantile(xp, sv, sw, alpha, method)
+        # Two finite stand-ins for +inf: the quantile touches an infinite ratio iff they differ.
+        top = float(xp.max(xp.where(finite, sv, 0.0)))
+        lo_q = weighted_quantile(xp, xp.where(finite, sv, top), sw, alpha, method)
+        hi_q = weighted_quantile(xp, xp.where(finite, sv, 2.0 * top + 1.0), sw, alpha, method)
+        return lo_q if lo_q == hi_q else None
+
+    return batch.weighted(f"ranking:merci_lambda:{alpha!r}:{method}", compute)
 
 
 def _q_error(batch: Batch, alpha: float, method: QuantileMethod) -> float:
-    xp = batch.xp
-    order = batch.order("abs_error", lambda: batch.abs_error)
-    sv = xp.take(batch.abs_error, order)
-    sw = None if batch.weights is None else xp.take(batch.weights, order)
-    return weighted_quantile(xp, sv, sw, alpha, method)
+    """Q_α(|e|) from the shared sorted |e| (the quantile itself is O(1) once sorted)."""
+    return weighted_quantile(
+        batch.xp, _sorted_abs_error(batch), _abs_error_weights(batch), alpha, method
+    )
 
 
 _EXEMPT_Q = {

@@ -1,0 +1,22 @@
+"""How much to trust a metric value: bootstrap intervals, convergence with the test-set size,
+paired comparison of predictions and the distribution of ranks — for every registered metric.
+
+Resamples and subsamples are weight vectors over the rows (:mod:`uqcore.stability.weights`),
+evaluated by one engine that reuses the batch's sorts and PIT values and computes the metrics
+that are means of per-row terms as one matrix product per block of resamples.
+"""
+
+from uqcore.stability._engine import BIASED_METRICS, StabilityResult
+from uqcore.stability.bootstrap import bootstrap
+from uqcore.stability.compare import compare, rank_distribution
+from uqcore.stability.convergence import convergence, minimum_reliable_size
+
+__all__ = [
+    "BIASED_METRICS",
+    "StabilityResult",
+    "bootstrap",
+    "compare",
+    "convergence",
+    "minimum_reliable_size",
+    "rank_distribution",
+]

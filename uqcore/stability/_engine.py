@@ -1,0 +1,541 @@
+"""The one resampling engine: any registered metric on many weightings of one batch.
+
+A resample is a weight vector over the N rows (bootstrap counts, a 0/1 subsample mask) or a
+sparse index set with weights. For every metric the engine picks the cheapest exact path:
+
+- metrics that declare ``mean_terms`` (metric = finalize(Σ w_i t_i / Σ w_i)): the per-row terms
+  are computed once and a whole block of resamples is one matrix product (b×N)·(N×k) for all
+  such metrics together;
+- other metrics on a dense resample: ``batch.with_weights(base_weight · w)``, so the sorts, PIT
+  values and other weight-independent arrays of the batch are computed once and reused;
+- small subsets (at most ``gather_fraction``·N rows with non-zero weight): the rows are
+  gathered into a small batch (cheaper than an O(N) pass over mostly zero weights);
+- metrics exempt from the ``repeat_rows`` or ``zero_weight`` invariance: always an explicit
+  index resample (row i repeated c_i times), so the result is by construction the metric on the
+  resampled arrays.
+
+All paths give the metric on the resampled arrays (the registry-wide tests check the weight
+invariances the engine relies on). Values come back as float arrays with NaN where a
+resample's metric is undefined; the callers turn them into ``None`` and count them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from uqcore import registry
+from uqcore._backend import _from_numpy, to_numpy
+from uqcore._validation import UQValidationError
+from uqcore.batch import Batch
+from uqcore.registry import MetricSpec, UndefinedMetricWarning
+from uqcore.report import json_safe
+
+__all__ = [
+    "BIASED_METRICS",
+    "Engine",
+    "Resample",
+    "StabilityResult",
+    "make_batch",
+    "scalar",
+    "select_metrics",
+]
+
+FloatArray = np.ndarray[Any, np.dtype[np.float64]]
+
+#: Metrics with a known finite-sample bias (binned or rank-based estimators): their percentile
+#: intervals may be shifted and under-cover at small N (xiong2024 §V-A; see the stability docs).
+BIASED_METRICS = frozenset(
+    {
+        "ece",
+        "rmsce",
+        "miscalibration_area",
+        "calibration_error",
+        "ence",
+        "uce",
+        "pit",
+        "adversarial_group_calibration",
+        "ause",
+        "aurg",
+        "spearman",
+        "merci",
+        "nmerci",
+    }
+)
+
+#: Elements of one dense weight block (b·N); bounds the engine's extra memory (≈ 64 MiB).
+BLOCK_ELEMENTS = 2**23
+
+
+@dataclass
+class Resample:
+    """One weighting of the rows: dense ``weights`` (length N) or sparse ``indices``+``weights``."""
+
+    weights: FloatArray
+    indices: np.ndarray[Any, np.dtype[np.int64]] | None = None
+
+    def dense(self, n: int) -> FloatArray:
+        if self.indices is None:
+            return self.weights
+        out = np.zeros(n)
+        np.add.at(out, self.indices, self.weights)
+        return out
+
+    def sparse(self) -> tuple[np.ndarray[Any, np.dtype[np.int64]], FloatArray]:
+        if self.indices is not None:
+            return self.indices, self.weights
+        idx = np.flatnonzero(self.weights)
+        return idx, self.weights[idx]
+
+    def support(self) -> int:
+        if self.indices is not None:
+            return int(self.indices.shape[0])
+        return int(np.count_nonzero(self.weights))
+
+
+@dataclass
+class Chosen:
+    """A metric to compute and its resolved options."""
+
+    spec: MetricSpec
+    params: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def scalar(value: Any) -> float:
+    """The scalar of a metric value (the ``"value"`` entry of a structured one); NaN if None."""
+    if isinstance(value, Mapping):
+        value = value.get("value")
+    if value is None:
+        return math.nan
+    f = float(value)
+    return f if math.isfinite(f) else math.nan
+
+
+def _task(prediction: Any) -> str:
+    return str(getattr(prediction, "task", "regression"))
+
+
+def select_metrics(
+    predictions: Sequence[Any],
+    metrics: str | Sequence[str],
+    params: Mapping[str, Mapping[str, Any]] | None,
+) -> tuple[list[Chosen], dict[str, str]]:
+    """The metrics to compute (applicable to every prediction) and, for "all", those skipped."""
+    params = dict(params or {})
+    not_applicable: dict[str, str] = {}
+    chosen: list[MetricSpec] = []
+    if isinstance(metrics, str):
+        if metrics != "all":
+            raise UQValidationError(
+                f"metrics must be 'all' or a list of metric names, found {metrics!r}"
+            )
+        for spec in registry.specs(_task(predictions[0])):
+            reasons = [r for r in (spec.why_not(p) for p in predictions) if r is not None]
+            if reasons:
+                not_applicable[spec.name] = reasons[0]
+            else:
+                chosen.append(spec)
+    else:
+        if len(metrics) == 0:
+            raise UQValidationError("metrics must name at least one metric")
+        for name in dict.fromkeys(metrics):
+            spec = registry.get(name)
+            for p in predictions:
+                reason = spec.why_not(p)
+                if reason is not None:
+                    raise UQValidationError(reason)
+            chosen.append(spec)
+    names = {s.name for s in chosen}
+    stray = sorted(set(params) - names - set(not_applicable))
+    if stray:
+        raise UQValidationError(
+            f"params given for metric(s) not requested: {', '.join(map(repr, stray))}"
+        )
+    return [Chosen(s, s.resolve_params(params.get(s.name))) for s in chosen], not_applicable
+
+
+def _batch_parameters() -> set[str]:
+    return set(inspect.signature(Batch.__init__).parameters) - {"self"}
+
+
+def batch_extra(kwargs: Mapping[str, Any], groups: Any) -> dict[str, Any]:
+    """The extra keyword arguments for :class:`Batch`: ``kwargs``, plus ``groups`` where the
+    batch takes them (group labels serve both the resampling unit and group metrics)."""
+    extra = dict(kwargs)
+    if groups is not None and "groups" in _batch_parameters():
+        extra["groups"] = groups
+    return extra
+
+
+def make_batch(prediction: Any, y: Any, sample_weight: Any, extra: Mapping[str, Any]) -> Batch:
+    """A :class:`Batch`, passing through the extra keyword arguments that ``Batch`` accepts."""
+    accepted = _batch_parameters()
+    unknown = sorted(set(extra) - accepted)
+    if unknown:
+        raise UQValidationError(
+            f"unknown keyword argument(s) {', '.join(map(repr, unknown))}; this batch accepts "
+            f"{', '.join(sorted(accepted - {'prediction', 'y'}))}"
+        )
+    return Batch(prediction, y, sample_weight, **extra)
+
+
+def _take_rows(value: Any, idx: Any, n: int, xp: Any) -> Any:
+    """Rows ``idx`` of a per-row argument (arrays with N rows, mappings of them); else as is."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, Mapping):
+        return {k: _take_rows(v, idx, n, xp) for k, v in value.items()}
+    shape = getattr(value, "shape", None)
+    if shape is not None and len(shape) >= 1 and shape[0] == n:
+        if isinstance(value, np.ndarray):
+            return value[to_numpy(idx)]
+        return xp.take(value, idx, axis=0)
+    return value
+
+
+class Engine:
+    """Evaluates the chosen metrics on one batch under many resamples.
+
+    Parameters
+    ----------
+    batch : Batch
+        The full batch (its weights are the base weights every resample multiplies).
+    chosen : list of Chosen
+    extra : mapping
+        The extra per-batch keyword arguments (rows are gathered with the rows).
+    gather_fraction : float
+        A resample with at most this fraction of rows non-zero is gathered into a small batch.
+    use_mean_terms : bool
+        Use the matrix-product path for metrics with ``mean_terms`` (default; False evaluates
+        every resample through the implementation, e.g. to check the two agree).
+    """
+
+    def __init__(
+        self,
+        batch: Batch,
+        chosen: Sequence[Chosen],
+        extra: Mapping[str, Any] | None = None,
+        *,
+        gather_fraction: float = 0.125,
+        use_mean_terms: bool = True,
+    ) -> None:
+        self.batch = batch
+        self.chosen = list(chosen)
+        self.extra = dict(extra or {})
+        self.n = batch.n
+        self.xp = batch.xp
+        self.gather_fraction = gather_fraction
+        self.use_mean_terms = use_mean_terms
+        self.base: FloatArray | None = (
+            None if batch.weights is None else np.asarray(to_numpy(batch.weights), dtype=float)
+        )
+        self.undefined_reasons: dict[str, list[str]] = {c.name: [] for c in self.chosen}
+        self.other_warnings: list[str] = []
+        self._mean: list[Chosen] = []
+        self._terms: Any = None
+        self._exact: list[Chosen] = []
+        self._weighted: list[Chosen] = []
+        self.full: dict[str, Any] = {}
+        self.full_notes: list[str] = []
+        self._split()
+
+    # -- setup -----------------------------------------------------------------------------
+    def _split(self) -> None:
+        columns = []
+        for c in self.chosen:
+            spec = c.spec
+            if "repeat_rows" in spec.exempt or "zero_weight" in spec.exempt:
+                self._exact.append(c)
+                continue
+            if spec.mean_terms is not None and self.use_mean_terms:
+                t = spec.mean_terms(self.batch, **c.params)
+                t_host = to_numpy(t)
+                if t_host.shape == (self.n,) and bool(np.all(np.isfinite(t_host))):
+                    self._mean.append(c)
+                    columns.append(self.xp.astype(self.xp.asarray(t), self.xp.float64))
+                    continue
+            self._weighted.append(c)
+        if columns:
+            self._terms = self.xp.stack(columns, axis=1)  # N × k
+
+    def compute_full(self) -> dict[str, Any]:
+        """The metric values on the full batch (JSON-safe), with notes in ``full_notes``."""
+        for c in self.chosen:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                value = c.spec.impl(self.batch, **c.params)
+            notes = [str(w.message) for w in caught]
+            self.full[c.name] = json_safe(value, c.name, notes)
+            self.full_notes.extend(notes)
+        return self.full
+
+    # -- conversions -----------------------------------------------------------------------
+    def _to_xp(self, a: FloatArray) -> Any:
+        return _from_numpy(self.xp, self.batch.y, np.ascontiguousarray(a, dtype=np.float64))
+
+    def _gathered(self, idx: np.ndarray[Any, Any], w: FloatArray) -> Batch:
+        """A batch of rows ``idx`` with weights ``w`` (already multiplied by the base)."""
+        xp = self.xp
+        idx_x = _from_numpy(xp, self.batch.y, idx.astype(np.int64))
+        pred = self.batch.prediction.take(idx)
+        y = xp.take(self.batch.y, idx_x, axis=0)
+        weights = None if bool(np.all(w == 1.0)) else self._to_xp(w)
+        extra = {k: _take_rows(v, idx_x, self.n, xp) for k, v in self.extra.items()}
+        return Batch(pred, y, weights, **extra)
+
+    # -- evaluation ------------------------------------------------------------------------
+    def _record(self, name: str, caught: list[warnings.WarningMessage]) -> None:
+        for w in caught:
+            msg = str(w.message)
+            if issubclass(w.category, UndefinedMetricWarning):
+                if (
+                    len(self.undefined_reasons[name]) < 3
+                    and msg not in self.undefined_reasons[name]
+                ):
+                    self.undefined_reasons[name].append(msg)
+            elif msg not in self.other_warnings and len(self.other_warnings) < 20:
+                self.other_warnings.append(msg)
+
+    def _call(self, c: Chosen, batch: Batch | None) -> float:
+        if batch is None:
+            return math.nan
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                value = c.spec.impl(batch, **c.params)
+            except UQValidationError as exc:
+                # the input of this resample is invalid for the metric (e.g. too few distinct
+                # rows): the value is undefined on this resample, like a None
+                reasons = self.undefined_reasons[c.name]
+                if len(reasons) < 3 and str(exc) not in reasons:
+                    reasons.append(str(exc))
+                value = None
+        if caught:
+            self._record(c.name, caught)
+        return scalar(value)
+
+    def _weighted_batch(self, r: Resample) -> Batch | None:
+        w = r.dense(self.n)
+        if self.base is not None:
+            w = w * self.base
+        if not np.any(w > 0):
+            self._note_empty()
+            return None
+        return self.batch.with_weights(self._to_xp(w))
+
+    def _gather_batch(self, r: Resample) -> Batch | None:
+        idx, w = r.sparse()
+        if self.base is not None:
+            w = w * self.base[idx]
+        keep = w > 0
+        if not np.any(keep):
+            self._note_empty()
+            return None
+        return self._gathered(idx[keep], w[keep])
+
+    def _expanded_batch(self, r: Resample) -> Batch | None:
+        idx, c = r.sparse()
+        if np.any(c != np.round(c)):
+            raise UQValidationError(
+                "resample weights must be integer counts for metrics exempt from the "
+                "repeat_rows/zero_weight invariance"
+            )
+        rows = np.repeat(idx, c.astype(np.int64))
+        w = np.ones(rows.shape[0]) if self.base is None else self.base[rows]
+        keep = w > 0
+        if not np.any(keep):
+            self._note_empty()
+            return None
+        return self._gathered(rows[keep], w[keep])
+
+    def _note_empty(self) -> None:
+        msg = "a resample had zero total weight; its metrics are undefined"
+        if msg not in self.other_warnings:
+            self.other_warnings.append(msg)
+
+    def values(self, resamples: Sequence[Resample]) -> dict[str, FloatArray]:
+        """Metric values (NaN where undefined) for each resample, name -> array (b,)."""
+        b = len(resamples)
+        out = {c.name: np.full(b, math.nan) for c in self.chosen}
+        if self._mean:
+            self._mean_values(resamples, out)
+        for i, r in enumerate(resamples):
+            if self._weighted:
+                small = r.support() <= self.gather_fraction * self.n
+                batch = self._gather_batch(r) if small else self._weighted_batch(r)
+                for c in self._weighted:
+                    out[c.name][i] = self._call(c, batch)
+            if self._exact:
+                batch = self._expanded_batch(r)
+                for c in self._exact:
+                    out[c.name][i] = self._call(c, batch)
+        return out
+
+    def _mean_values(self, resamples: Sequence[Resample], out: dict[str, FloatArray]) -> None:
+        xp = self.xp
+        terms = self._terms
+        num = np.empty((len(resamples), len(self._mean)))
+        den = np.empty(len(resamples))
+        dense = [i for i, r in enumerate(resamples) if r.indices is None]
+        sparse = [i for i, r in enumerate(resamples) if r.indices is not None]
+        if dense:
+            w = _stack_rows([resamples[i].weights for i in dense])
+            if self.base is not None:
+                w = w * self.base[None, :]
+            wx = self._to_xp(w)
+            num[dense] = to_numpy(xp.matmul(wx, terms))
+            den[dense] = np.sum(w, axis=1)
+        for i in sparse:
+            idx, w = resamples[i].sparse()
+            if self.base is not None:
+                w = w * self.base[idx]
+            t = to_numpy(xp.take(terms, _from_numpy(xp, self.batch.y, idx), axis=0))
+            num[i] = w @ t
+            den[i] = np.sum(w)
+        for j, c in enumerate(self._mean):
+            fin = c.spec.finalize
+            col = out[c.name]
+            for i in range(len(resamples)):
+                if den[i] > 0:
+                    m = num[i, j] / den[i]
+                    col[i] = scalar(fin(m) if fin is not None else m)
+                else:
+                    self._note_empty()
+
+    def run(
+        self, make: Callable[[Sequence[int]], list[Resample]], count: int, block: int
+    ) -> dict[str, FloatArray]:
+        """Values for resamples 0..count-1, built ``block`` at a time by ``make(indices)``."""
+        parts: dict[str, list[FloatArray]] = {c.name: [] for c in self.chosen}
+        for start in range(0, count, block):
+            got = self.values(make(range(start, min(start + block, count))))
+            for k, v in got.items():
+                parts[k].append(v)
+        return {k: (np.concatenate(v) if v else np.empty(0)) for k, v in parts.items()}
+
+    # -- influence values for BCa ----------------------------------------------------------
+    def mean_acceleration(self, c: Chosen, codes: Any = None) -> float | None:
+        """BCa acceleration of a mean-type metric from its closed-form influence values.
+
+        For θ = f(Σ w t / Σ w) the delete-one jackknife differences are, to first order,
+        f'(m)(t_i − m)/(n − 1), so â = sign(f'(m)) Σ w_i u_i³ / (6 (Σ w_i u_i²)^{3/2}) with
+        u_i = t_i − m and the weights as frequency weights. With ``codes`` (cluster bootstrap)
+        the influence of a group is the sum over its rows and the groups are the units.
+        ``None`` if the metric is not of mean type here.
+        """
+        if c not in self._mean:
+            return None
+        j = self._mean.index(c)
+        t = to_numpy(self._terms[:, j])
+        w = np.ones(self.n) if self.base is None else self.base
+        m = float(np.sum(w * t) / np.sum(w))
+        u = t - m
+        if codes is not None:
+            g = np.bincount(codes, weights=w * u)
+            s2, s3 = float(np.sum(g**2)), float(np.sum(g**3))
+        else:
+            s2, s3 = float(np.sum(w * u**2)), float(np.sum(w * u**3))
+        if s2 <= 0:
+            return 0.0
+        sign = 1.0
+        fin = c.spec.finalize
+        if fin is not None:
+            h = 1e-6 * max(abs(m), 1e-12)
+            sign = math.copysign(1.0, fin(m + h) - fin(max(m - h, 0.0) if m >= 0 else m - h))
+        return float(sign * s3 / (6.0 * s2**1.5))
+
+    def is_mean_type(self, c: Chosen) -> bool:
+        return c in self._mean
+
+
+def _stack_rows(rows: list[FloatArray]) -> FloatArray:
+    """Stack equal-length rows; consecutive rows of one block are returned as a view."""
+    first = rows[0]
+    base = first.base
+    if (
+        isinstance(base, np.ndarray)
+        and base.ndim == 2
+        and base.shape[1] == first.shape[0]
+        and base.shape[0] >= len(rows)
+        and base.flags.c_contiguous
+    ):
+        step = base.strides[0]
+        start = (first.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // step
+        view = base[start : start + len(rows)]
+        if view.shape[0] == len(rows) and all(
+            r.__array_interface__["data"][0] == v.__array_interface__["data"][0]
+            for r, v in zip(rows, view, strict=True)
+        ):
+            return np.asarray(view, dtype=np.float64)
+    return np.stack(rows)
+
+
+@dataclass
+class StabilityResult(Mapping[str, Any]):
+    """Name -> JSON-serialisable entry (a metric's interval, a model's ranks, ...).
+
+    ``meta`` records the provenance (seed, B or R, sizes, resampling unit, method, level, ...),
+    ``warnings`` what the caller must know (undefined resamples, intervals not to be trusted).
+    :meth:`to_dict` is the JSON document.
+    """
+
+    entries: dict[str, Any]
+    meta: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    not_applicable: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.entries[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document: entries under ``"results"``, plus provenance and warnings."""
+        return {
+            "results": dict(self.entries),
+            **self.meta,
+            "not_applicable": dict(self.not_applicable),
+            "warnings": list(self.warnings),
+        }
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.entries!r})"
+
+
+def finish(
+    entries: dict[str, Any],
+    meta: dict[str, Any],
+    warnings_: list[str],
+    not_applicable: dict[str, str],
+) -> StabilityResult:
+    """Run everything through :func:`json_safe` (NaN → None with a note) and wrap it."""
+    from uqcore import __version__
+
+    notes: list[str] = []
+    safe_entries = json_safe(entries, "results", notes)
+    safe_meta = json_safe({"uqcore_version": __version__, **meta}, "meta", notes)
+    return StabilityResult(safe_entries, safe_meta, [*warnings_, *notes], dict(not_applicable))
+
+
+def none_if_nan(x: float) -> float | None:
+    """``None`` for NaN/inf, else the float."""
+    return float(x) if math.isfinite(float(x)) else None
+
+
+def default_block(n: int, count: int) -> int:
+    """Resamples per block so that a dense block has at most :data:`BLOCK_ELEMENTS` entries."""
+    return max(1, min(count, BLOCK_ELEMENTS // max(n, 1), 256))

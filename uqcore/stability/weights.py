@@ -1,0 +1,243 @@
+"""Resamples expressed as frequency weights: bootstrap counts, subsample masks, index sets.
+
+A bootstrap resample of N rows is the vector of counts c_i (how often row i was drawn); a
+subsample without replacement is a 0/1 vector. Because every registered metric treats an
+integer weight k as k copies of the row (the registry's sample-weight contract), the metric on
+``batch.with_weights(base_weight * c)`` equals the metric on the resampled arrays, while the
+batch's sorts and PIT values are computed once and reused by every resample.
+
+Reproducibility: resample ``i`` of a run with seed ``s`` is drawn from its own generator
+``numpy.random.default_rng([s, i])`` (``[s, stream, i]`` for the other streams), so a
+resample does not depend on the block size, the backend or how many other resamples are drawn,
+and :func:`~uqcore.stability.bootstrap`, :func:`~uqcore.stability.compare` and
+:func:`~uqcore.stability.rank_distribution` with one seed use the same resamples.
+
+Schemes (``scheme``) and resampling units (``unit``):
+
+- ``"multinomial"``: N draws with replacement (the ordinary bootstrap); counts sum to N.
+- ``"poisson"``: independent Poisson(1) counts (the Poisson bootstrap; the size varies).
+- ``unit="row"``: rows are exchangeable.
+- ``unit="stratified"``: within each group, as many draws as the group has rows (group sizes
+  are kept).
+- ``unit="cluster"``: whole groups are drawn (G draws with replacement among the G groups, or
+  Poisson(1) per group) and each row gets its group's count — for dependent rows, e.g. the
+  pixels of one image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from uqcore._validation import UQValidationError
+
+__all__ = [
+    "Resampler",
+    "Scheme",
+    "Unit",
+    "cluster_counts",
+    "counts_to_indices",
+    "group_codes",
+    "multinomial_counts",
+    "poisson_counts",
+    "resample_rng",
+    "stratified_counts",
+    "subsample_indices",
+    "subsample_mask",
+]
+
+Scheme = Literal["multinomial", "poisson"]
+Unit = Literal["row", "stratified", "cluster"]
+IntArray = np.ndarray[Any, np.dtype[np.int64]]
+FloatArray = np.ndarray[Any, np.dtype[np.float64]]
+
+#: Stream identifiers that keep the independent random streams of one seed apart.
+STREAM_BOOTSTRAP = 0
+STREAM_JACKKNIFE = 1
+STREAM_PATH = 2
+STREAM_SUBSETS = 3
+
+
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise UQValidationError(f"seed must be a non-negative integer, found {seed!r}")
+    return int(seed)
+
+
+def resample_rng(seed: int, *key: int) -> np.random.Generator:
+    """The generator of one resample: ``default_rng([seed, *key])``."""
+    return np.random.default_rng([_check_seed(seed), *key])
+
+
+def group_codes(groups: Any, n: int) -> tuple[IntArray, int]:
+    """Integer codes 0..G-1 of the group labels (any 1-D array of hashable labels) and G."""
+    if groups is None:
+        raise UQValidationError("groups must be given for a stratified or cluster bootstrap")
+    try:
+        from uqcore._backend import to_numpy
+
+        arr = to_numpy(groups) if hasattr(groups, "__dlpack__") else np.asarray(groups)
+    except (TypeError, ValueError) as exc:  # pragma: no cover - exotic inputs
+        raise UQValidationError(f"groups must be a 1-D array of labels: {exc}") from None
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise UQValidationError(
+            f"groups must be a 1-D array of length {n} (one label per row), found shape {arr.shape}"
+        )
+    _, codes = np.unique(arr, return_inverse=True)
+    codes = codes.astype(np.int64).reshape(-1)
+    return codes, int(codes.max()) + 1 if n else 0
+
+
+#: Rows per chunk of :func:`multinomial_counts` (its bincount then stays in the L2 cache).
+CHUNK = 2**15
+
+
+def multinomial_counts(n: int, rng: np.random.Generator) -> IntArray:
+    """Counts of N draws with replacement from N rows (sum N): a Multinomial(N, 1/N) vector.
+
+    Up to :data:`CHUNK` rows: ``bincount`` of N uniform row indices. Above, the same
+    distribution drawn in cache-sized pieces: the totals of the chunks of rows are
+    Multinomial(N, chunk sizes / N), then each chunk bins its total of uniform draws among its
+    rows (the multinomial's conditional decomposition; measured 1.5× faster at N = 10⁶).
+    """
+    dtype = np.int32 if n < 2**31 else np.int64
+    if n <= CHUNK:
+        return np.bincount(rng.integers(0, n, size=n, dtype=dtype), minlength=n).astype(np.int64)
+    starts = np.arange(0, n, CHUNK)
+    sizes = np.minimum(CHUNK, n - starts)
+    totals = rng.multinomial(n, sizes / n)
+    out = np.empty(n, dtype=np.int64)
+    for start, size, total in zip(starts.tolist(), sizes.tolist(), totals.tolist(), strict=True):
+        draws = rng.integers(0, size, size=total, dtype=dtype)
+        out[start : start + size] = np.bincount(draws, minlength=size)
+    return out
+
+
+def poisson_counts(n: int, rng: np.random.Generator) -> IntArray:
+    """Independent Poisson(1) counts per row (the Poisson bootstrap)."""
+    return rng.poisson(1.0, size=n).astype(np.int64)
+
+
+def stratified_counts(
+    codes: IntArray, rng: np.random.Generator, scheme: Scheme = "multinomial"
+) -> IntArray:
+    """Counts of a bootstrap within each group: each group gets as many draws as it has rows.
+
+    With ``scheme="poisson"`` the counts are Poisson(1) per row (Poisson resampling is
+    already independent per row, so stratification changes nothing but is accepted).
+    """
+    n = codes.shape[0]
+    if scheme == "poisson":
+        return poisson_counts(n, rng)
+    order = np.argsort(codes, kind="stable")
+    sizes = np.bincount(codes)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    slot_group = codes[order]
+    # slot j (a row of group g) draws a uniform member of g: order[start_g + floor(u * n_g)]
+    offset = np.floor(rng.random(n) * sizes[slot_group]).astype(np.int64)
+    offset = np.minimum(offset, sizes[slot_group] - 1)
+    drawn = order[starts[slot_group] + offset]
+    return np.bincount(drawn, minlength=n).astype(np.int64)
+
+
+def cluster_counts(
+    codes: IntArray, n_groups: int, rng: np.random.Generator, scheme: Scheme = "multinomial"
+) -> IntArray:
+    """Counts of a cluster bootstrap: G whole groups drawn; every row gets its group's count."""
+    if scheme == "poisson":
+        per_group = rng.poisson(1.0, size=n_groups).astype(np.int64)
+    else:
+        per_group = multinomial_counts(n_groups, rng)
+    return per_group[codes]
+
+
+def subsample_indices(n: int, m: int, rng: np.random.Generator) -> IntArray:
+    """A sorted index set of ``m`` of the ``n`` rows, drawn without replacement."""
+    if not 1 <= m <= n:
+        raise UQValidationError(f"subsample size must be in [1, {n}], found {m}")
+    return np.sort(rng.choice(n, size=m, replace=False)).astype(np.int64)
+
+
+def subsample_mask(n: int, m: int, rng: np.random.Generator) -> FloatArray:
+    """The 0/1 weight vector of a subsample of ``m`` rows without replacement."""
+    mask = np.zeros(n)
+    mask[subsample_indices(n, m, rng)] = 1.0
+    return mask
+
+
+def counts_to_indices(counts: Any) -> IntArray:
+    """The explicit index resample with these counts: row i repeated c_i times, in row order."""
+    c = np.asarray(counts)
+    if np.any(c < 0) or np.any(c != np.round(c)):
+        raise UQValidationError("counts must be non-negative integers")
+    return np.repeat(np.arange(c.shape[0], dtype=np.int64), c.astype(np.int64))
+
+
+class Resampler:
+    """Bootstrap resamples of N rows as count vectors, drawn reproducibly per resample.
+
+    Parameters
+    ----------
+    n : int
+        Number of rows.
+    scheme : {"multinomial", "poisson"}
+        Draws with replacement (counts sum to N; default) or independent Poisson(1) counts.
+    unit : {"row", "stratified", "cluster"}
+        What is resampled: rows (default), rows within each group, or whole groups.
+    groups : array_like, shape (N,), optional
+        Group labels; required for ``unit="stratified"`` and ``unit="cluster"``.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        *,
+        scheme: Scheme = "multinomial",
+        unit: Unit = "row",
+        groups: Any = None,
+    ) -> None:
+        if scheme not in ("multinomial", "poisson"):
+            raise UQValidationError(f"scheme must be 'multinomial' or 'poisson', found {scheme!r}")
+        if unit not in ("row", "stratified", "cluster"):
+            raise UQValidationError(
+                f"unit must be 'row', 'stratified' or 'cluster', found {unit!r}"
+            )
+        self.n = int(n)
+        self.scheme: Scheme = scheme
+        self.unit: Unit = unit
+        self.codes: IntArray | None = None
+        self.n_groups = 0
+        if unit != "row":
+            self.codes, self.n_groups = group_codes(groups, self.n)
+
+    def describe(self) -> dict[str, Any]:
+        """The resampling unit and scheme, for the result's provenance."""
+        out: dict[str, Any] = {"scheme": self.scheme, "unit": self.unit}
+        if self.unit != "row":
+            out["n_groups"] = self.n_groups
+        return out
+
+    def counts(self, seed: int, index: int, stream: int = STREAM_BOOTSTRAP) -> IntArray:
+        """The count vector of resample ``index`` (length N)."""
+        rng = resample_rng(seed, stream, index)
+        if self.unit == "row":
+            if self.scheme == "poisson":
+                return poisson_counts(self.n, rng)
+            return multinomial_counts(self.n, rng)
+        assert self.codes is not None
+        if self.unit == "stratified":
+            return stratified_counts(self.codes, rng, self.scheme)
+        return cluster_counts(self.codes, self.n_groups, rng, self.scheme)
+
+    def block(self, seed: int, indices: Sequence[int]) -> FloatArray:
+        """Counts of several resamples as a (len(indices), N) float array (rows = :meth:`counts`).
+
+        Each row is drawn and binned on its own: one ``bincount`` over the whole block with row
+        offsets was measured 4–10× slower at N = 10⁵ (its scattered writes miss the cache).
+        """
+        out: FloatArray = np.empty((len(indices), self.n))
+        for r, i in enumerate(indices):
+            out[r] = self.counts(seed, i)
+        return out
