@@ -1,0 +1,1 @@
+"""The HTTP API of uq-eval: a FastAPI app (see :func:`service.api.app.create_app`)."""

@@ -1,0 +1,94 @@
+"""Authentication and the other dependencies of the routes: store, settings, the caller's key.
+
+API keys travel in ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``; the store keeps
+only their SHA-256 and compares in constant time (:meth:`service.store.Store.authenticate`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from service.api.errors import ApiError
+from service.settings import Settings
+from service.store import ApiKeyRecord, Store
+
+log = logging.getLogger("uqeval.api")
+
+_bearer = HTTPBearer(auto_error=False, description="API key as a bearer token.")
+_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key header.")
+
+UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Bearer realm="uq-eval"'}
+
+
+def get_store(request: Request) -> Store:
+    store: Store | None = getattr(request.app.state, "store", None)
+    if store is None:
+        raise ApiError(503, "the service is starting; retry later", headers={"Retry-After": "1"})
+    return store
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+StoreDep = Annotated[Store, Depends(get_store)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+def _token(bearer: HTTPAuthorizationCredentials | None, header: str | None) -> str | None:
+    if bearer is not None and bearer.credentials:
+        return bearer.credentials
+    return header or None
+
+
+def current_key(
+    request: Request,
+    store: StoreDep,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    header: Annotated[str | None, Depends(_header)],
+) -> ApiKeyRecord:
+    """The caller's key record; 401 when the key is missing, unknown or revoked."""
+    token = _token(bearer, header)
+    if token is None:
+        raise ApiError(
+            401,
+            "an API key is required: send Authorization: Bearer <key> or X-API-Key: <key>",
+            headers=UNAUTHORIZED_HEADERS,
+        )
+    ensure_admin_key(request, store)
+    record = store.authenticate(token)
+    if record is None:
+        raise ApiError(401, "the API key is unknown or revoked", headers=UNAUTHORIZED_HEADERS)
+    return record
+
+
+def admin_key(key: Annotated[ApiKeyRecord, Depends(current_key)]) -> ApiKeyRecord:
+    """The caller's key, which must be an admin key (403 otherwise)."""
+    if key.role != "admin":
+        raise ApiError(403, "this route needs an admin key")
+    return key
+
+
+def ensure_admin_key(request: Request, store: Store) -> None:
+    """Register the configured admin key once (retried here if Redis was down at startup)."""
+    state = request.app.state
+    if getattr(state, "admin_key_ready", False):
+        return
+    register_admin_key(state.settings, store)
+    state.admin_key_ready = True
+
+
+def register_admin_key(settings: Settings, store: Store) -> None:
+    """Register ``settings.admin_key``, or generate an admin key at first start and log it."""
+    plaintext = store.ensure_admin_key(settings.admin_key)
+    if plaintext is not None:
+        log.warning("generated an admin API key (shown once, keep it): %s", plaintext)
+
+
+KeyDep = Annotated[ApiKeyRecord, Depends(current_key)]
+AdminDep = Annotated[ApiKeyRecord, Depends(admin_key)]

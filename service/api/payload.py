@@ -1,0 +1,394 @@
+"""Request-body decoding for submissions: JSON or NPZ, optionally gzip-encoded, size-limited.
+
+Two body formats are accepted by ``POST /v1/submissions``:
+
+``application/json``
+    A :class:`~service.api.schemas.SubmissionCreate` document (arrays as JSON lists).
+``application/x-npz`` or ``application/octet-stream``
+    A NumPy ``.npz`` archive (``numpy.savez`` or ``numpy.savez_compressed``) whose members are
+
+    * the prediction arrays, named by the kind's fields (``mean``, ``std``; ``loc``, ``scale``,
+      ``df``; ``weights``, ``means``, ``stds``; ``draws``; ``levels``, ``values``;
+      ``prediction``, ``uncertainty``),
+    * ``y`` (targets), optionally ``sample_weight`` and ``groups`` (integers),
+    * ``request``: a 0-d string array holding the JSON of
+      :class:`~service.api.schemas.SubmissionRequest` (``kind``, ``model_name``, ``metadata``,
+      ``analyses``), e.g. ``numpy.savez(f, request=json.dumps({...}), mean=..., std=..., y=...)``.
+
+    The archive is read with ``allow_pickle=False``: object arrays are refused, and a member's
+    declared shape must fit in its stored size before anything is allocated.
+
+Either may be sent with ``Content-Encoding: gzip``. The body is counted while it streams in,
+so a body over the limit is refused with 413 as soon as the limit is crossed, whether or not a
+``Content-Length`` was sent (chunked transfer), and the decompressed size of a gzip body is
+limited the same way (a "gzip bomb" stops at the limit).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import zipfile
+import zlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import numpy.lib.format as npy_format
+from pydantic import ValidationError
+
+from service.api.errors import ApiError, pydantic_error
+from service.api.schemas import Analyses, SubmissionCreate, SubmissionRequest
+from service.kinds import KIND_FIELDS, MATRIX_FIELDS
+
+JSON_TYPES = frozenset({"application/json"})
+NPZ_TYPES = frozenset({"application/x-npz", "application/octet-stream"})
+OPTIONAL_ARRAYS = ("sample_weight", "groups")
+MAX_REQUEST_MEMBER_BYTES = 1 << 20
+
+BodyFormat = Literal["json", "npz"]
+
+
+@dataclass
+class DecodedSubmission:
+    """A submission body decoded into its parts (not yet validated against uqcore's rules)."""
+
+    format: BodyFormat
+    kind: str
+    model_name: str
+    metadata: dict[str, Any]
+    analyses: Analyses
+    prediction: dict[str, np.ndarray] = field(repr=False)
+    y: np.ndarray = field(repr=False)
+    sample_weight: np.ndarray | None = field(repr=False, default=None)
+    groups: np.ndarray | None = field(repr=False, default=None)
+    body_hash: str = ""
+
+    def field_path(self, name: str) -> str:
+        """Where array ``name`` lives in the body as sent (``prediction.std`` in JSON)."""
+        if self.format == "json" and name in KIND_FIELDS.get(self.kind, ()):
+            return f"prediction.{name}"
+        return name
+
+
+# --------------------------------------------------------------------------------------------
+# content negotiation
+# --------------------------------------------------------------------------------------------
+
+
+def media_type(content_type: str | None) -> BodyFormat:
+    """The body format named by a Content-Type header; 415 for anything else."""
+    mt = (content_type or "").split(";", 1)[0].strip().lower()
+    if mt in JSON_TYPES:
+        return "json"
+    if mt in NPZ_TYPES:
+        return "npz"
+    accepted = ", ".join(sorted(JSON_TYPES | NPZ_TYPES))
+    raise ApiError(
+        415,
+        f"Content-Type must be one of {accepted}; found {mt or 'none'!r}",
+        field="Content-Type",
+    )
+
+
+def content_encoding(header: str | None) -> bool:
+    """True for gzip, False for identity/none; 415 for any other encoding."""
+    enc = (header or "identity").strip().lower()
+    if enc in ("gzip", "x-gzip"):
+        return True
+    if enc in ("identity", ""):
+        return False
+    raise ApiError(
+        415, f"Content-Encoding must be gzip or identity; found {enc!r}", field="Content-Encoding"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# streaming with limits
+# --------------------------------------------------------------------------------------------
+
+
+def _too_large(what: str, limit: int) -> ApiError:
+    return ApiError(413, f"{what} exceeds the limit of {limit} bytes", field="body")
+
+
+class _Gunzip:
+    """Incremental gzip decoder whose output may not exceed ``limit`` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.out = bytearray()
+        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+
+    def _new(self) -> None:
+        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+
+    def feed(self, data: bytes) -> None:
+        if self._d.eof:
+            self._new()  # a further gzip member: concatenated members are one body
+        while data:
+            try:
+                chunk = self._d.decompress(data, self.limit + 1 - len(self.out))
+            except zlib.error as exc:
+                raise ApiError(400, f"body is not valid gzip: {exc}", field="body") from None
+            self.out += chunk
+            if len(self.out) > self.limit:
+                raise _too_large("decompressed body", self.limit)
+            if self._d.eof:
+                data = self._d.unused_data
+                if data:
+                    self._new()
+            else:
+                data = self._d.unconsumed_tail
+
+    def finish(self) -> bytes:
+        if not self._d.eof:
+            raise ApiError(400, "body is not valid gzip: truncated stream", field="body")
+        return bytes(self.out)
+
+
+async def read_limited(
+    chunks: AsyncIterator[bytes],
+    *,
+    content_length: str | None,
+    limit: int,
+    gzip: bool,
+) -> bytes:
+    """Read a body from ``chunks``, refusing (413) more than ``limit`` bytes, raw or decoded.
+
+    A declared ``Content-Length`` over the limit is refused before anything is read; without
+    one (chunked transfer) the running count decides.
+    """
+    if content_length is not None:
+        try:
+            declared = int(content_length)
+        except ValueError:
+            raise ApiError(
+                400, "Content-Length must be an integer", field="Content-Length"
+            ) from None
+        if declared > limit:
+            raise _too_large("body", limit)
+    received = 0
+    raw = bytearray()
+    gunzip = _Gunzip(limit) if gzip else None
+    async for chunk in chunks:
+        if not chunk:
+            continue
+        received += len(chunk)
+        if received > limit:
+            raise _too_large("body", limit)
+        if gunzip is not None:
+            gunzip.feed(chunk)
+        else:
+            raw += chunk
+    if gunzip is not None:
+        return gunzip.finish()
+    return bytes(raw)
+
+
+# --------------------------------------------------------------------------------------------
+# decoding
+# --------------------------------------------------------------------------------------------
+
+
+def body_hash(fmt: BodyFormat, body: bytes) -> str:
+    """SHA-256 (hex) identifying a decoded body, for Idempotency-Key comparison."""
+    h = hashlib.sha256(fmt.encode())
+    h.update(b"\0")
+    h.update(body)
+    return h.hexdigest()
+
+
+def decode(fmt: BodyFormat, body: bytes, *, max_bytes: int) -> DecodedSubmission:
+    """Decode a (decompressed) body of format ``fmt``; 400 if unreadable, 422 if invalid.
+
+    ``max_bytes`` bounds the uncompressed content of an NPZ archive (413 above it).
+    """
+    out = decode_json(body) if fmt == "json" else decode_npz(body, max_bytes=max_bytes)
+    out.body_hash = body_hash(fmt, body)
+    return out
+
+
+def _rectangular(name: str, rows: list[list[float]]) -> np.ndarray:
+    width = len(rows[0])
+    for i, row in enumerate(rows):
+        if len(row) != width:
+            raise ApiError(
+                422,
+                f"{name} must be a rectangular matrix; row {i} has {len(row)} entries, "
+                f"row 0 has {width}",
+                field=name,
+                index=i,
+            )
+    return np.asarray(rows, dtype=np.float64)
+
+
+def decode_json(body: bytes) -> DecodedSubmission:
+    """A :class:`SubmissionCreate` JSON document as arrays."""
+    if not body.strip():
+        raise ApiError(400, "body is empty; expected a JSON submission", field="body")
+    try:
+        doc = SubmissionCreate.model_validate_json(body)
+    except ValidationError as exc:
+        errors = exc.errors()
+        if errors and errors[0].get("type") == "json_invalid":
+            raise ApiError(
+                400, f"body is not valid JSON: {errors[0].get('msg')}", field="body"
+            ) from None
+        raise pydantic_error([dict(e) for e in errors]) from None
+    pred = doc.prediction
+    kind = pred.kind
+    arrays: dict[str, np.ndarray] = {}
+    for f in KIND_FIELDS[kind]:
+        value = getattr(pred, f)
+        arrays[f] = (
+            _rectangular(f"prediction.{f}", value)
+            if f in MATRIX_FIELDS
+            else np.asarray(value, dtype=np.float64)
+        )
+    return DecodedSubmission(
+        format="json",
+        kind=kind,
+        model_name=doc.model_name,
+        metadata=doc.metadata,
+        analyses=doc.analyses,
+        prediction=arrays,
+        y=np.asarray(doc.y, dtype=np.float64),
+        sample_weight=(
+            None if doc.sample_weight is None else np.asarray(doc.sample_weight, dtype=np.float64)
+        ),
+        groups=None if doc.groups is None else np.asarray(doc.groups, dtype=np.int64),
+    )
+
+
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> np.ndarray:
+    """One ``.npy`` member, its header checked before any allocation."""
+    try:
+        with zf.open(info) as fp:
+            version = npy_format.read_magic(fp)
+            if version == (1, 0):
+                shape, _fortran, dtype = npy_format.read_array_header_1_0(fp)
+            else:
+                shape, _fortran, dtype = npy_format.read_array_header_2_0(fp)
+    except ValueError as exc:
+        raise ApiError(
+            422, f"NPZ member {name!r} is not a valid .npy array: {exc}", field=name
+        ) from None
+    if dtype.hasobject:
+        raise ApiError(
+            422,
+            f"NPZ member {name!r} holds Python objects (pickled data), which are refused; "
+            "send numeric arrays",
+            field=name,
+        )
+    count = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
+    if count * dtype.itemsize > info.file_size:
+        raise ApiError(
+            422,
+            f"NPZ member {name!r} declares shape {tuple(shape)} of {dtype} but holds only "
+            f"{info.file_size} bytes",
+            field=name,
+        )
+    try:
+        with zf.open(info) as fp:
+            array: np.ndarray = npy_format.read_array(fp, allow_pickle=False)
+            return array
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise ApiError(422, f"NPZ member {name!r} cannot be read: {exc}", field=name) from None
+
+
+def decode_npz(
+    body: bytes, *, max_bytes: int, max_request_bytes: int = MAX_REQUEST_MEMBER_BYTES
+) -> DecodedSubmission:
+    """An NPZ archive (see the module docstring for its members) as arrays."""
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(body))
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise ApiError(400, f"body is not an NPZ (zip) archive: {exc}", field="body") from None
+    with zf:
+        infos: dict[str, zipfile.ZipInfo] = {}
+        total = 0
+        for info in zf.infolist():
+            if not info.filename.endswith(".npy") or "/" in info.filename:
+                raise ApiError(
+                    422,
+                    f"NPZ member {info.filename!r} is not a top-level .npy array",
+                    field=info.filename,
+                )
+            name = info.filename[: -len(".npy")]
+            infos[name] = info
+            total += info.file_size
+        if total > max_bytes:
+            # Members may be deflated (savez_compressed): bound what they inflate to.
+            raise _too_large("NPZ content (uncompressed)", max_bytes)
+        if "request" not in infos:
+            raise ApiError(
+                422,
+                "NPZ upload needs a 'request' member: a 0-d string array with the JSON of "
+                "kind, model_name, metadata and analyses",
+                field="request",
+            )
+        req_info = infos.pop("request")
+        if req_info.file_size > 4 * max_request_bytes + 4096:  # UTF-32 text plus the header
+            raise _too_large("NPZ member 'request'", max_request_bytes)
+        req_arr = _read_member(zf, req_info, "request")
+        if req_arr.ndim != 0 or req_arr.dtype.kind not in "US":
+            raise ApiError(
+                422,
+                f"NPZ member 'request' must be a 0-d string array; found dtype {req_arr.dtype}, "
+                f"shape {req_arr.shape}",
+                field="request",
+            )
+        text = req_arr.item()
+        raw = text.encode() if isinstance(text, str) else bytes(text)
+        if len(raw) > max_request_bytes:
+            raise _too_large("NPZ member 'request'", max_request_bytes)
+        try:
+            req = SubmissionRequest.model_validate_json(raw)
+        except ValidationError as exc:
+            errors = exc.errors()
+            if errors and errors[0].get("type") == "json_invalid":
+                raise ApiError(
+                    422,
+                    f"NPZ member 'request' is not valid JSON: {errors[0].get('msg')}",
+                    field="request",
+                ) from None
+            raise pydantic_error([dict(e) for e in errors], prefix="request") from None
+        kind = req.kind
+        wanted = (*KIND_FIELDS[kind], "y", *OPTIONAL_ARRAYS)
+        unexpected = sorted(set(infos) - set(wanted))
+        if unexpected:
+            raise ApiError(
+                422,
+                f"NPZ member(s) {unexpected} are not fields of a {kind} submission; "
+                f"expected {list(wanted)} and 'request'",
+                field=unexpected[0],
+            )
+        for f in (*KIND_FIELDS[kind], "y"):
+            if f not in infos:
+                raise ApiError(422, f"NPZ upload of kind {kind!r} needs a member {f!r}", field=f)
+        arrays = {name: _read_member(zf, info, name) for name, info in infos.items()}
+    for name, a in arrays.items():
+        if a.dtype.kind not in "iuf":
+            raise ApiError(
+                422,
+                f"{name} must hold real numbers (integer or float dtype); found dtype {a.dtype}",
+                field=name,
+            )
+    groups = arrays.get("groups")
+    if groups is not None and groups.dtype.kind not in "iu":
+        raise ApiError(
+            422, f"groups must hold integers; found dtype {groups.dtype}", field="groups"
+        )
+    return DecodedSubmission(
+        format="npz",
+        kind=kind,
+        model_name=req.model_name,
+        metadata=req.metadata,
+        analyses=req.analyses,
+        prediction={f: arrays[f] for f in KIND_FIELDS[kind]},
+        y=arrays["y"],
+        sample_weight=arrays.get("sample_weight"),
+        groups=groups,
+    )

@@ -1,0 +1,1 @@
+"""One APIRouter per resource: catalogue, submissions, admin keys, health."""

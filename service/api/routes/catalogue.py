@@ -1,0 +1,62 @@
+"""``GET /v1/metrics``: the metric registry, filterable by task and prediction kind."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from service.api.errors import ApiError
+from service.api.routes.common import errors
+from service.api.schemas import EXAMPLE_ARRAYS, KINDS, Kind, MetricCatalogue, MetricInfo
+from service.kinds import KIND_FIELDS, build_prediction
+from uqcore import registry
+
+router = APIRouter(tags=["metrics"])
+
+
+@lru_cache(maxsize=1)
+def _kind_examples() -> dict[str, Any]:
+    """One small valid prediction per kind: applicability is decided by the kind's capabilities."""
+    return {k: build_prediction(k, {f: EXAMPLE_ARRAYS[f] for f in KIND_FIELDS[k]}) for k in KINDS}
+
+
+def catalogue(task: str | None = None, kind: str | None = None) -> list[MetricInfo]:
+    """The registry's metrics (of ``task``, applicable to ``kind``), with their kinds."""
+    examples = _kind_examples()
+    out = []
+    for spec in registry.specs(task):
+        kinds = [k for k, pred in examples.items() if spec.why_not(pred) is None]
+        if kind is not None and kind not in kinds:
+            continue
+        out.append(MetricInfo(**spec.describe(), kinds=kinds))
+    return out
+
+
+@router.get(
+    "/v1/metrics",
+    operation_id="listMetrics",
+    summary="The metric catalogue",
+    response_model=MetricCatalogue,
+    responses=errors(422),
+)
+def list_metrics(
+    task: Annotated[
+        str | None, Query(max_length=50, description="Only metrics of this task.")
+    ] = None,
+    kind: Annotated[
+        Kind | None, Query(description="Only metrics that apply to this prediction kind.")
+    ] = None,
+) -> MetricCatalogue:
+    """Every registered metric: task, what it needs, direction, bounds, defaults, summary,
+    reference, and the prediction kinds it applies to. No API key needed.
+
+    A kind "applies" when it provides what the metric needs; a Student-t prediction with some
+    df <= 2 has no finite std, so std-based metrics do not apply to that batch.
+    """
+    if task is not None:
+        tasks = sorted({s.task for s in registry.specs()})
+        if task not in tasks:
+            raise ApiError(422, f"task must be one of {tasks}; found {task!r}", field="task")
+    return MetricCatalogue(metrics=catalogue(task, kind))

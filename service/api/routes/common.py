@@ -1,0 +1,26 @@
+"""Error responses shared by the routes' OpenAPI declarations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from service.api.schemas import ErrorResponse
+
+_DESCRIPTIONS = {
+    400: "The body cannot be decoded (not JSON, not an NPZ archive, broken gzip).",
+    401: "No API key, or an unknown or revoked one.",
+    403: "The key is not an admin key.",
+    404: "No such resource for this key.",
+    409: "Conflict with the resource's state.",
+    413: "The body (or its decompressed content) exceeds the size limit.",
+    415: "Unsupported Content-Type or Content-Encoding.",
+    422: "The request is invalid; the error names the field, the rule and the first bad index.",
+    503: "Redis is unavailable.",
+}
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for error statuses, all with :class:`ErrorResponse`."""
+    return {
+        s: {"model": ErrorResponse, "description": _DESCRIPTIONS.get(s, "Error.")} for s in statuses
+    }

@@ -1,0 +1,281 @@
+"""Submissions: create (JSON or NPZ body), list, read, delete, cancel.
+
+A key sees only its own submissions: another key's id answers 404, exactly like an unknown id.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Path, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from service import jobs
+from service.api.auth import KeyDep, SettingsDep, StoreDep
+from service.api.errors import ApiError
+from service.api.payload import BodyFormat, content_encoding, decode, media_type, read_limited
+from service.api.routes.common import errors
+from service.api.schemas import (
+    Status,
+    SubmissionAccepted,
+    SubmissionDetail,
+    SubmissionPage,
+    SubmissionSummary,
+)
+from service.api.validation import ValidSubmission, validate
+from service.settings import Settings
+from service.store import ApiKeyRecord, IdempotencyConflict, Store, SubmissionRecord
+
+router = APIRouter(tags=["submissions"])
+
+TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+
+SubId = Annotated[str, Path(min_length=1, max_length=100, description="The submission id.")]
+
+_BODY_DOC = """\
+Two body formats:
+
+* `application/json`: a `SubmissionCreate` document (arrays inline; for small batches).
+* `application/octet-stream` (or its alias `application/x-npz`): a NumPy `.npz` archive (`numpy.savez` or
+  `numpy.savez_compressed`) whose members are the prediction arrays named by the kind's
+  fields (gaussian: `mean`, `std`; laplace: `loc`, `scale`; student_t: `loc`, `scale`, `df`;
+  mixture: `weights`, `means`, `stds` (N×K); samples: `draws` (N×S); quantiles: `levels` (Q),
+  `values` (N×Q); point_uncertainty: `prediction`, `uncertainty`), the targets `y`, optionally
+  `sample_weight` and `groups`, and `request`: a 0-d string array holding the JSON of a
+  `SubmissionRequest` (`kind`, `model_name`, `metadata`, `analyses`). Object (pickled) arrays
+  are refused.
+
+Either may be sent with `Content-Encoding: gzip`; the body size limit applies to the bytes
+received and to the decompressed content, while the body streams in (413, chunked bodies
+included).
+"""
+
+_REQUEST_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": _BODY_DOC,
+        "content": {
+            "application/json": {
+                "schema": {"$ref": "#/components/schemas/SubmissionCreate"},
+            },
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+        },
+    }
+}
+
+
+def _own(store: Store, key: ApiKeyRecord, sub_id: str) -> SubmissionRecord:
+    record = store.get_submission(sub_id)
+    if record is None or record.owner != key.key_id:
+        raise ApiError(404, f"no submission {sub_id!r}", field="sub_id")
+    return record
+
+
+def status_url(request: Request, sub_id: str) -> str:
+    return str(request.app.url_path_for("get_submission", sub_id=sub_id))
+
+
+def summary(record: SubmissionRecord) -> SubmissionSummary:
+    return SubmissionSummary(
+        id=record.id,
+        status=record.status,
+        progress=record.progress,
+        model_name=record.model_name,
+        kind=record.kind,
+        n=record.n,
+        queue=record.queue,
+        created_at=record.created_at,
+        started_at=record.started_at,
+        finished_at=record.finished_at,
+        error=record.error,
+    )
+
+
+def detail(store: Store, record: SubmissionRecord) -> SubmissionDetail:
+    position = store.queue_position(record.id) if record.status == "queued" else None
+    result = store.get_result(record.id) if record.status == "succeeded" else None
+    return SubmissionDetail(
+        **summary(record).model_dump(),
+        metadata=record.metadata,
+        analyses=record.analyses,
+        attempts=record.attempts,
+        queue_position=position,
+        cancel_requested=record.cancel_requested,
+        result=result,  # type: ignore[arg-type]
+    )
+
+
+def _check(fmt: BodyFormat, body: bytes, settings: Settings) -> ValidSubmission:
+    return validate(decode(fmt, body, max_bytes=settings.max_body_bytes), settings)
+
+
+def _submit(
+    store: Store,
+    settings: Settings,
+    key: ApiKeyRecord,
+    valid: ValidSubmission,
+    idempotency_key: str | None,
+) -> tuple[SubmissionRecord, bool, int | None]:
+    try:
+        record, created = jobs.submit(
+            store,
+            settings,
+            owner=key.key_id,
+            kind=valid.kind,
+            n=valid.n,
+            model_name=valid.model_name,
+            metadata=valid.metadata,
+            analyses=valid.analyses,
+            arrays=valid.arrays,
+            idempotency_key=idempotency_key,
+            body_hash=valid.body_hash,
+        )
+    except IdempotencyConflict:
+        raise ApiError(
+            409,
+            "this Idempotency-Key was used before with a different request body; "
+            "use a new key for a new submission",
+            field="Idempotency-Key",
+            code="idempotency_conflict",
+        ) from None
+    position = store.queue_position(record.id) if record.status == "queued" else None
+    return record, created, position
+
+
+@router.post(
+    "/v1/submissions",
+    operation_id="createSubmission",
+    summary="Submit a prediction batch for evaluation",
+    status_code=202,
+    response_model=SubmissionAccepted,
+    responses=errors(400, 401, 409, 413, 415, 422, 503),
+    openapi_extra=_REQUEST_BODY,
+)
+async def create_submission(
+    request: Request,
+    key: KeyDep,
+    store: StoreDep,
+    settings: SettingsDep,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=200,
+            description="Repeating a request with the same key and the same body (the same "
+            "bytes after gzip decoding) returns the same submission instead of a new one; the "
+            "same key with another body answers 409. Keys are per API key and kept 24 h.",
+        ),
+    ] = None,
+) -> JSONResponse:
+    """Validate a prediction batch with its targets, store it and queue its evaluation.
+
+    Validation that needs only the request (shapes, dtypes, finiteness, the kind's rules,
+    metric names and applicability, parameter names) happens before the 202 and answers 422
+    naming the field, the rule and the first offending index. The answer gives the submission
+    id, the URL to poll and the position in the queue.
+    """
+    fmt = media_type(request.headers.get("content-type"))
+    gzip = content_encoding(request.headers.get("content-encoding"))
+    limit = settings.max_json_body_bytes if fmt == "json" else settings.max_body_bytes
+    body = await read_limited(
+        request.stream(),
+        content_length=request.headers.get("content-length"),
+        limit=limit,
+        gzip=gzip,
+    )
+    valid = await run_in_threadpool(_check, fmt, body, settings)
+    del body  # the arrays live on in ``valid``; the raw bytes can go
+    record, created, position = await run_in_threadpool(
+        _submit, store, settings, key, valid, idempotency_key
+    )
+    url = status_url(request, record.id)
+    accepted = SubmissionAccepted(
+        id=record.id,
+        status=record.status,
+        status_url=url,
+        queue_position=position,
+        created_at=record.created_at,
+        replayed=not created,
+    )
+    headers = {"Location": url}
+    if not created:
+        headers["Idempotent-Replayed"] = "true"
+    return JSONResponse(accepted.model_dump(mode="json"), status_code=202, headers=headers)
+
+
+@router.get(
+    "/v1/submissions",
+    operation_id="listSubmissions",
+    summary="List your submissions",
+    response_model=SubmissionPage,
+    responses=errors(401, 422, 503),
+)
+def list_submissions(
+    key: KeyDep,
+    store: StoreDep,
+    status: Annotated[Status | None, Query(description="Only submissions in this state.")] = None,
+    offset: Annotated[int, Query(ge=0, le=1_000_000, description="Items to skip.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=100, description="Page size.")] = 20,
+) -> SubmissionPage:
+    """The caller's submissions, newest first, one page at a time."""
+    records, total = store.list_submissions(key.key_id, status, offset, limit)
+    return SubmissionPage(
+        items=[summary(r) for r in records], total=total, offset=offset, limit=limit
+    )
+
+
+@router.get(
+    "/v1/submissions/{sub_id}",
+    operation_id="getSubmission",
+    summary="Status, progress, timings and results of a submission",
+    response_model=SubmissionDetail,
+    responses=errors(401, 404, 422, 503),
+)
+def get_submission(sub_id: SubId, key: KeyDep, store: StoreDep) -> SubmissionDetail:
+    """The submission's state (queued, running with progress %, succeeded, failed with the
+    reason, cancelled), its timings, and the result document once it succeeded."""
+    return detail(store, _own(store, key, sub_id))
+
+
+@router.delete(
+    "/v1/submissions/{sub_id}",
+    operation_id="deleteSubmission",
+    summary="Delete a submission and its data",
+    status_code=204,
+    response_class=Response,
+    responses=errors(401, 404, 422, 503),
+)
+def delete_submission(sub_id: SubId, key: KeyDep, store: StoreDep) -> Response:
+    """Remove the submission, its arrays and its result. A queued or running job is
+    cancelled first."""
+    record = _own(store, key, sub_id)
+    if record.status not in TERMINAL:
+        store.cancel_submission(sub_id)
+    store.delete_submission(sub_id)
+    return Response(status_code=204)
+
+
+@router.post(
+    "/v1/submissions/{sub_id}/cancel",
+    operation_id="cancelSubmission",
+    summary="Cancel a queued or running submission",
+    status_code=202,
+    response_model=SubmissionDetail,
+    responses=errors(401, 404, 409, 422, 503),
+)
+def cancel_submission(sub_id: SubId, key: KeyDep, store: StoreDep) -> SubmissionDetail:
+    """A queued job is cancelled at once; a running one stops at its next checkpoint
+    (``cancel_requested`` is true until then). A finished job answers 409."""
+    record = _own(store, key, sub_id)
+    if record.status in TERMINAL:
+        raise ApiError(
+            409,
+            f"submission {sub_id!r} has already ended ({record.status}); nothing to cancel",
+            field="sub_id",
+        )
+    updated = store.cancel_submission(sub_id)
+    if updated is None:
+        raise ApiError(404, f"no submission {sub_id!r}", field="sub_id")
+    return detail(store, updated)

@@ -1,0 +1,643 @@
+"""Request and response models of the HTTP API (the OpenAPI document is generated from them).
+
+Request models are strict: unknown fields are refused (``extra="forbid"``), numbers must be JSON
+numbers (a string such as ``"1.5"`` is refused), and NaN or ±inf are refused everywhere. The
+prediction models are built from :data:`service.kinds.KIND_FIELDS`, so the API accepts exactly
+the kinds and fields that the worker evaluates. Response models are descriptive: they document
+the shape of each answer and let fields added by newer workers through.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, create_model, field_validator
+
+from service.kinds import KIND_FIELDS, MATRIX_FIELDS
+
+# --------------------------------------------------------------------------------------------
+# shared pieces
+# --------------------------------------------------------------------------------------------
+
+#: The prediction kinds, in the order of KIND_FIELDS.
+KINDS: tuple[str, ...] = tuple(KIND_FIELDS)
+Kind = Literal[
+    "gaussian", "laplace", "student_t", "mixture", "samples", "quantiles", "point_uncertainty"
+]
+assert set(Kind.__args__) == set(KINDS), "schemas.Kind is out of step with service.kinds"  # type: ignore[attr-defined]
+
+Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
+
+MAX_METADATA_BYTES = 16 * 1024
+MAX_PARAMS_BYTES = 16 * 1024
+
+
+class StrictModel(BaseModel):
+    """Base of request models: no unknown fields, no strings as numbers, no NaN/inf."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def _first_non_finite(value: Any, path: str) -> str | None:
+    """Path of the first NaN/inf float inside a JSON value, or ``None``."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            bad = _first_non_finite(v, f"{path}.{k}")
+            if bad:
+                return bad
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            bad = _first_non_finite(v, f"{path}[{i}]")
+            if bad:
+                return bad
+    return None
+
+
+def _check_json_value(value: Any, what: str, limit: int) -> Any:
+    bad = _first_non_finite(value, what)
+    if bad:
+        raise ValueError(f"{bad} must be a finite number (NaN and infinity are not JSON)")
+    size = len(json.dumps(value, separators=(",", ":")))
+    if size > limit:
+        raise ValueError(f"{what} must be at most {limit} bytes as JSON; found {size}")
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# analyses
+# --------------------------------------------------------------------------------------------
+
+
+class BootstrapOptions(StrictModel):
+    """Bootstrap confidence intervals for every metric (``n_resamples = 0``: none)."""
+
+    n_resamples: int = Field(default=0, ge=0, le=100_000, description="B; 0 turns it off.")
+    method: Literal["percentile", "bca"] = Field(
+        default="percentile", description="Interval method: percentile or BCa."
+    )
+    level: float = Field(default=0.95, gt=0, lt=1, description="Confidence level.")
+
+
+class StabilityOptions(StrictModel):
+    """The test-set-size stability study (uqcore.stability.convergence)."""
+
+    enabled: bool = False
+    repeats: int = Field(default=100, ge=1, le=10_000, description="Subsamples per size.")
+
+
+MetricName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[a-z0-9_]+$")]
+
+
+class Analyses(StrictModel):
+    """What to compute: metrics (names or ``"all"``), their parameters, bootstrap, stability."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "metrics": ["mae", "nll", "ause"],
+                    "params": {"nmerci": {"alpha": 0.9}},
+                    "bootstrap": {"n_resamples": 1000, "method": "percentile", "level": 0.95},
+                    "stability": {"enabled": False, "repeats": 100},
+                    "seed": 0,
+                }
+            ]
+        }
+    )
+
+    # The list comes first in the union: client generators try the members in order.
+    metrics: Annotated[list[MetricName], Field(min_length=1, max_length=200)] | Literal["all"] = (
+        Field(
+            default="all",
+            description='Metric names from GET /v1/metrics, or "all" (every applicable metric).',
+        )
+    )
+    params: dict[MetricName, dict[str, JsonValue]] = Field(
+        default_factory=dict,
+        description="Per-metric parameters overriding the defaults listed by GET /v1/metrics.",
+    )
+    bootstrap: BootstrapOptions = Field(default_factory=BootstrapOptions)
+    stability: StabilityOptions = Field(default_factory=StabilityOptions)
+    seed: int = Field(default=0, ge=0, le=2**63 - 1, description="Seed of every random draw.")
+
+    @field_validator("params")
+    @classmethod
+    def _params_json(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return _check_json_value(v, "analyses.params", MAX_PARAMS_BYTES)  # type: ignore[no-any-return]
+
+    @field_validator("metrics")
+    @classmethod
+    def _unique(cls, v: Any) -> Any:
+        if isinstance(v, list) and len(set(v)) != len(v):
+            dup = next(m for i, m in enumerate(v) if m in v[:i])
+            raise ValueError(f"metric {dup!r} is listed twice")
+        return v
+
+
+# --------------------------------------------------------------------------------------------
+# predictions (one model per kind, from KIND_FIELDS)
+# --------------------------------------------------------------------------------------------
+
+Vector = Annotated[list[float], Field(min_length=1)]
+Matrix = Annotated[list[Annotated[list[float], Field(min_length=1)]], Field(min_length=1)]
+
+#: What each array field holds (documentation of the prediction models).
+FIELD_DOCS: dict[str, str] = {
+    "mean": "Predictive mean, N values.",
+    "std": "Predictive standard deviation, N values, each > 0.",
+    "loc": "Location, N values.",
+    "scale": "Scale, N values, each > 0.",
+    "df": "Degrees of freedom, N values, each > 0.",
+    "weights": "Mixture weights, N×K, each >= 0, rows summing to 1.",
+    "means": "Component means, N×K.",
+    "stds": "Component standard deviations, N×K, each > 0.",
+    "draws": "Predictive samples, N×S.",
+    "levels": "Quantile levels, Q values in (0, 1), strictly increasing.",
+    "values": "Predicted quantiles, N×Q, non-decreasing along each row.",
+    "prediction": "Point prediction, N values.",
+    "uncertainty": "Scalar uncertainty score, N values, each >= 0 (larger = less certain).",
+}
+
+EXAMPLE_ARRAYS: dict[str, Any] = {
+    "mean": [0.1, 1.9, 3.2],
+    "std": [0.5, 0.4, 0.6],
+    "loc": [0.1, 1.9, 3.2],
+    "scale": [0.4, 0.3, 0.5],
+    "df": [5.0, 5.0, 5.0],
+    "weights": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]],
+    "means": [[0.0, 0.2], [1.8, 2.0], [3.0, 3.4]],
+    "stds": [[0.5, 0.5], [0.4, 0.4], [0.6, 0.6]],
+    "draws": [[0.0, 0.2, 0.1], [1.8, 2.0, 2.1], [3.0, 3.4, 3.3]],
+    "levels": [0.1, 0.5, 0.9],
+    "values": [[-0.5, 0.1, 0.7], [1.4, 1.9, 2.4], [2.4, 3.2, 4.0]],
+    "prediction": [0.1, 1.9, 3.2],
+    "uncertainty": [0.5, 0.4, 0.6],
+}
+
+
+def _camel(kind: str) -> str:
+    return "".join(p.capitalize() for p in kind.split("_"))
+
+
+def _prediction_model(kind: str) -> type[StrictModel]:
+    fields: dict[str, Any] = {"kind": (Literal[kind], Field(description="The prediction kind."))}
+    for f in KIND_FIELDS[kind]:
+        typ = Matrix if f in MATRIX_FIELDS else Vector
+        fields[f] = (typ, Field(description=FIELD_DOCS.get(f, f)))
+    example = {"kind": kind, **{f: EXAMPLE_ARRAYS[f] for f in KIND_FIELDS[kind]}}
+    model: type[StrictModel] = create_model(
+        f"{_camel(kind)}Prediction",
+        __base__=StrictModel,
+        __doc__=f"A {kind} prediction: arrays {', '.join(KIND_FIELDS[kind])}.",
+        **fields,
+    )
+    model.model_config["json_schema_extra"] = {"examples": [example]}
+    model.model_rebuild(force=True)
+    return model
+
+
+PREDICTION_MODELS: dict[str, type[StrictModel]] = {k: _prediction_model(k) for k in KINDS}
+
+# A tagged union of the kind models (the "kind" member selects the model).
+_PredictionUnion: Any = PREDICTION_MODELS[KINDS[0]]
+for _k in KINDS[1:]:
+    _PredictionUnion = _PredictionUnion | PREDICTION_MODELS[_k]
+Prediction = Annotated[_PredictionUnion, Field(discriminator="kind")]
+
+
+# --------------------------------------------------------------------------------------------
+# submissions
+# --------------------------------------------------------------------------------------------
+
+ModelName = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class SubmissionFields(StrictModel):
+    """The non-array members of a submission (shared by the JSON and the NPZ body)."""
+
+    model_name: ModelName = Field(description="Name of the evaluated model.")
+    metadata: dict[str, JsonValue] = Field(
+        default_factory=dict,
+        description="Free-form JSON object kept with the submission (≤ 16 KiB).",
+    )
+    analyses: Analyses = Field(default_factory=Analyses)
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_json(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return _check_json_value(v, "metadata", MAX_METADATA_BYTES)  # type: ignore[no-any-return]
+
+
+class SubmissionCreate(SubmissionFields):
+    """A submission as a JSON body: prediction arrays and targets inline."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "model_name": "deep-ensemble-5",
+                    "metadata": {"dataset": "uci-boston", "split": 3},
+                    "prediction": {
+                        "kind": "gaussian",
+                        "mean": [0.1, 1.9, 3.2],
+                        "std": [0.5, 0.4, 0.6],
+                    },
+                    "y": [0.0, 2.0, 3.0],
+                    "analyses": {
+                        "metrics": ["mae", "nll", "crps"],
+                        "bootstrap": {"n_resamples": 200},
+                    },
+                }
+            ]
+        }
+    )
+
+    prediction: Prediction = Field(description='The prediction; its "kind" selects the arrays.')
+    y: Vector = Field(description="Targets, N finite values.")
+    sample_weight: Vector | None = Field(
+        default=None, description="Optional frequency weights, N values >= 0, not all zero."
+    )
+    groups: Annotated[list[int], Field(min_length=1)] | None = Field(
+        default=None, description="Optional group label per row (N integers)."
+    )
+
+
+class SubmissionRequest(SubmissionFields):
+    """The JSON document in the ``request`` member of an NPZ upload (everything but arrays)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "kind": "gaussian",
+                    "model_name": "deep-ensemble-5",
+                    "metadata": {"dataset": "uci-boston"},
+                    "analyses": {"metrics": "all"},
+                }
+            ]
+        }
+    )
+
+    kind: Kind = Field(description="The prediction kind; the NPZ holds its arrays.")
+
+
+class SubmissionAccepted(BaseModel):
+    """The answer to an accepted submission (202)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "sub_3f2b6c1e9a7d4e0f8b5a2c1d0e9f8a7b",
+                    "status": "queued",
+                    "status_url": "/v1/submissions/sub_3f2b6c1e9a7d4e0f8b5a2c1d0e9f8a7b",
+                    "queue_position": 0,
+                    "created_at": "2026-01-01T12:00:00Z",
+                    "replayed": False,
+                }
+            ]
+        }
+    )
+
+    id: str
+    status: Status
+    status_url: str = Field(description="Where to poll: GET this URL.")
+    queue_position: int | None = Field(
+        description="0-based position among queued jobs; null once the job left the queue."
+    )
+    created_at: str
+    replayed: bool = Field(
+        description="True when this answers a repeated request with the same Idempotency-Key."
+    )
+
+
+class Interval(BaseModel):
+    """A bootstrap confidence interval."""
+
+    model_config = ConfigDict(extra="allow")
+
+    low: float | None = None
+    high: float | None = None
+    std: float | None = None
+    method: str | None = None
+    level: float | None = None
+    n_resamples: int | None = None
+
+
+class MetricResult(BaseModel):
+    """One metric's value with its parameters and conventions."""
+
+    model_config = ConfigDict(extra="allow")
+
+    value: float | None = Field(description="null when undefined on this input (see warnings).")
+    params: dict[str, Any] = Field(default_factory=dict)
+    direction: str | None = None
+    bounds: list[float | None] | None = None
+    interval: Interval | None = None
+
+
+class Provenance(BaseModel):
+    """How the result was computed."""
+
+    model_config = ConfigDict(extra="allow")
+
+    uqcore_version: str | None = None
+    backend: str | None = None
+    device: str | None = None
+    input_hash: str | None = None
+    n: int | None = None
+    kind: str | None = None
+    seed: int | None = None
+    timings_s: dict[str, float | None] = Field(default_factory=dict)
+
+
+class Result(BaseModel):
+    """The result document of a succeeded submission."""
+
+    model_config = ConfigDict(extra="allow")
+
+    metrics: dict[str, MetricResult] = Field(default_factory=dict)
+    not_applicable: dict[str, str] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+    curves: dict[str, Any] = Field(default_factory=dict)
+    stability: dict[str, Any] | None = None
+    provenance: Provenance = Field(default_factory=Provenance)
+
+
+class SubmissionSummary(BaseModel):
+    """A submission in a listing."""
+
+    id: str
+    status: Status
+    progress: float = Field(description="Percent done, 0..100.")
+    model_name: str
+    kind: str
+    n: int
+    queue: str
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    error: str | None = Field(description="Why it failed (failed jobs only).")
+
+
+class SubmissionDetail(SubmissionSummary):
+    """A submission: status, progress, timings, and the results once it succeeded."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "sub_3f2b6c1e9a7d4e0f8b5a2c1d0e9f8a7b",
+                    "status": "succeeded",
+                    "progress": 100.0,
+                    "model_name": "deep-ensemble-5",
+                    "kind": "gaussian",
+                    "n": 3,
+                    "queue": "cpu",
+                    "created_at": "2026-01-01T12:00:00Z",
+                    "started_at": "2026-01-01T12:00:00.1Z",
+                    "finished_at": "2026-01-01T12:00:00.3Z",
+                    "error": None,
+                    "metadata": {"dataset": "uci-boston"},
+                    "analyses": {"metrics": ["mae"]},
+                    "attempts": 1,
+                    "queue_position": None,
+                    "cancel_requested": False,
+                    "result": {
+                        "metrics": {
+                            "mae": {
+                                "value": 0.1333,
+                                "params": {},
+                                "direction": "lower",
+                                "bounds": [0, None],
+                            }
+                        },
+                        "not_applicable": {},
+                        "warnings": [],
+                        "provenance": {"uqcore_version": "0.1.0", "backend": "numpy"},
+                    },
+                }
+            ]
+        }
+    )
+
+    metadata: dict[str, Any]
+    analyses: dict[str, Any] = Field(description="The normalised analyses request.")
+    attempts: int
+    queue_position: int | None
+    cancel_requested: bool
+    result: Result | None = Field(description="The results (succeeded jobs only).")
+
+
+class SubmissionPage(BaseModel):
+    """One page of the caller's submissions, newest first."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "items": [
+                        {
+                            "id": "sub_3f2b6c1e9a7d4e0f8b5a2c1d0e9f8a7b",
+                            "status": "running",
+                            "progress": 40.0,
+                            "model_name": "deep-ensemble-5",
+                            "kind": "gaussian",
+                            "n": 1000000,
+                            "queue": "cpu",
+                            "created_at": "2026-01-01T12:00:00Z",
+                            "started_at": "2026-01-01T12:00:01Z",
+                            "finished_at": None,
+                            "error": None,
+                        }
+                    ],
+                    "total": 1,
+                    "offset": 0,
+                    "limit": 20,
+                }
+            ]
+        }
+    )
+
+    items: list[SubmissionSummary]
+    total: int = Field(description="Number of submissions matching the filter.")
+    offset: int
+    limit: int
+
+
+# --------------------------------------------------------------------------------------------
+# metrics catalogue, keys, health
+# --------------------------------------------------------------------------------------------
+
+
+class MetricInfo(BaseModel):
+    """One metric of the registry."""
+
+    name: str
+    task: str
+    family: str
+    needs: list[str] = Field(description="Capabilities the prediction must provide.")
+    direction: str = Field(description='"lower", "higher" or "target" is better.')
+    bounds: list[float | None]
+    best: float | None
+    defaults: dict[str, Any] = Field(
+        description="Default parameters (override in analyses.params)."
+    )
+    summary: str
+    reference: str
+    structured: bool
+    kinds: list[str] = Field(description="Prediction kinds the metric applies to.")
+
+
+class MetricCatalogue(BaseModel):
+    """The metric registry (filtered as asked)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "metrics": [
+                        {
+                            "name": "mae",
+                            "task": "regression",
+                            "family": "accuracy",
+                            "needs": ["point"],
+                            "direction": "lower",
+                            "bounds": [0, None],
+                            "best": 0.0,
+                            "defaults": {},
+                            "summary": "Mean absolute error.",
+                            "reference": "",
+                            "structured": False,
+                            "kinds": list(KINDS),
+                        }
+                    ]
+                }
+            ]
+        }
+    )
+
+    metrics: list[MetricInfo]
+
+
+class ApiKeyCreate(StrictModel):
+    """A new submitter key."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"name": "team-vision"}]})
+
+    name: str = Field(min_length=1, max_length=100, description="Who holds the key.")
+
+
+class ApiKeyInfo(BaseModel):
+    """An API key's record (never the key itself)."""
+
+    key_id: str
+    name: str
+    role: Literal["admin", "submitter"]
+    created_at: str
+    revoked: bool
+
+
+class ApiKeyCreated(ApiKeyInfo):
+    """A newly created key: ``key`` is shown once and never again."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "key_id": "k_8d3f2a",
+                    "name": "team-vision",
+                    "role": "submitter",
+                    "created_at": "2026-01-01T12:00:00Z",
+                    "revoked": False,
+                    "key": "uqe_...",
+                }
+            ]
+        }
+    )
+
+    key: str = Field(description="The secret; send it as Authorization: Bearer <key>.")
+
+
+class ApiKeyList(BaseModel):
+    """Every API key (admin and submitter), oldest first."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "keys": [
+                        {
+                            "key_id": "k_8d3f2a",
+                            "name": "team-vision",
+                            "role": "submitter",
+                            "created_at": "2026-01-01T12:00:00Z",
+                            "revoked": False,
+                        }
+                    ]
+                }
+            ]
+        }
+    )
+
+    keys: list[ApiKeyInfo]
+
+
+class Health(BaseModel):
+    """The process is up."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"status": "ok"}]})
+
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(BaseModel):
+    """Whether the service can take and run jobs: Redis reachable and a live worker."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"status": "ready", "redis": True, "workers": ["celery@host"], "reason": None}
+            ]
+        }
+    )
+
+    status: Literal["ready", "not_ready"]
+    redis: bool
+    workers: list[str]
+    reason: str | None = None
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong."""
+
+    code: str = Field(description="Stable machine-readable code, e.g. validation_error.")
+    message: str = Field(description="What was wrong and what was expected.")
+    field: str | None = Field(description="The offending field (dotted path), if one.")
+    index: int | None = Field(description="The first offending row, if one.")
+
+
+class ErrorResponse(BaseModel):
+    """Every error answer has this shape."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "error": {
+                        "code": "validation_error",
+                        "message": "std must be > 0; std[17] = -0.3",
+                        "field": "prediction.std",
+                        "index": 17,
+                    }
+                }
+            ]
+        }
+    )
+
+    error: ErrorDetail

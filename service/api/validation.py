@@ -1,0 +1,188 @@
+"""Validation of a decoded submission before the 202: sizes, uqcore's kind rules, metrics.
+
+Everything that needs only the request is checked here, so that a job that reaches a worker
+can fail only for reasons the request could not show. Every failure is an :class:`ApiError`
+(422) naming the field as sent, the rule and the first offending index.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from service.api.errors import ApiError
+from service.api.payload import DecodedSubmission
+from service.kinds import KIND_FIELDS, build_prediction
+from service.settings import Settings
+from uqcore import Batch, UQValidationError, registry
+
+
+@dataclass(frozen=True)
+class ValidSubmission:
+    """A submission that passed every check: what :func:`service.jobs.submit` needs."""
+
+    kind: str
+    n: int
+    model_name: str
+    metadata: dict[str, Any]
+    analyses: dict[str, Any]
+    arrays: dict[str, Any]
+    body_hash: str
+
+
+_ARRAY_FIELDS = ("y", "sample_weight", "groups")
+
+
+def _uq_error(exc: UQValidationError, sub: DecodedSubmission) -> ApiError:
+    """A 422 from a uqcore validation message, with the field and index it names."""
+    message = str(exc)
+    names = [*KIND_FIELDS.get(sub.kind, ()), *_ARRAY_FIELDS]
+    field: str | None = None
+    listed = re.search(r"(?:needs|unexpected) field\(s\) \[([^\]]*)\]", message)
+    if listed:
+        first = listed.group(1).split(",")[0].strip().strip("'\"")
+        field = first or None
+    else:
+        m = re.match(r"\s*(\w+)", message)
+        if m and m.group(1) in names:
+            field = m.group(1)
+    index: int | None = None
+    if field is not None:
+        found = re.search(rf"{re.escape(field)}\[(\d+)", message)
+        if found:
+            index = int(found.group(1))
+        path = sub.field_path(field)
+        if path != field:
+            message = f"{path}: {message}"
+        field = path
+    return ApiError(422, message, field=field, index=index)
+
+
+def _check_sizes(sub: DecodedSubmission, settings: Settings) -> None:
+    n = int(sub.y.shape[0]) if sub.y.ndim >= 1 else 1
+    if n > settings.max_points:
+        raise ApiError(
+            422,
+            f"y has N = {n} targets; at most {settings.max_points} are accepted per submission",
+            field="y",
+            code="too_many_points",
+        )
+    for name, arr in sub.prediction.items():
+        if arr.size > settings.max_elements:
+            raise ApiError(
+                422,
+                f"{name} holds {arr.size} values; at most {settings.max_elements} are accepted",
+                field=sub.field_path(name),
+                code="too_many_points",
+            )
+
+
+def _check_groups(sub: DecodedSubmission, n: int) -> None:
+    g = sub.groups
+    if g is None:
+        return
+    if g.ndim != 1:
+        raise ApiError(
+            422, f"groups must be a vector; found shape {tuple(g.shape)}", field="groups"
+        )
+    if g.shape[0] != n:
+        raise ApiError(
+            422,
+            f"groups must have the same length as the prediction ({n}), found {g.shape[0]}",
+            field="groups",
+        )
+
+
+def _param_type_error(default: Any, value: Any) -> str | None:
+    """Why ``value`` cannot replace ``default`` (JSON types only), or ``None``."""
+    if default is None:
+        return None
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "must be true or false"
+    if isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return None if ok else "must be an integer"
+    if isinstance(default, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return None if ok else "must be a number"
+    if isinstance(default, str):
+        return None if isinstance(value, str) else "must be a string"
+    if isinstance(default, tuple | list):
+        return None if isinstance(value, list) else "must be a list"
+    return None
+
+
+def _check_analyses(sub: DecodedSubmission, prediction: Any) -> dict[str, Any]:
+    analyses = sub.analyses
+    wanted = analyses.metrics
+    if wanted != "all":
+        for i, name in enumerate(wanted):
+            try:
+                spec = registry.get(name)
+            except UQValidationError as exc:
+                raise ApiError(
+                    422, str(exc), field="analyses.metrics", index=i, code="unknown_metric"
+                ) from None
+            why = spec.why_not(prediction)
+            if why is not None:
+                raise ApiError(
+                    422,
+                    f"metric {name!r} does not apply to this submission: {why}",
+                    field="analyses.metrics",
+                    index=i,
+                    code="metric_not_applicable",
+                )
+    for name, params in analyses.params.items():
+        where = f"analyses.params.{name}"
+        try:
+            spec = registry.get(name)
+        except UQValidationError as exc:
+            raise ApiError(422, str(exc), field=where, code="unknown_metric") from None
+        if wanted != "all" and name not in wanted:
+            raise ApiError(
+                422,
+                f"parameters are given for metric {name!r}, which analyses.metrics does not list",
+                field=where,
+            )
+        try:
+            spec.resolve_params(params)
+        except UQValidationError as exc:
+            raise ApiError(422, str(exc), field=where, code="unknown_parameter") from None
+        for key, value in params.items():
+            why = _param_type_error(spec.defaults[key], value)
+            if why is not None:
+                raise ApiError(
+                    422,
+                    f"parameter {key!r} of metric {name!r} {why} (default "
+                    f"{spec.defaults[key]!r}); found {value!r}",
+                    field=f"{where}.{key}",
+                )
+    return analyses.model_dump(mode="json")
+
+
+def validate(sub: DecodedSubmission, settings: Settings) -> ValidSubmission:
+    """Check ``sub`` against the limits, uqcore's rules for its kind, and the registry."""
+    _check_sizes(sub, settings)
+    try:
+        prediction = build_prediction(sub.kind, sub.prediction)
+        Batch(prediction, sub.y, sub.sample_weight)
+    except UQValidationError as exc:
+        raise _uq_error(exc, sub) from None
+    n = int(prediction.n)
+    _check_groups(sub, n)
+    analyses = _check_analyses(sub, prediction)
+    arrays: dict[str, Any] = {**sub.prediction, "y": sub.y}
+    if sub.sample_weight is not None:
+        arrays["sample_weight"] = sub.sample_weight
+    if sub.groups is not None:
+        arrays["groups"] = sub.groups
+    return ValidSubmission(
+        kind=sub.kind,
+        n=n,
+        model_name=sub.model_name,
+        metadata=sub.metadata,
+        analyses=analyses,
+        arrays=arrays,
+        body_hash=sub.body_hash,
+    )

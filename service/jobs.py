@@ -1,0 +1,190 @@
+"""Submitting jobs: store a batch and enqueue its evaluation, all or nothing, within a deadline.
+
+:func:`submit` stores the arrays, the record, its indexes and the idempotency mapping in one
+Redis transaction, then publishes the Celery task ``uqeval.evaluate`` (by name: the API never
+imports the worker) on the ``cpu`` or ``gpu`` queue. Both steps share the budget
+``settings.enqueue_timeout_s``; when either fails, what was stored is removed and
+:class:`~service.store.StoreUnavailable` is raised (the API answers 503). Should the process
+die between the two steps, the submission stays in the ``pending`` index and :func:`reap`
+removes it later.
+
+:func:`reap` is the safety net against stranded jobs, run periodically by every worker (and
+callable from the API): running jobs whose heartbeat expired are re-queued (up to
+``settings.max_attempts``, then failed with the reason), and their task is published again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from celery import Celery
+
+from service.celery_config import TASK_NAME, make_celery
+from service.settings import Settings
+from service.store import Store, StoreUnavailable, SubmissionRecord, now_iso
+
+__all__ = ["choose_queue", "enqueue", "input_hash", "new_submission_id", "reap", "submit"]
+
+log = logging.getLogger(__name__)
+
+_apps: dict[str, Celery] = {}
+_apps_lock = threading.Lock()
+
+
+def producer(settings: Settings) -> Celery:
+    """The process's Celery app for publishing on ``settings.redis_url`` (created once)."""
+    url = settings.redis_url or ""
+    with _apps_lock:
+        app = _apps.get(url)
+        if app is None:
+            app = _apps[url] = make_celery(settings)
+        return app
+
+
+def new_submission_id() -> str:
+    return "sub_" + uuid.uuid4().hex
+
+
+def input_hash(kind: str, arrays: Mapping[str, np.ndarray[Any, Any]], analyses: Any) -> str:
+    """SHA-256 (hex) of the kind, the analyses requested and every array (name, dtype, shape,
+    bytes), in name order: equal inputs give equal hashes whatever the transport encoding."""
+    h = hashlib.sha256()
+    h.update(json.dumps({"kind": kind, "analyses": analyses}, sort_keys=True).encode())
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"\0{name}\0{a.dtype.str}\0{a.shape}\0".encode())
+        h.update(a.data)
+    return h.hexdigest()
+
+
+def choose_queue(store: Store, settings: Settings, n: int) -> str:
+    """``gpu`` for batches of at least ``settings.gpu_min_points`` when a live worker consumes
+    ``gpu``; ``cpu`` otherwise."""
+    if n >= settings.gpu_min_points and store.gpu_worker_alive():
+        return "gpu"
+    return "cpu"
+
+
+def enqueue(settings: Settings, sub_id: str, queue: str, timeout_s: float | None = None) -> None:
+    """Publish the task for ``sub_id`` on ``queue``; raises on failure (no retry loop)."""
+    app = producer(settings)
+    app.send_task(
+        TASK_NAME,
+        args=[sub_id],
+        queue=queue,
+        routing_key=queue,
+        retry=False,
+        ignore_result=True,
+        headers={"uqeval_enqueued_at": now_iso()},
+        **({"timeout": timeout_s} if timeout_s is not None else {}),
+    )
+
+
+def _rollback(store: Store, sub_id: str) -> None:
+    try:
+        store.delete_submission(sub_id)
+    except StoreUnavailable:
+        # Redis went away after storing: the submission stays in the pending index and the
+        # reaper deletes it once Redis is back.
+        log.warning("rollback of %s deferred to the reaper: Redis unavailable", sub_id)
+
+
+def submit(
+    store: Store,
+    settings: Settings,
+    *,
+    owner: str,
+    kind: str,
+    n: int,
+    model_name: str,
+    metadata: dict[str, Any],
+    analyses: dict[str, Any],
+    arrays: Mapping[str, np.ndarray[Any, Any]],
+    idempotency_key: str | None,
+    body_hash: str,
+) -> tuple[SubmissionRecord, bool]:
+    """Store a submission and enqueue its evaluation; returns (record, created).
+
+    ``created`` is False for an idempotent replay (same owner, same ``idempotency_key``, same
+    ``body_hash``): the existing record is returned and nothing is enqueued. Raises
+    :class:`~service.store.IdempotencyConflict` for the same key with another body, and
+    :class:`~service.store.StoreUnavailable` when Redis cannot store or enqueue within
+    ``settings.enqueue_timeout_s`` — after removing whatever was stored.
+    """
+    deadline = time.monotonic() + settings.enqueue_timeout_s
+    queue = choose_queue(store, settings, n)
+    record = SubmissionRecord(
+        id=new_submission_id(),
+        owner=owner,
+        status="queued",
+        progress=0.0,
+        created_at=now_iso(),
+        started_at=None,
+        finished_at=None,
+        attempts=0,
+        error=None,
+        model_name=model_name,
+        metadata=dict(metadata),
+        kind=kind,
+        n=int(n),
+        queue=queue,
+        input_hash=input_hash(kind, arrays, analyses),
+        analyses=dict(analyses),
+        created_ts=time.time(),
+    )
+    stored, created = store.create_submission(
+        record, arrays, idempotency_key=idempotency_key, body_hash=body_hash, deadline=deadline
+    )
+    if not created:
+        return stored, False
+    try:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"enqueue budget of {settings.enqueue_timeout_s} s spent storing")
+        enqueue(settings, record.id, queue, timeout_s=remaining)
+        store.mark_enqueued(record.id)
+    except Exception as exc:
+        _rollback(store, record.id)
+        raise StoreUnavailable(f"could not enqueue the evaluation: {exc}") from exc
+    return stored, True
+
+
+def reap(store: Store, settings: Settings) -> dict[str, list[str]]:
+    """One pass of the stranded-job sweep; returns the ids acted on, per outcome.
+
+    - a running job whose heartbeat expired: re-queued and its task published again
+      (``requeued``), or failed once it has used ``settings.max_attempts`` (``failed``), or
+      cancelled when a cancel was requested (``cancelled``);
+    - a submission stored but never enqueued (its producer died) for longer than twice the
+      enqueue budget: deleted (``rolled_back``).
+
+    Safe to run concurrently from several processes: each transition is one atomic script.
+    """
+    out: dict[str, list[str]] = {"requeued": [], "failed": [], "cancelled": [], "rolled_back": []}
+    for sub_id in store.orphaned():
+        outcome = store.requeue_orphan(sub_id, settings.max_attempts, settings.heartbeat_ttl_s)
+        if outcome in out:
+            out[outcome].append(sub_id)
+            log.warning("job %s had no heartbeat: %s", sub_id, outcome)
+    for sub_id in store.to_resend():
+        record = store.get_submission(sub_id)
+        if record is not None and record.status == "queued":
+            try:
+                enqueue(settings, sub_id, record.queue, timeout_s=settings.enqueue_timeout_s)
+            except Exception as exc:  # the broker is down: stays in "resend" for the next pass
+                log.warning("could not re-enqueue %s: %s", sub_id, exc)
+                continue
+        store.mark_resent(sub_id)
+    for sub_id in store.stale_pending(2 * settings.enqueue_timeout_s + 1.0):
+        if store.delete_submission(sub_id):
+            out["rolled_back"].append(sub_id)
+        store.mark_enqueued(sub_id)
+    return out

@@ -1,0 +1,129 @@
+"""The Redis key schema of uq-eval: every key the project reads or writes, in one place.
+
+All keys start with the versioned prefix ``uqeval:v1:``; a change of layout bumps the version,
+so that an old and a new deployment never read each other's data by mistake. Celery's own keys
+(the broker lists ``cpu``/``gpu``, ``unacked``, ``_kombu.*``) live beside them in the same
+database.
+
+==============================================  =========  ===================================
+key                                             type       holds
+==============================================  =========  ===================================
+``sub:{id}``                                    hash       the submission record (strings;
+                                                           ``metadata``/``analyses`` as JSON)
+``sub:{id}:arrays``                             hash       ``manifest`` (JSON: name -> dtype,
+                                                           shape, chunk count, codec) and the
+                                                           compressed chunks ``{name}:{i}``
+``sub:{id}:result``                             string     the result document (JSON)
+``sub:{id}:hb``                                 string     the heartbeat: the worker's name,
+                                                           expires after ``heartbeat_ttl_s``
+``subs``                                        zset       every submission id, score =
+                                                           creation time (newest first = REV)
+``subs:owner:{key_id}``                         zset       the submissions of one API key
+``queued:{queue}``                              zset       queued ids per queue, score =
+                                                           creation time (queue position)
+``running``                                     zset       running ids, score = start time
+``pending``                                     zset       stored but not yet enqueued ids,
+                                                           score = store time (a crash between
+                                                           the two steps is rolled back later)
+``resend``                                      zset       re-queued ids whose task message is
+                                                           still to be published
+``idem:{key_id}:{sha256(Idempotency-Key)}``     string     JSON {"id", "body_hash"}
+``apikey:{key_id}``                             hash       ApiKeyRecord fields + ``hash``
+``apikey-hash:{sha256(token)}``                 string     key_id of the token's record
+``apikeys``                                     zset       key ids, score = creation time
+``admin-generated``                             string     set once an admin key was generated
+``workers``                                     zset       worker name -> last seen (unix s)
+``worker:{name}``                               string     JSON {queues, backend, device, pid}
+                                                           (expires when the worker stops)
+``stats``                                       hash       job counters (succeeded, failed,
+                                                           cancelled, requeued)
+``stats:duration:{queue}``                      hash       duration histogram: ``le:{bound}``
+                                                           counts, ``sum`` and ``count``
+==============================================  =========  ===================================
+"""
+
+from __future__ import annotations
+
+PREFIX = "uqeval:v1:"
+
+#: Upper bounds (seconds) of the job-duration histogram buckets (Prometheus ``le``).
+DURATION_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+def submission(sub_id: str) -> str:
+    return f"{PREFIX}sub:{sub_id}"
+
+
+def arrays(sub_id: str) -> str:
+    return f"{PREFIX}sub:{sub_id}:arrays"
+
+
+def result(sub_id: str) -> str:
+    return f"{PREFIX}sub:{sub_id}:result"
+
+
+def heartbeat(sub_id: str) -> str:
+    return f"{PREFIX}sub:{sub_id}:hb"
+
+
+def submissions() -> str:
+    return f"{PREFIX}subs"
+
+
+def owner_submissions(key_id: str) -> str:
+    return f"{PREFIX}subs:owner:{key_id}"
+
+
+def queued(queue: str) -> str:
+    return f"{PREFIX}queued:{queue}"
+
+
+def running() -> str:
+    return f"{PREFIX}running"
+
+
+def pending() -> str:
+    return f"{PREFIX}pending"
+
+
+def resend() -> str:
+    return f"{PREFIX}resend"
+
+
+def idempotency(key_id: str, key_hash: str) -> str:
+    return f"{PREFIX}idem:{key_id}:{key_hash}"
+
+
+def api_key(key_id: str) -> str:
+    return f"{PREFIX}apikey:{key_id}"
+
+
+def api_key_hash(token_hash: str) -> str:
+    return f"{PREFIX}apikey-hash:{token_hash}"
+
+
+def api_keys() -> str:
+    return f"{PREFIX}apikeys"
+
+
+def admin_generated() -> str:
+    return f"{PREFIX}admin-generated"
+
+
+def workers() -> str:
+    return f"{PREFIX}workers"
+
+
+def worker(name: str) -> str:
+    return f"{PREFIX}worker:{name}"
+
+
+def stats() -> str:
+    return f"{PREFIX}stats"
+
+
+def durations(queue: str) -> str:
+    return f"{PREFIX}stats:duration:{queue}"
+
+
+QUEUES: tuple[str, ...] = ("cpu", "gpu")

@@ -1,0 +1,95 @@
+"""Every setting of the service and its workers, read from environment variables.
+
+Variables are prefixed ``UQEVAL_`` (``UQEVAL_MAX_BODY_BYTES``), except ``REDIS_URL``, which is
+also read without the prefix. README documents each one with its default.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Service and worker settings (one class; both processes read it)."""
+
+    model_config = SettingsConfigDict(env_prefix="UQEVAL_", extra="ignore")
+
+    # --- Redis -------------------------------------------------------------------------------
+    redis_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("REDIS_URL", "UQEVAL_REDIS_URL"),
+        description="Redis to use; unset: `uqeval serve` starts and manages its own server.",
+    )
+    data_dir: Path = Field(
+        default=Path(".uqeval"),
+        description="Directory of the managed Redis server's data (AOF/RDB) and logs.",
+    )
+    redis_socket_timeout_s: float = Field(
+        default=3.0, gt=0, description="Socket connect/read timeout for Redis calls (s)."
+    )
+
+    # --- API ---------------------------------------------------------------------------------
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=0, le=65535)
+    admin_key: str | None = Field(
+        default=None,
+        description="Admin API key; unset: one is generated at first start and printed once.",
+    )
+    max_body_bytes: int = Field(
+        default=1 << 30,
+        gt=0,
+        description="Largest request body accepted, after gzip decoding (bytes).",
+    )
+    max_json_body_bytes: int = Field(
+        default=64 << 20, gt=0, description="Largest JSON request body (bytes)."
+    )
+    max_points: int = Field(
+        default=100_000_000, gt=0, description="Largest N (number of targets) per submission."
+    )
+    max_elements: int = Field(
+        default=200_000_000,
+        gt=0,
+        description="Largest number of prediction values per submission (N×K, N×S or N×Q).",
+    )
+    enqueue_timeout_s: float = Field(
+        default=3.0, gt=0, description="Budget for storing and enqueueing a submission (s)."
+    )
+
+    # --- jobs --------------------------------------------------------------------------------
+    job_soft_time_limit_s: int = Field(default=3300, gt=0)
+    job_hard_time_limit_s: int = Field(default=3600, gt=0)
+    visibility_timeout_s: int = Field(
+        default=4000,
+        gt=0,
+        description="Celery Redis visibility timeout; must exceed the hard time limit.",
+    )
+    max_attempts: int = Field(
+        default=3, ge=1, description="Attempts per job before it is failed (worker lost, etc.)."
+    )
+    heartbeat_interval_s: float = Field(default=2.0, gt=0)
+    heartbeat_ttl_s: float = Field(
+        default=10.0, gt=0, description="A running job whose heartbeat is older is orphaned."
+    )
+    raw_retention_s: int = Field(
+        default=7 * 24 * 3600,
+        ge=0,
+        description="How long raw prediction arrays are kept after a job ends (results stay).",
+    )
+    backend: Literal["auto", "numpy", "torch", "cupy"] = Field(
+        default="auto", description="Worker array backend; auto: CuPy/torch on CUDA, else numpy."
+    )
+    gpu_min_points: int = Field(
+        default=1_000_000, gt=0, description="Batches at least this large go to the gpu queue."
+    )
+    worker_concurrency: int = Field(default=1, ge=1)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (read once from the environment)."""
+    return Settings()

@@ -1,0 +1,207 @@
+"""Fixtures and helpers of the API tests: clients on the app, keys, bodies, polling.
+
+Test modules load the fixtures with ``pytest_plugins = ["tests.service._api"]`` and import the
+helpers; ``conftest.py`` provides the Redis server, ``settings``, ``store`` and the Celery
+``worker``. ``api`` is an httpx client on the ASGI app (lifespan run); ``idle_api`` is the same
+on a Redis database that no worker consumes, so its jobs stay queued; ``live_server`` runs the
+app under uvicorn on 127.0.0.1.
+
+PYTEST_DONT_REWRITE: this module is imported before pytest registers it as a plugin (by the
+test modules and by doctest collection), so its asserts carry their own messages.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import uvicorn
+
+from service.api.app import create_app
+from service.settings import Settings
+from service.store import Store
+from tests.service.conftest import TEST_SETTINGS, clear_store
+
+with warnings.catch_warnings():
+    # Starlette suggests another httpx distribution; the test client works as it is.
+    warnings.simplefilter("ignore", UserWarning)
+    from fastapi.testclient import TestClient
+
+__all__ = ["TestClient"]
+
+ADMIN_KEY: str = TEST_SETTINGS["admin_key"]
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
+TERMINAL = {"succeeded", "failed", "cancelled"}
+
+# --------------------------------------------------------------------------------------------
+# bodies
+# --------------------------------------------------------------------------------------------
+
+
+def gaussian_arrays(n: int = 64, seed: int = 0) -> dict[str, np.ndarray]:
+    """A seeded Gaussian batch: mean, std and targets drawn from the predictive law."""
+    rng = np.random.default_rng(seed)
+    mean = rng.normal(size=n)
+    std = rng.uniform(0.5, 1.5, size=n)
+    y = mean + std * rng.normal(size=n)
+    return {"mean": mean, "std": std, "y": y}
+
+
+def gaussian_json(n: int = 64, seed: int = 0, **fields: Any) -> dict[str, Any]:
+    """A JSON submission body of a Gaussian batch (``fields`` override/add top-level members)."""
+    a = gaussian_arrays(n, seed)
+    body: dict[str, Any] = {
+        "model_name": "test-model",
+        "metadata": {"seed": seed},
+        "prediction": {"kind": "gaussian", "mean": a["mean"].tolist(), "std": a["std"].tolist()},
+        "y": a["y"].tolist(),
+        "analyses": {"metrics": ["mae", "nll", "crps"]},
+    }
+    body.update(fields)
+    return body
+
+
+def npz_bytes(request: dict[str, Any] | None, compressed: bool = False, **arrays: Any) -> bytes:
+    """An NPZ body: ``arrays`` as members plus ``request`` (JSON) when given."""
+    buf = io.BytesIO()
+    members = dict(arrays)
+    if request is not None:
+        members["request"] = np.array(json.dumps(request))
+    (np.savez_compressed if compressed else np.savez)(buf, **members)
+    return buf.getvalue()
+
+
+def gaussian_npz(n: int = 64, seed: int = 0, **request: Any) -> bytes:
+    a = gaussian_arrays(n, seed)
+    req = {"kind": "gaussian", "model_name": "npz-model", "analyses": {"metrics": ["mae"]}}
+    req.update(request)
+    return npz_bytes(req, **a)
+
+
+def gz(data: bytes) -> bytes:
+    return gzip.compress(data, compresslevel=1)
+
+
+NPZ = {"Content-Type": "application/x-npz"}
+
+
+def post_json(client: httpx.Client, headers: dict[str, str], body: Any) -> httpx.Response:
+    return client.post("/v1/submissions", json=body, headers=headers)
+
+
+def error_of(response: httpx.Response) -> dict[str, Any]:
+    """The ``error`` member of an error answer (asserting the shape)."""
+    doc = response.json()
+    assert set(doc) == {"error"}, doc
+    err: dict[str, Any] = doc["error"]
+    assert set(err) == {"code", "message", "field", "index"}, err
+    assert "Traceback" not in err["message"]
+    return err
+
+
+def wait_terminal(
+    client: httpx.Client, headers: dict[str, str], sub_id: str, timeout_s: float = 60.0
+) -> dict[str, Any]:
+    """Poll a submission until it ends; fail the test if it does not within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        r = client.get(f"/v1/submissions/{sub_id}", headers=headers)
+        assert r.status_code == 200, r.text
+        doc: dict[str, Any] = r.json()
+        if doc["status"] in TERMINAL:
+            return doc
+        if time.monotonic() > deadline:
+            raise AssertionError(f"submission {sub_id} still {doc['status']}: {doc}")
+        time.sleep(0.05)
+
+
+def new_key(client: httpx.Client, name: str = "team") -> dict[str, str]:
+    """Headers of a new submitter key created through the admin API."""
+    r = client.post("/v1/admin/keys", json={"name": name}, headers=ADMIN)
+    assert r.status_code == 201, r.text
+    return {"Authorization": f"Bearer {r.json()['key']}"}
+
+
+class LiveServer:
+    """The app under uvicorn on 127.0.0.1 (a free port), in a thread."""
+
+    def __init__(self, app: Any) -> None:
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.url = ""
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        sock = self.server.servers[0].sockets[0]
+        host, port = sock.getsockname()[:2]
+        self.url = f"http://{host}:{port}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+
+
+# --------------------------------------------------------------------------------------------
+# fixtures
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def api(settings: Settings, store: Store) -> Iterator[TestClient]:
+    """An httpx client on the ASGI app (startup and shutdown run)."""
+    with TestClient(create_app(settings, store=store)) as client:
+        yield client
+
+
+@pytest.fixture
+def submitter(api: TestClient) -> dict[str, str]:
+    return new_key(api, "submitter")
+
+
+def _other_db(url: str, db: int) -> str:
+    base = url.rsplit("/", 1)[0] if url.count("/") > 2 else url
+    return f"{base}/{db}"
+
+
+@pytest.fixture
+def idle_settings(settings: Settings) -> Settings:
+    """Settings on database 9 of the test Redis, which no worker consumes."""
+    assert settings.redis_url is not None
+    return settings.model_copy(update={"redis_url": _other_db(settings.redis_url, 9)})
+
+
+@pytest.fixture
+def idle_api(idle_settings: Settings) -> Iterator[TestClient]:
+    """A client on an app whose jobs stay queued (no worker on its database)."""
+    assert idle_settings.redis_url is not None
+    store = Store.from_url(idle_settings.redis_url, idle_settings)
+    store.client.flushdb()
+    try:
+        with TestClient(create_app(idle_settings, store=store)) as client:
+            yield client
+    finally:
+        clear_store(store)
+        store.client.flushdb()
+        store.close()
+
+
+@pytest.fixture
+def live_server(settings: Settings, store: Store) -> Iterator[LiveServer]:
+    with LiveServer(create_app(settings, store=store)) as server:
+        yield server

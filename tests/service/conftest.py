@@ -1,0 +1,192 @@
+"""Service fixtures: a real Redis server and a real Celery worker (never eager mode).
+
+Session-scoped per pytest process, so every pytest-xdist worker runs its own server (free port,
+own data directory) and its own Celery worker subprocess: nothing is shared between them.
+``store`` removes every ``uqeval:`` key after each test (Celery's own keys stay, so the
+session worker keeps its queues).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from service import keys
+from service.redis_server import ManagedRedis
+from service.settings import Settings
+from service.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Short heartbeats so that orphaned jobs are detected within seconds in the tests.
+TEST_SETTINGS: dict[str, Any] = {
+    "admin_key": "test-admin-key",
+    "heartbeat_interval_s": 0.2,
+    "heartbeat_ttl_s": 2.0,
+    "max_attempts": 3,
+    "raw_retention_s": 600,
+    "backend": "numpy",
+}
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The environment that gives a subprocess (worker, CLI) the same ``settings``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UQEVAL_")}
+    env.pop("REDIS_URL", None)
+    for name, value in settings.model_dump().items():
+        if value is None:
+            continue
+        if name == "redis_url":
+            env["REDIS_URL"] = str(value)
+        else:
+            env[f"UQEVAL_{name.upper()}"] = str(value)
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def clear_store(store: Store) -> None:
+    """Delete every ``uqeval:`` key except the live-worker registry."""
+    keep = {keys.workers().encode()}
+    worker_prefix = keys.worker("").encode()
+    batch = [
+        k
+        for k in store.client.scan_iter(match=keys.PREFIX + "*", count=1000)
+        if k not in keep and not k.startswith(worker_prefix)
+    ]
+    for i in range(0, len(batch), 500):
+        store.client.delete(*batch[i : i + 500])
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A ManagedRedis on a free port in a temporary directory; yields its URL."""
+    server = ManagedRedis(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def session_settings(redis_server: str) -> Settings:
+    return Settings(redis_url=redis_server, **TEST_SETTINGS)
+
+
+@pytest.fixture
+def settings(session_settings: Settings) -> Settings:
+    """Settings on the test Redis, with the test admin key and short heartbeats."""
+    return session_settings.model_copy()
+
+
+@pytest.fixture
+def store(session_settings: Settings) -> Iterator[Store]:
+    """A Store on the test Redis; the ``uqeval:`` data is removed after each test."""
+    assert session_settings.redis_url is not None
+    s = Store.from_url(session_settings.redis_url, session_settings)
+    try:
+        yield s
+    finally:
+        clear_store(s)
+        s.close()
+
+
+class WorkerProcess:
+    """A ``celery -A worker.celery_app worker`` subprocess in its own process group."""
+
+    def __init__(self, settings: Settings, name: str, log_path: Path, pool: str = "solo") -> None:
+        self.settings = settings
+        self.name = name
+        self.log_path = log_path
+        self.pool = pool
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, store: Store, timeout_s: float = 30.0) -> WorkerProcess:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "worker.celery_app",
+                "worker",
+                "-Q",
+                "cpu,gpu",
+                "--pool",
+                self.pool,
+                "--concurrency",
+                "1",
+                "--without-gossip",
+                "--without-mingle",
+                "--loglevel",
+                "INFO",
+                "-n",
+                f"{self.name}@%h",
+            ],
+            cwd=ROOT,
+            env=settings_env(self.settings),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited: {self.log_path.read_text()[-3000:]}")
+            if any(w.startswith(self.name + "@") for w in store.live_workers()):
+                return self
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"worker did not register: {self.log_path.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (the worker vanishes mid-job)."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """Warm shutdown (SIGTERM), SIGKILL of the group after ``timeout_s``."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        # Nothing of the group may survive the leader.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def worker(
+    session_settings: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WorkerProcess]:
+    """A real Celery worker subprocess (solo pool) consuming ``cpu`` and ``gpu``."""
+    assert session_settings.redis_url is not None
+    store = Store.from_url(session_settings.redis_url, session_settings)
+    xdist = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    proc = WorkerProcess(
+        session_settings,
+        f"test-{xdist}-{os.getpid()}",
+        tmp_path_factory.mktemp("worker") / "worker.log",
+    )
+    proc.start(store)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        store.close()

@@ -1,0 +1,413 @@
+"""Bad input answers 422 before anything is stored, naming the field, the rule and the index."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from typing import Any
+
+import numpy as np
+import pytest
+
+from service.store import Store
+from tests.service._api import (
+    NPZ,
+    TestClient,
+    error_of,
+    gaussian_arrays,
+    gaussian_json,
+    new_key,
+    npz_bytes,
+)
+
+pytest_plugins = ["tests.service._api"]
+
+
+@pytest.fixture
+def key(idle_api: TestClient) -> dict[str, str]:
+    return new_key(idle_api, "validation")
+
+
+def _nothing_stored(client: TestClient, key: dict[str, str]) -> None:
+    assert client.get("/v1/submissions", headers=key).json()["total"] == 0
+
+
+def _with(body: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """``body`` with the member at dotted ``path`` replaced (``path`` may end in ``[i]``)."""
+    doc = json.loads(json.dumps(body))
+    parts = path.split(".")
+    target = doc
+    for p in parts[:-1]:
+        target = target[p]
+    last = parts[-1]
+    if last.endswith("]"):
+        name, idx = last[:-1].split("[")
+        target[name][int(idx)] = value
+    else:
+        target[last] = value
+    return doc
+
+
+def _raw(body: dict[str, Any], **replacements: str) -> bytes:
+    """JSON text of ``body`` with placeholder strings replaced by raw tokens (NaN, 1e999)."""
+    text = json.dumps(body)
+    for placeholder, token in replacements.items():
+        text = text.replace(f'"{placeholder}"', token)
+    return text.encode()
+
+
+@pytest.mark.parametrize(
+    ("token", "path", "field", "index"),
+    [
+        ("NaN", "prediction.mean[3]", "prediction.mean", 3),
+        ("Infinity", "prediction.std[5]", "prediction.std", 5),
+        ("-Infinity", "y[7]", "y", 7),
+        ("1e999", "y[2]", "y", 2),
+    ],
+)
+def test_non_finite_json_numbers(
+    idle_api: TestClient, key: dict[str, str], token: str, path: str, field: str, index: int
+):
+    body = _with(gaussian_json(10), path, "__BAD__")
+    r = idle_api.post(
+        "/v1/submissions",
+        content=_raw(body, __BAD__=token),
+        headers={**key, "Content-Type": "application/json"},
+    )
+    assert r.status_code == 422, r.text
+    err = error_of(r)
+    assert (err["field"], err["index"]) == (field, index)
+    assert "finite" in err["message"]
+    _nothing_stored(idle_api, key)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field", "index", "words"),
+    [
+        ("prediction.std[4]", -0.3, "prediction.std", 4, "must be > 0"),
+        ("prediction.std[0]", 0.0, "prediction.std", 0, "must be > 0"),
+        ("prediction.mean[1]", "1.5", "prediction.mean", 1, "valid number"),
+        ("y[6]", True, "y", 6, "valid number"),
+        ("prediction.mean", [], "prediction.mean", None, "at least 1"),
+        ("y", [], "y", None, "at least 1"),
+        ("prediction.std", [1.0] * 9, "prediction.std", None, "same shape"),
+        ("y", [0.0] * 11, "y", None, "same length"),
+        ("sample_weight", [1.0] * 9, "sample_weight", None, "same length"),
+        ("sample_weight", [0.0] * 10, "sample_weight", None, "not be all zero"),
+        ("groups", [1] * 3, "groups", None, "same length"),
+        ("groups", [1.5] * 10, "groups", 0, "valid integer"),
+        ("model_name", "", "model_name", None, "at least 1"),
+        ("unexpected", 1, "unexpected", None, "Extra inputs"),
+        ("metadata", {"a": "x" * 20_000}, "metadata", None, "at most"),
+    ],
+)
+def test_bad_json_fields(
+    idle_api: TestClient,
+    key: dict[str, str],
+    path: str,
+    value: Any,
+    field: str,
+    index: int | None,
+    words: str,
+):
+    r = idle_api.post("/v1/submissions", json=_with(gaussian_json(10), path, value), headers=key)
+    assert r.status_code == 422, r.text
+    err = error_of(r)
+    assert err["code"] == "validation_error"
+    assert (err["field"], err["index"]) == (field, index), err
+    assert words in err["message"], err
+    _nothing_stored(idle_api, key)
+
+
+@pytest.mark.parametrize(
+    ("prediction", "field", "index", "words"),
+    [
+        ({"kind": "gaussian", "mean": [0.0, 1.0]}, "prediction.std", None, "Field required"),
+        ({"kind": "nope", "mean": [0.0, 1.0]}, "prediction", None, "kind"),
+        (
+            {"kind": "gaussian", "mean": [0.0, 1.0], "std": [1.0, 1.0], "df": [1.0, 1.0]},
+            "prediction.df",
+            None,
+            "Extra inputs",
+        ),
+        (
+            {"kind": "samples", "draws": [[0.0, 1.0], [1.0]]},
+            "prediction.draws",
+            1,
+            "rectangular",
+        ),
+        (
+            {
+                "kind": "mixture",
+                "weights": [[0.5, 0.5], [0.5, 0.6]],
+                "means": [[0.0, 1.0]] * 2,
+                "stds": [[1.0, 1.0]] * 2,
+            },
+            "prediction.weights",
+            1,
+            "sum to 1",
+        ),
+        (
+            {"kind": "quantiles", "levels": [0.1, 0.5, 0.5], "values": [[0.0, 1.0, 2.0]] * 2},
+            "prediction.levels",
+            2,
+            "strictly increasing",
+        ),
+        (
+            {"kind": "point_uncertainty", "prediction": [0.0, 1.0], "uncertainty": [1.0, -1.0]},
+            "prediction.uncertainty",
+            1,
+            ">= 0",
+        ),
+    ],
+)
+def test_kind_rules(
+    idle_api: TestClient,
+    key: dict[str, str],
+    prediction: dict[str, Any],
+    field: str,
+    index: int | None,
+    words: str,
+):
+    body = gaussian_json(2, prediction=prediction, y=[0.0, 1.0], analyses={"metrics": "all"})
+    r = idle_api.post("/v1/submissions", json=body, headers=key)
+    assert r.status_code == 422, r.text
+    err = error_of(r)
+    assert (err["field"], err["index"]) == (field, index), err
+    assert words in err["message"], err
+
+
+@pytest.mark.parametrize(
+    ("analyses", "code", "field", "index", "words"),
+    [
+        (
+            {"metrics": ["mae", "no_such"]},
+            "unknown_metric",
+            "analyses.metrics",
+            1,
+            "unknown metric",
+        ),
+        ({"metrics": ["Bad-Name"]}, "validation_error", "analyses.metrics", 0, "pattern"),
+        ({"metrics": ["mae", "mae"]}, "validation_error", "analyses.metrics", None, "twice"),
+        ({"metrics": []}, "validation_error", "analyses.metrics", None, "at least 1"),
+        ({"metrics": "some"}, "validation_error", "analyses.metrics", None, "all"),
+        (
+            {"metrics": ["mae"], "params": {"nmerci": {"alpha": 0.9}}},
+            "validation_error",
+            "analyses.params.nmerci",
+            None,
+            "does not list",
+        ),
+        (
+            {"metrics": ["nmerci"], "params": {"nmerci": {"beta": 0.9}}},
+            "unknown_parameter",
+            "analyses.params.nmerci",
+            None,
+            "unknown parameter",
+        ),
+        (
+            {"metrics": ["nmerci"], "params": {"nmerci": {"alpha": "0.9"}}},
+            "validation_error",
+            "analyses.params.nmerci.alpha",
+            None,
+            "must be a number",
+        ),
+        (
+            {"params": {"nope": {}}},
+            "unknown_metric",
+            "analyses.params.nope",
+            None,
+            "unknown metric",
+        ),
+        (
+            {"bootstrap": {"n_resamples": -1}},
+            "validation_error",
+            "analyses.bootstrap.n_resamples",
+            None,
+            "greater",
+        ),
+        (
+            {"bootstrap": {"level": 1.5}},
+            "validation_error",
+            "analyses.bootstrap.level",
+            None,
+            "less",
+        ),
+        (
+            {"bootstrap": {"method": "basic"}},
+            "validation_error",
+            "analyses.bootstrap.method",
+            None,
+            "percentile",
+        ),
+        ({"seed": "1"}, "validation_error", "analyses.seed", None, "valid integer"),
+        ({"stability": {"on": True}}, "validation_error", "analyses.stability.on", None, "Extra"),
+    ],
+)
+def test_bad_analyses(
+    idle_api: TestClient,
+    key: dict[str, str],
+    analyses: dict[str, Any],
+    code: str,
+    field: str,
+    index: int | None,
+    words: str,
+):
+    r = idle_api.post("/v1/submissions", json=gaussian_json(10, analyses=analyses), headers=key)
+    assert r.status_code == 422, r.text
+    err = error_of(r)
+    assert (err["code"], err["field"], err["index"]) == (code, field, index), err
+    assert words in err["message"], err
+
+
+def test_inapplicable_metric_says_why(idle_api: TestClient, key: dict[str, str]):
+    body = gaussian_json(
+        3,
+        prediction={
+            "kind": "point_uncertainty",
+            "prediction": [0.0, 1.0, 2.0],
+            "uncertainty": [0.1, 0.2, 0.3],
+        },
+        y=[0.0, 1.0, 2.5],
+        analyses={"metrics": ["mae", "ause", "nll"]},
+    )
+    r = idle_api.post("/v1/submissions", json=body, headers=key)
+    assert r.status_code == 422
+    err = error_of(r)
+    assert err["code"] == "metric_not_applicable"
+    assert (err["field"], err["index"]) == ("analyses.metrics", 2)
+    assert "nll needs logpdf" in err["message"]
+    # Without nll it is accepted.
+    body["analyses"]["metrics"] = ["mae", "ause"]
+    assert idle_api.post("/v1/submissions", json=body, headers=key).status_code == 202
+
+
+def test_limits_on_points(idle_api: TestClient, key: dict[str, str], idle_settings: Any):
+    idle_api.app.state.settings = idle_settings.model_copy(update={"max_points": 5})  # type: ignore[attr-defined]
+    r = idle_api.post("/v1/submissions", json=gaussian_json(6), headers=key)
+    assert r.status_code == 422
+    err = error_of(r)
+    assert (err["code"], err["field"]) == ("too_many_points", "y")
+    assert idle_api.post("/v1/submissions", json=gaussian_json(5), headers=key).status_code == 202
+
+
+# --------------------------------------------------------------------------------------------
+# NPZ
+# --------------------------------------------------------------------------------------------
+
+
+def _npz(request: dict[str, Any] | None = None, **arrays: Any) -> bytes:
+    req = {"kind": "gaussian", "model_name": "m", "analyses": {"metrics": ["mae"]}}
+    if request is not None:
+        req.update(request)
+    return npz_bytes(req, **arrays)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field", "index", "words"),
+    [
+        (lambda a: a["mean"].__setitem__(3, np.nan), "mean", 3, "must be finite"),
+        (lambda a: a["std"].__setitem__(8, -1.0), "std", 8, "must be > 0"),
+        (lambda a: a["y"].__setitem__(1, np.inf), "y", 1, "must be finite"),
+        (lambda a: a.__setitem__("std", a["std"][:5]), "std", None, "same shape"),
+        (lambda a: a.__setitem__("y", a["y"][:5]), "y", None, "same length"),
+        (lambda a: a.__setitem__("mean", a["mean"][:0]), "std", None, "same shape"),
+        (
+            lambda a: a.update(mean=a["mean"][:0], std=a["std"][:0], y=a["y"][:0]),
+            "mean",
+            None,
+            "empty",
+        ),
+        (lambda a: a.__setitem__("mean", a["mean"].reshape(2, 5)), "mean", None, "vector"),
+        (lambda a: a.__setitem__("mean", a["mean"].astype(str)), "mean", None, "real numbers"),
+        (lambda a: a.__setitem__("extra", a["mean"]), "extra", None, "not fields"),
+        (lambda a: a.pop("std"), "std", None, "needs a member"),
+        (lambda a: a.__setitem__("groups", a["y"]), "groups", None, "integers"),
+    ],
+)
+def test_bad_npz_arrays(
+    idle_api: TestClient,
+    key: dict[str, str],
+    mutate: Any,
+    field: str,
+    index: int | None,
+    words: str,
+):
+    arrays = gaussian_arrays(10)
+    mutate(arrays)
+    r = idle_api.post("/v1/submissions", content=_npz(**arrays), headers={**key, **NPZ})
+    assert r.status_code == 422, r.text
+    err = error_of(r)
+    assert (err["field"], err["index"]) == (field, index), err
+    assert words in err["message"], err
+    _nothing_stored(idle_api, key)
+
+
+def test_npz_request_member(idle_api: TestClient, key: dict[str, str]):
+    a = gaussian_arrays(10)
+    h = {**key, **NPZ}
+    r = idle_api.post("/v1/submissions", content=npz_bytes(None, **a), headers=h)
+    assert (r.status_code, error_of(r)["field"]) == (422, "request")
+    numeric = io.BytesIO()
+    np.savez(numeric, request=np.arange(3), **a)
+    r = idle_api.post("/v1/submissions", content=numeric.getvalue(), headers=h)
+    assert (r.status_code, error_of(r)["field"]) == (422, "request")
+    bad = io.BytesIO()
+    np.savez(bad, request=np.array("{not json"), **a)
+    r = idle_api.post("/v1/submissions", content=bad.getvalue(), headers=h)
+    assert r.status_code == 422
+    assert "not valid JSON" in error_of(r)["message"]
+    r = idle_api.post("/v1/submissions", content=_npz({"kind": "weird"}, **a), headers=h)
+    assert (r.status_code, error_of(r)["field"]) == (422, "request.kind")
+    r = idle_api.post("/v1/submissions", content=_npz({"model_name": 3}, **a), headers=h)
+    assert (r.status_code, error_of(r)["field"]) == (422, "request.model_name")
+
+
+def test_pickled_npz_is_refused(idle_api: TestClient, key: dict[str, str], store: Store):
+    a = gaussian_arrays(10)
+    evil = np.array([{"a": 1}, "x"], dtype=object)
+    body = _npz(**a, sample_weight=evil)
+    r = idle_api.post("/v1/submissions", content=body, headers={**key, **NPZ})
+    assert r.status_code == 422
+    err = error_of(r)
+    assert err["field"] == "sample_weight"
+    assert "pickled" in err["message"]
+    _nothing_stored(idle_api, key)
+
+
+def test_npz_member_whose_shape_lies_is_refused(idle_api: TestClient, key: dict[str, str]):
+    a = gaussian_arrays(10)
+    body = _npz(**a)
+    # Rewrite the header of "y" to claim 10^12 elements, keeping the 10 stored.
+    src = zipfile.ZipFile(io.BytesIO(body))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "y.npy":
+                data = data.replace(b"(10,)", b"(1000000000000,)".ljust(5), 1)
+            dst.writestr(info.filename, data)
+    r = idle_api.post("/v1/submissions", content=out.getvalue(), headers={**key, **NPZ})
+    assert r.status_code == 422
+    err = error_of(r)
+    assert err["field"] == "y"
+    assert "declares shape" in err["message"]
+
+
+def test_npz_and_json_accept_the_same_batch(idle_api: TestClient, key: dict[str, str]):
+    a = gaussian_arrays(10)
+    body = _npz({"metadata": {"x": 1}}, **a, sample_weight=np.ones(10), groups=np.arange(10))
+    r = idle_api.post(
+        "/v1/submissions", content=body, headers={**key, "Content-Type": "application/octet-stream"}
+    )
+    assert r.status_code == 202, r.text
+    sub = idle_api.get(r.json()["status_url"], headers=key).json()
+    assert (sub["kind"], sub["n"], sub["model_name"], sub["metadata"]) == (
+        "gaussian",
+        10,
+        "m",
+        {"x": 1},
+    )
+    assert sub["analyses"]["metrics"] == ["mae"]
+    assert sub["analyses"]["bootstrap"] == {"n_resamples": 0, "method": "percentile", "level": 0.95}

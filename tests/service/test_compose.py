@@ -1,0 +1,142 @@
+"""The production files, checked for structure (no Docker engine runs here).
+
+The compose file and the Dockerfile are parsed and held to what the service needs: Redis with
+AOF (everysec) and no eviction on a volume, health checks, an API and scalable CPU workers,
+a GPU worker with an NVIDIA device reservation and the ``gpu`` extra, commands that the
+``uqeval`` CLI accepts, and environment variables that :class:`Settings` reads.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from service.cli import build_parser
+from service.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> list[str]:
+    """The Dockerfile's instructions (continuation lines joined, comments dropped)."""
+    text = (ROOT / "Dockerfile").read_text()
+    text = re.sub(r"\\\n", " ", text)
+    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+def flags(command: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for i, arg in enumerate(command):
+        if arg.startswith("--") and i + 1 < len(command):
+            out[arg] = str(command[i + 1])
+    return out
+
+
+def test_services_present(compose: dict[str, Any]) -> None:
+    assert set(compose["services"]) == {"redis", "api", "worker-cpu", "worker-gpu"}
+
+
+def test_redis_is_durable_and_never_evicts(compose: dict[str, Any]) -> None:
+    redis = compose["services"]["redis"]
+    command = [str(c) for c in redis["command"]]
+    assert command[0] == "redis-server"
+    f = flags(command)
+    assert f["--appendonly"] == "yes"
+    assert f["--appendfsync"] == "everysec"
+    assert f["--maxmemory-policy"] == "noeviction"
+    volume, target = redis["volumes"][0].split(":")[:2]
+    assert target == "/data" and volume in compose["volumes"]
+    assert "redis-cli" in redis["healthcheck"]["test"]
+
+
+def test_every_service_has_a_healthcheck_and_waits_for_redis(compose: dict[str, Any]) -> None:
+    for name, service in compose["services"].items():
+        assert "healthcheck" in service, name
+        if name != "redis":
+            assert service["depends_on"]["redis"]["condition"] == "service_healthy", name
+            assert service["environment"]["REDIS_URL"] == "redis://redis:6379/0", name
+
+
+def test_commands_are_accepted_by_the_cli(compose: dict[str, Any]) -> None:
+    parser = build_parser()
+    for name in ("api", "worker-cpu", "worker-gpu"):
+        command = compose["services"][name]["command"]
+        assert command[0] == "uqeval", name
+        args = parser.parse_args(command[1:])
+        assert args.command == ("api" if name == "api" else "worker")
+    assert parser.parse_args(compose["services"]["worker-cpu"]["command"][1:]).queues == "cpu"
+    gpu_queues = parser.parse_args(compose["services"]["worker-gpu"]["command"][1:]).queues
+    assert "gpu" in gpu_queues.split(",")
+
+
+def test_environment_names_are_settings(compose: dict[str, Any]) -> None:
+    known = {"REDIS_URL"} | {f"UQEVAL_{f.upper()}" for f in Settings.model_fields}
+    for name, service in compose["services"].items():
+        for var in service.get("environment", {}):
+            assert var in known, f"{name}: {var} is not a setting"
+    env = compose["services"]["worker-cpu"]["environment"]
+    assert int(env["UQEVAL_VISIBILITY_TIMEOUT_S"]) > int(env["UQEVAL_JOB_HARD_TIME_LIMIT_S"])
+
+
+def test_cpu_workers_scale(compose: dict[str, Any]) -> None:
+    worker = compose["services"]["worker-cpu"]
+    assert "container_name" not in worker and "ports" not in worker
+    assert worker["environment"]["UQEVAL_BACKEND"] == "numpy"
+
+
+def test_gpu_worker_reserves_an_nvidia_device_and_installs_the_gpu_extra(
+    compose: dict[str, Any],
+) -> None:
+    gpu = compose["services"]["worker-gpu"]
+    devices = gpu["deploy"]["resources"]["reservations"]["devices"]
+    assert devices[0]["driver"] == "nvidia" and "gpu" in devices[0]["capabilities"]
+    assert "gpu" in gpu["build"]["args"]["EXTRAS"].split(",")
+    assert gpu["environment"]["UQEVAL_BACKEND"] == "auto"
+    assert gpu["image"] != compose["services"]["api"]["image"]
+
+
+def test_api_publishes_its_port(compose: dict[str, Any]) -> None:
+    api = compose["services"]["api"]
+    assert any(str(p).endswith(":8000") for p in api["ports"])
+    assert api["environment"]["UQEVAL_HOST"] == "0.0.0.0"
+
+
+def test_dockerfile_is_slim_non_root_with_both_entry_points(dockerfile: list[str]) -> None:
+    froms = [ln for ln in dockerfile if ln.startswith("FROM ")]
+    assert froms and all("${PYTHON_IMAGE}" in ln for ln in froms)
+    default_image = next(ln for ln in dockerfile if ln.startswith("ARG PYTHON_IMAGE="))
+    assert default_image.endswith("-slim")
+    users = [ln for ln in dockerfile if ln.startswith("USER ")]
+    assert users and not users[-1].split()[1].startswith(("root", "0"))
+    cmd = next(ln for ln in reversed(dockerfile) if ln.startswith("CMD "))
+    assert json.loads(cmd[4:]) == ["uqeval", "api"]  # exec form
+    assert any("HEALTHCHECK" in ln and "/healthz" in ln for ln in dockerfile)
+    copied = {ln.split()[1] for ln in dockerfile if ln.startswith("COPY ") and "--from" not in ln}
+    for package in ("uqcore", "service", "worker"):
+        assert package in copied, package
+
+
+def test_dockerignore_keeps_local_state_out() -> None:
+    ignored = set((ROOT / ".dockerignore").read_text().split())
+    assert {".git", ".venv", ".uqeval", "tests"} <= ignored
+
+
+def test_readme_documents_every_setting() -> None:
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("### Settings", 1)[1]
+    for name in Settings.model_fields:
+        var = "REDIS_URL" if name == "redis_url" else f"UQEVAL_{name.upper()}"
+        assert f"| `{var}` |" in table, f"README's settings table lacks {var}"

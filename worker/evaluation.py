@@ -1,0 +1,227 @@
+"""The computation of one submission: stored arrays + the analyses document -> result document.
+
+Pure with respect to the store: :func:`compute` receives the arrays and calls back
+``checkpoint(progress)`` between phases (metrics, bootstrap, curves, stability), which is where
+the caller reports progress and stops a cancelled job. All metric work is uqcore's
+(:func:`uqcore.evaluate`, :func:`uqcore.stability.bootstrap`,
+:func:`uqcore.stability.convergence`, the curve functions); this module only arranges the
+result document of the service contract and keeps NaN/inf out of it (null plus a warning).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+import uqcore
+from service.kinds import KIND_FIELDS, build_prediction
+from uqcore import registry
+from uqcore._backend import to_numpy
+from uqcore.regression.calibration import calibration_curve
+from uqcore.regression.ranking import sparsification_curve
+from uqcore.report import json_safe
+from uqcore.stability import bootstrap, convergence
+from worker.backend import Backend
+
+__all__ = ["DEFAULT_ANALYSES", "compute", "normalise_analyses"]
+
+DEFAULT_ANALYSES: dict[str, Any] = {
+    "metrics": "all",
+    "params": {},
+    "bootstrap": {"n_resamples": 0, "method": "percentile", "level": 0.95},
+    "stability": {"enabled": False, "repeats": 100},
+    "seed": 0,
+}
+
+Checkpoint = Callable[[float], None]
+
+
+def normalise_analyses(analyses: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``analyses`` with every missing entry set to its default (see DEFAULT_ANALYSES)."""
+    a = dict(analyses or {})
+    out = {
+        "metrics": a.get("metrics", "all"),
+        "params": dict(a.get("params") or {}),
+        "bootstrap": {**DEFAULT_ANALYSES["bootstrap"], **dict(a.get("bootstrap") or {})},
+        "stability": {**DEFAULT_ANALYSES["stability"], **dict(a.get("stability") or {})},
+        "seed": int(a.get("seed", 0) or 0),
+    }
+    return out
+
+
+def _host(value: Any) -> Any:
+    """Arrays of any namespace (CuPy, torch) as numpy, for JSON."""
+    if isinstance(value, (np.ndarray, float, int, str, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_host(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _host(v) for k, v in value.items()}
+    try:
+        return to_numpy(value)
+    except Exception:  # not an array: leave it to json_safe to refuse
+        return value
+
+
+def _curves(pred: Any, y: Any, sample_weight: Any, notes: list[str]) -> dict[str, Any]:
+    caps = pred.capabilities
+    out: dict[str, Any] = {}
+    if "cdf" in caps or "quantiles" in caps:
+        cal = calibration_curve(pred, y, sample_weight=sample_weight)
+        out["calibration_curve"] = json_safe(
+            _host(dataclasses.asdict(cal)), "calibration_curve", notes
+        )
+    if "uncertainty" in caps:
+        spars = sparsification_curve(pred, y, sample_weight=sample_weight)
+        out["sparsification_curve"] = json_safe(
+            _host(dataclasses.asdict(spars)), "sparsification_curve", notes
+        )
+    return out
+
+
+def compute(
+    kind: str,
+    arrays: Mapping[str, np.ndarray[Any, Any]],
+    analyses: Mapping[str, Any] | None,
+    *,
+    backend: Backend,
+    checkpoint: Checkpoint,
+    input_hash: str = "",
+    load_s: float = 0.0,
+) -> dict[str, Any]:
+    """The result document of one submission.
+
+    ``arrays`` holds the prediction fields of ``KIND_FIELDS[kind]``, ``y`` and optionally
+    ``sample_weight`` and ``groups``. Bad input raises :class:`uqcore.UQValidationError`.
+    ``checkpoint(p)`` is called with the progress p (0..100) after each phase and may raise to
+    stop the computation.
+    """
+    start = time.perf_counter()
+    a = normalise_analyses(analyses)
+    fields = {f: arrays[f] for f in KIND_FIELDS.get(kind, ()) if f in arrays}
+    if "y" not in arrays:
+        raise uqcore.UQValidationError("y (the targets) is missing")
+    build_prediction(kind, fields)  # validation on the host, identical to the API's
+    dev = {name: backend.asarray(np.asarray(v)) for name, v in arrays.items()}
+    pred = (
+        build_prediction(kind, {f: dev[f] for f in fields})
+        if backend.name == "numpy"
+        else (uqcore.predictions.KINDS[kind](*(dev[f] for f in KIND_FIELDS[kind])))
+    )
+    y = dev["y"]
+    weights = dev.get("sample_weight")
+    metrics = a["metrics"]
+    params = a["params"]
+    seed = a["seed"]
+    timings: dict[str, float] = {"load": load_s}
+    notes: list[str] = []
+    checkpoint(5.0)
+
+    t0 = time.perf_counter()
+    report = uqcore.evaluate(pred, y, metrics, params=params, sample_weight=weights)
+    timings["metrics"] = time.perf_counter() - t0
+    notes.extend(report.warnings)
+    n_resamples = int(a["bootstrap"].get("n_resamples", 0) or 0)
+    stability_on = bool(a["stability"].get("enabled", False))
+    phases = 1 + (n_resamples > 0) + stability_on
+    per_phase = 90.0 / (phases + 1)
+    done = 5.0 + per_phase
+    checkpoint(done)
+
+    names = list(report)
+    result_metrics: dict[str, Any] = {}
+    for name in names:
+        spec = registry.get(name)
+        value = report[name]
+        entry: dict[str, Any] = {
+            "value": report.scalar(name),
+            "params": report.params.get(name, {}),
+            "direction": spec.direction,
+            "bounds": list(spec.bounds),
+            "interval": None,
+        }
+        if isinstance(value, dict):
+            entry["details"] = {k: v for k, v in value.items() if k != "value"}
+        result_metrics[name] = entry
+
+    if n_resamples > 0 and names:
+        t0 = time.perf_counter()
+        b = a["bootstrap"]
+        unit = b.get("unit", "row")
+        ci = bootstrap(
+            pred,
+            y,
+            names,
+            n_resamples=n_resamples,
+            seed=seed,
+            method=b.get("method", "percentile"),
+            level=float(b.get("level", 0.95)),
+            unit=unit,
+            groups=dev.get("groups") if unit != "row" else None,
+            params={k: v for k, v in params.items() if k in names},
+            sample_weight=weights,
+        )
+        for name in names:
+            if name not in ci:
+                continue
+            r = ci[name]
+            result_metrics[name]["interval"] = {
+                "low": r.get("low"),
+                "high": r.get("high"),
+                "std": r.get("std"),
+                "method": r.get("method"),
+                "level": r.get("level"),
+                "n_resamples": n_resamples,
+                "n_valid": r.get("n_valid"),
+            }
+            notes.extend(f"{name} bootstrap: {w}" for w in r.get("warnings", []))
+        timings["bootstrap"] = time.perf_counter() - t0
+        done += per_phase
+        checkpoint(done)
+
+    t0 = time.perf_counter()
+    curves = _curves(pred, y, weights, notes)
+    timings["curves"] = time.perf_counter() - t0
+
+    stability: Any = None
+    if stability_on and names:
+        t0 = time.perf_counter()
+        st = convergence(
+            pred,
+            y,
+            names,
+            repeats=int(a["stability"].get("repeats", 100)),
+            seed=seed,
+            params={k: v for k, v in params.items() if k in names},
+            sample_weight=weights,
+        )
+        stability = _host(st.to_dict())
+        timings["stability"] = time.perf_counter() - t0
+        done += per_phase
+        checkpoint(done)
+
+    timings["total"] = time.perf_counter() - start + load_s
+    doc = {
+        "metrics": result_metrics,
+        "not_applicable": dict(report.not_applicable),
+        "warnings": [],
+        "curves": curves,
+        "stability": stability,
+        "provenance": {
+            "uqcore_version": uqcore.__version__,
+            "backend": backend.name,
+            "device": backend.device,
+            "input_hash": input_hash,
+            "n": int(np.asarray(arrays["y"]).shape[0]),
+            "kind": kind,
+            "seed": seed,
+            "timings_s": timings,
+        },
+    }
+    safe = json_safe(doc, "result", notes)
+    safe["warnings"] = list(dict.fromkeys(notes))
+    return dict(safe)

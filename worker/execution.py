@@ -1,0 +1,235 @@
+"""Running one job: claim it, keep its heartbeat, compute, store the outcome — exactly once.
+
+:func:`run_job` is what the Celery task calls with the submission id. It is idempotent: a job
+that already ended (a re-delivered message), is held by another live delivery, or was deleted
+is left alone. While it computes, a heartbeat thread refreshes the job's heartbeat every
+``heartbeat_interval_s`` and watches for a cancel request, which the computation obeys at its
+next checkpoint — or sooner: the heartbeat thread interrupts the computation (see
+:class:`Interrupter`). Input that uqcore rejects fails the job at once with uqcore's message (no
+retry: it would fail the same way); a lost Redis connection is re-raised so that the task
+retries with backoff.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+import time
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+
+from service.settings import Settings
+from service.store import Store, StoreUnavailable
+from uqcore import UQValidationError
+from worker.backend import Backend
+from worker.evaluation import compute
+
+__all__ = ["Cancelled", "Interrupter", "JobHeartbeat", "Lost", "run_job"]
+
+log = logging.getLogger(__name__)
+
+
+class Stop(BaseException):
+    """Stops a computation from outside. A BaseException, so that no ``except Exception``
+    on the way (in uqcore or a library) swallows it."""
+
+
+class Cancelled(Stop):
+    """The job was cancelled while it ran: it ends as ``cancelled``."""
+
+
+class Lost(Stop):
+    """This delivery no longer holds the job (re-queued after its heartbeat lapsed, claimed
+    by another delivery, ended or deleted): stop without writing anything."""
+
+
+class Interrupter:
+    """Raises :class:`Cancelled` or :class:`Lost` in the computing thread, while (and only
+    while) it is armed.
+
+    Checkpoints between phases are too coarse for a long bootstrap, so the heartbeat thread
+    interrupts the computation itself: ``PyThreadState_SetAsyncExc`` makes the computing
+    thread raise at its next bytecode (a numpy call in progress finishes first). Arming and
+    firing share a lock, and disarming clears a pending exception, so it can only surface
+    inside the armed region (see :func:`run_job`).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._target: int | None = None
+
+    def arm(self) -> None:
+        with self._lock:
+            self._target = threading.get_ident()
+
+    def disarm(self) -> None:
+        with self._lock:
+            target, self._target = self._target, None
+            if target is not None:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), None)
+
+    def interrupt(self, exc: type[Stop]) -> bool:
+        """Raise ``exc`` in the armed thread; False when not armed."""
+        with self._lock:
+            if self._target is None:
+                return False
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(self._target), ctypes.py_object(exc)
+            )
+            return True
+
+
+class JobHeartbeat(threading.Thread):
+    """Refreshes a running job's heartbeat and notices cancel requests and deletion."""
+
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        sub_id: str,
+        token: str,
+        interrupter: Interrupter | None = None,
+    ) -> None:
+        super().__init__(name=f"heartbeat-{sub_id}", daemon=True)
+        self.store = store
+        self.settings = settings
+        self.sub_id = sub_id
+        self.token = token
+        self.interrupter = interrupter
+        self.stopped = threading.Event()
+        self.cancelled = threading.Event()
+        self.lost = threading.Event()
+
+    def beat(self) -> None:
+        try:
+            _, cancel, held = self.store.heartbeat(
+                self.sub_id, self.token, self.settings.heartbeat_ttl_s
+            )
+        except StoreUnavailable as exc:  # keep trying: the TTL decides when the job is orphaned
+            log.warning("heartbeat of %s failed: %s", self.sub_id, exc)
+            return
+        # Interrupt once, on the transition: a second exception could land in the handler
+        # of the first.
+        if not held and not self.lost.is_set():
+            self.lost.set()
+            if self.interrupter is not None:
+                self.interrupter.interrupt(Lost)
+        elif held and cancel and not self.cancelled.is_set():
+            self.cancelled.set()
+            if self.interrupter is not None:
+                self.interrupter.interrupt(Cancelled)
+
+    def check(self) -> None:
+        """Raise Lost or Cancelled when the job must stop (a checkpoint)."""
+        if self.lost.is_set():
+            raise Lost
+        if self.cancelled.is_set():
+            raise Cancelled
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.settings.heartbeat_interval_s):
+            self.beat()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+def run_job(
+    store: Store,
+    settings: Settings,
+    backend: Backend,
+    sub_id: str,
+    *,
+    token: str,
+    worker_name: str,
+) -> str:
+    """Evaluate submission ``sub_id``; returns what happened (for logs and tests).
+
+    "succeeded", "failed", "cancelled" — or "skipped:<why>" when the job was not claimed
+    (already ended, held by another delivery, deleted).
+    """
+    claim, detail = store.mark_running(
+        sub_id, token, settings.heartbeat_ttl_s, settings.max_attempts, worker_name
+    )
+    if claim != "started":
+        log.info("job %s not run: %s %s", sub_id, claim, detail)
+        return f"skipped:{claim}:{detail}"
+    t_start = time.perf_counter()
+    interrupter = Interrupter()
+    heartbeat = JobHeartbeat(store, settings, sub_id, token, interrupter)
+    heartbeat.start()
+    try:
+        record = store.get_submission(sub_id)
+        arrays = store.load_arrays(sub_id)
+        if record is None:
+            return "skipped:missing:"
+        if arrays is None:
+            return store.fail(
+                sub_id,
+                "the submission's arrays are no longer stored (deleted or past the raw "
+                "retention period); submit the batch again",
+            )
+        load_s = time.perf_counter() - t_start
+
+        def checkpoint(progress: float) -> None:
+            heartbeat.check()
+            store.set_progress(sub_id, progress)
+
+        try:
+            try:
+                interrupter.arm()
+                heartbeat.check()
+                doc = compute(
+                    record.kind,
+                    arrays,
+                    record.analyses,
+                    backend=backend,
+                    checkpoint=checkpoint,
+                    input_hash=record.input_hash,
+                    load_s=load_s,
+                )
+            finally:
+                interrupter.disarm()
+            checkpoint(99.0)
+        except Cancelled:
+            return store.mark_cancelled(sub_id)
+        except Lost:
+            log.warning("job %s: this delivery lost it; stopped without writing", sub_id)
+            return "skipped:lost:"
+        except UQValidationError as exc:
+            return store.fail(sub_id, f"invalid input: {exc}")
+        except SoftTimeLimitExceeded:
+            return store.fail(
+                sub_id,
+                f"the evaluation exceeded the time limit of {settings.job_soft_time_limit_s} s;"
+                " ask for fewer bootstrap resamples or stability repeats, or split the batch",
+            )
+        except MemoryError:
+            return store.fail(
+                sub_id,
+                "the worker ran out of memory; ask for fewer bootstrap resamples or split "
+                "the batch",
+            )
+        except StoreUnavailable:
+            raise
+        except Exception as exc:  # a bug must not strand the job: fail it with the type
+            log.exception("job %s crashed", sub_id)
+            return store.fail(
+                sub_id,
+                f"internal error while computing ({type(exc).__name__}: {exc}); "
+                "please report it with the submission id",
+            )
+        outcome = store.finish(sub_id, doc, time.perf_counter() - t_start, record.queue)
+        if outcome != "succeeded":
+            log.info("result of %s not written: job is %s", sub_id, outcome)
+        return outcome
+    finally:
+        interrupter.disarm()
+        heartbeat.stop()
+
+
+def worker_info(backend: Backend, queues: list[str], pid: int) -> dict[str, Any]:
+    """What a worker announces about itself in the store."""
+    return {"queues": queues, "backend": backend.name, "device": backend.device, "pid": pid}

@@ -1,0 +1,84 @@
+"""Per-process worker state: settings, store, backend, and the housekeeping thread.
+
+The housekeeping thread runs in the worker's main process from ``worker_ready`` to
+``worker_shutdown``: every ``heartbeat_interval_s`` it announces the worker as live (with its
+queues and backend, for ``/readyz`` and for routing large batches to ``gpu``) and runs one
+pass of :func:`service.jobs.reap`, which re-queues jobs whose worker vanished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from functools import lru_cache
+
+from service.jobs import reap
+from service.settings import Settings, get_settings
+from service.store import Store, StoreUnavailable
+from worker.backend import Backend, select_backend
+from worker.execution import worker_info
+
+__all__ = ["Housekeeping", "backend", "settings", "store"]
+
+log = logging.getLogger(__name__)
+
+
+def settings() -> Settings:
+    return get_settings()
+
+
+@lru_cache(maxsize=1)
+def _store(pid: int) -> Store:
+    s = settings()
+    if not s.redis_url:
+        raise RuntimeError("REDIS_URL must be set for the worker")
+    return Store.from_url(s.redis_url, s)
+
+
+def store() -> Store:
+    """The process's store (a new connection pool after a fork)."""
+    return _store(os.getpid())
+
+
+@lru_cache(maxsize=1)
+def backend() -> Backend:
+    """The backend chosen by ``UQEVAL_BACKEND`` (once per process)."""
+    return select_backend(settings().backend)
+
+
+class Housekeeping(threading.Thread):
+    """Announces the worker and reaps orphaned jobs, every ``heartbeat_interval_s``."""
+
+    def __init__(self, name: str, queues: list[str]) -> None:
+        super().__init__(name="uqeval-housekeeping", daemon=True)
+        self.worker_name = name
+        self.queues = queues
+        self.stopped = threading.Event()
+
+    def tick(self) -> None:
+        s = settings()
+        st = store()
+        try:
+            st.register_worker(
+                self.worker_name,
+                worker_info(backend(), self.queues, os.getpid()),
+                s.heartbeat_ttl_s,
+            )
+            reap(st, s)
+        except StoreUnavailable as exc:
+            log.warning("housekeeping: %s", exc)
+        except Exception:  # the thread must survive anything (e.g. a broker hiccup)
+            log.exception("housekeeping failed")
+
+    def run(self) -> None:
+        self.tick()
+        while not self.stopped.wait(settings().heartbeat_interval_s):
+            self.tick()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=5)
+        with contextlib.suppress(StoreUnavailable):
+            store().unregister_worker(self.worker_name)
