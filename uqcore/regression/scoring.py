@@ -6,15 +6,20 @@ weights w_i: S = Σ w_i s_i / Σ w_i (chung2021 §3 and appendix A.3).
 
 How they are computed:
 
+* Every score is a weighted mean of per-row terms, and the terms are computed in blocks of rows
+  (``_CHUNK_ELEMENTS`` = 2^18 values per temporary: 2^18 rows for closed forms, fewer for kinds
+  with Q levels, K components or S draws per row), each block reduced as soon as it is made. A
+  metric therefore holds a few blocks, never an N-long temporary, whatever N; the per-row terms
+  themselves (``mean_terms``, used by the stability engine) are one N-long array filled block by
+  block.
 * Location-scale kinds (``Gaussian``, ``Laplace``, and ``StudentT`` when every row has the same
-  ``df``) are scored through the standardised residual z_i = (y_i − loc_i)/scale_i, computed once
-  per batch (cached under ``"scoring:z"``). The check and interval scores over a fixed level grid
-  are scale_i · g(z_i) with g piecewise linear in z: g is tabulated once on the host (its
-  breakpoints are the standardised quantiles), and each row costs one ``searchsorted`` and one
-  multiply-add, whatever the number of levels.
-* Other kinds (``Mixture``, ``Samples``, ``Quantiles``, ``StudentT`` with per-row ``df``) are
-  scored from their quantiles ``prediction.ppf(levels)``, in blocks of rows so that no N×Q array
-  is held (memory is bounded by ``_CHUNK_ELEMENTS`` values per temporary).
+  ``df``) are scored through the standardised residual z_i = (y_i − loc_i)/scale_i of the block.
+  The check and interval scores over a fixed level grid are scale_i · g(z_i) with g piecewise
+  linear in z: g is tabulated once on the host (its breakpoints are the standardised quantiles),
+  and each row costs a table look-up and one multiply-add, whatever the number of levels.
+* For the other kinds (``Mixture``, ``Samples``, ``Quantiles``, ``StudentT`` with per-row
+  ``df``) the check and interval scores, coverage and width come from their quantiles
+  ``prediction.ppf(levels)``, block by block, so that no N×Q array is held.
 
 Uncertainty Toolbox (``uncertainty_toolbox.metrics_scoring_rule``, version 0.1.1) is reproduced
 by the defaults for Gaussian predictions: ``nll`` and ``crps`` are its ``nll_gaussian`` and
@@ -59,8 +64,11 @@ DEFAULT_LEVELS: tuple[float, ...] = tuple(round(k / 100, 2) for k in range(1, 10
 #: Default nominal coverages of ``coverage`` and ``mean_width``.
 INTERVAL_LEVELS: tuple[float, ...] = (0.5, 0.8, 0.9, 0.95, 0.99)
 
-#: Values per temporary array in the blockwise (quantile-based) paths.
-_CHUNK_ELEMENTS = 1 << 20
+#: Values per temporary array: rows are scored in blocks of _CHUNK_ELEMENTS // width rows, where
+#: width is the number of values a row needs (1 for closed forms, Q levels, K components, S draws).
+#: 2^18 float64 values (2 MiB) keep a block's temporaries in cache; larger blocks were slower on
+#: numpy (benchmarks/regression.py), smaller ones pay per-block overhead.
+_CHUNK_ELEMENTS = 1 << 18
 
 #: Tolerance for matching a level to the levels a ``Quantiles`` prediction provides.
 _LEVEL_TOL = 1e-9
@@ -151,12 +159,6 @@ def _std_ppf(pred: RegressionPrediction, p: np.ndarray[Any, Any]) -> np.ndarray[
     return np.asarray(sp.stdtrit(np.full_like(p, df0), p), dtype=np.float64)
 
 
-def _z(batch: Batch) -> Array:
-    """z_i = (y_i − loc_i)/scale_i of a location-scale prediction, computed once per batch."""
-    pred = batch.prediction
-    return batch.shared("scoring:z", lambda: pred.standardize(batch.y))  # type: ignore[attr-defined]
-
-
 class _Table:
     """g(z) = const + Σ_j [left_j·max(b_j − z, 0) + right_j·max(z − b_j, 0)], tabulated.
 
@@ -200,22 +202,31 @@ class _Table:
                 base = np.searchsorted(u, edges, side="left")
                 self.cells = (float(u[0]), 1.0 / width, n_cells, base)
 
-    def __call__(self, batch: Batch, z: Array) -> Array:
+    def bind(self, batch: Batch) -> Callable[[Array], Array]:
+        """g as a function of z on the batch's namespace and device (tables copied there once)."""
         xp = batch.xp
-        dev = batch.device
         slope = _asarray(batch, self.slope)
         intercept = _asarray(batch, self.intercept)
         if self.cells is None:
-            k = xp.searchsorted(_asarray(batch, self.breaks), z, side="left")
-        else:
-            lo, inv_width, n_cells, base = self.cells
-            cell = xp.astype(
-                xp.clip((z - lo) * inv_width, min=0.0, max=float(n_cells - 1)), xp.int64
-            )
-            k0 = xp.take(xp.asarray(base, dtype=xp.int64, device=dev), cell)
-            nxt = _asarray(batch, np.concatenate([self.breaks, [np.inf]]))
+            breaks = _asarray(batch, self.breaks)
+
+            def by_search(z: Array) -> Array:
+                k = xp.searchsorted(breaks, z, side="left")
+                return xp.take(slope, k) * z + xp.take(intercept, k)
+
+            return by_search
+        lo, inv_width, n_cells, base_host = self.cells
+        top = float(n_cells - 1)
+        base = xp.asarray(base_host, dtype=xp.int64, device=batch.device)
+        nxt = _asarray(batch, np.concatenate([self.breaks, [np.inf]]))
+
+        def by_cells(z: Array) -> Array:
+            cell = xp.astype(xp.clip((z - lo) * inv_width, min=0.0, max=top), xp.int64)
+            k0 = xp.take(base, cell)
             k = k0 + xp.astype(z > xp.take(nxt, k0), xp.int64)
-        return xp.take(slope, k) * z + xp.take(intercept, k)
+            return xp.take(slope, k) * z + xp.take(intercept, k)
+
+        return by_cells
 
 
 def _rows(pred: RegressionPrediction, start: int, stop: int) -> Any:
@@ -231,6 +242,10 @@ def _rows(pred: RegressionPrediction, start: int, stop: int) -> Any:
     return sub
 
 
+#: Per-row values of a block of rows: fn(rows, y_rows), ``rows`` a prediction of the same kind.
+RowFn = Callable[[Any, Array], Array]
+
+
 def _blocks(batch: Batch, width: int) -> Iterator[tuple[int, int, Any]]:
     """(start, stop, rows) blocks of the prediction with about ``_CHUNK_ELEMENTS / width`` rows."""
     n = batch.n
@@ -243,13 +258,33 @@ def _blocks(batch: Batch, width: int) -> Iterator[tuple[int, int, Any]]:
         yield start, stop, _rows(batch.prediction, start, stop)
 
 
-def _map_blocks(batch: Batch, width: int, fn: Callable[[Any, Array], Array]) -> Array:
-    """Per-row values fn(rows, y_rows), computed block by block and concatenated."""
-    parts = [fn(sub, batch.y[a:b]) for a, b, sub in _blocks(batch, width)]
-    return parts[0] if len(parts) == 1 else batch.xp.concat(parts)
+def _terms(batch: Batch, width: int, fn: RowFn) -> Array:
+    """The N per-row values fn(rows, y_rows), computed block by block into one array."""
+    xp = batch.xp
+    out = None
+    for a, b, sub in _blocks(batch, width):
+        v = fn(sub, batch.y[a:b])
+        if b - a == batch.n:
+            return v
+        if out is None:
+            out = xp.empty((batch.n,), dtype=v.dtype, device=batch.device)
+        out[a:b] = v
+    return out
 
 
-def _weighted_sums(batch: Batch, width: int, fn: Callable[[Any, Array], Array]) -> Array:
+def _mean(batch: Batch, width: int, fn: RowFn) -> float:
+    """Σ w_i v_i / Σ w_i of the per-row values v = fn(rows, y_rows), reduced block by block."""
+    xp = batch.xp
+    total: Any = 0.0
+    for a, b, sub in _blocks(batch, width):
+        v = fn(sub, batch.y[a:b])
+        if b - a == batch.n:
+            return batch.mean(v)
+        total = total + (xp.sum(v) if batch.weights is None else xp.sum(batch.weights[a:b] * v))
+    return float(total) / batch.total_weight
+
+
+def _weighted_sums(batch: Batch, width: int, fn: RowFn) -> Array:
     """Σ_i w_i v_ij for the block-wise N×width values v = fn(rows, y_rows): a length-width array."""
     xp = batch.xp
     total = None
@@ -306,16 +341,24 @@ def _positive_weight_rows(batch: Batch, bad: Array) -> tuple[bool, bool]:
 
 
 # -- NLL ------------------------------------------------------------------------------------
-def _nll_terms(batch: Batch, *, bandwidth: Any = "silverman") -> Array:
+def _nll_gaussian(rows: Any, y: Array) -> Array:
+    z = rows.standardize(y)
+    return 0.5 * z * z + rows.xp.log(rows.std_) + LOG_SQRT_2PI
+
+
+def _nll_rows(batch: Batch, *, bandwidth: Any = "silverman") -> tuple[int, RowFn]:
+    """(values per row, block function) of the terms −log f_i(y_i)."""
     _check_bandwidth(bandwidth)
     pred = batch.prediction
-    xp = batch.xp
     if pred.kind == "gaussian":
-        z = _z(batch)
-        return 0.5 * z * z + xp.log(pred.std_) + LOG_SQRT_2PI  # type: ignore[attr-defined]
+        return 1, _nll_gaussian
     if pred.kind == "samples":
-        return -pred.logpdf(batch.y, bandwidth)  # type: ignore[call-arg]
-    return -pred.logpdf(batch.y)
+        return pred.n_draws, lambda rows, y: -rows.logpdf(y, bandwidth)  # type: ignore[attr-defined]
+    return _width_of(pred, 1), lambda rows, y: -rows.logpdf(y)
+
+
+def _nll_terms(batch: Batch, *, bandwidth: Any = "silverman") -> Array:
+    return _terms(batch, *_nll_rows(batch, bandwidth=bandwidth))
 
 
 @register(
@@ -351,10 +394,6 @@ def nll(batch: Batch, *, bandwidth: str | float = "silverman") -> float | None:
     """
     _check_bandwidth(bandwidth)
     pred = batch.prediction
-    if pred.kind == "gaussian":  # two reductions, no per-row temporaries beyond z²
-        z = _z(batch)
-        std = pred.std_  # type: ignore[attr-defined]
-        return 0.5 * batch.mean(z * z) + batch.mean(batch.xp.log(std)) + LOG_SQRT_2PI
     if pred.kind == "samples" and not isinstance(bandwidth, (int, float)):
         h = pred.bandwidth(bandwidth)  # type: ignore[attr-defined]
         bad = h <= 0
@@ -366,8 +405,8 @@ def nll(batch: Batch, *, bandwidth: str | float = "silverman") -> float | None:
             xp = batch.xp
             keep = xp.nonzero(~bad)[0]
             sub = Batch(pred.take(keep), xp.take(batch.y, keep), xp.take(batch.weights, keep))
-            return sub.mean(_nll_terms(sub, bandwidth=bandwidth))
-    return batch.mean(_nll_terms(batch, bandwidth=bandwidth))
+            return _mean(sub, *_nll_rows(sub, bandwidth=bandwidth))
+    return _mean(batch, *_nll_rows(batch, bandwidth=bandwidth))
 
 
 # -- CRPS -----------------------------------------------------------------------------------
@@ -375,31 +414,30 @@ _INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
-def _crps_gaussian(batch: Batch) -> Array:
-    xp = batch.xp
-    z = _z(batch)
+def _crps_gaussian(rows: Any, y: Array) -> Array:
+    xp = rows.xp
+    z = rows.standardize(y)
     cdf = special(xp).ndtr(z)
-    return batch.prediction.std_ * (  # type: ignore[attr-defined]
+    return rows.std_ * (
         z * (2.0 * cdf - 1.0) + (2.0 * _INV_SQRT_2PI) * xp.exp(-0.5 * z * z) - _INV_SQRT_PI
     )
 
 
-def _crps_laplace(batch: Batch) -> Array:
-    xp = batch.xp
-    a = xp.abs(_z(batch))
-    return batch.prediction.scale * (a + xp.exp(-a) - 0.75)  # type: ignore[attr-defined]
+def _crps_laplace(rows: Any, y: Array) -> Array:
+    xp = rows.xp
+    a = xp.abs(rows.standardize(y))
+    return rows.scale * (a + xp.exp(-a) - 0.75)
 
 
-def _crps_student_t(batch: Batch) -> Array:
+def _crps_student_t(rows: Any, y: Array) -> Array:
     """σ[z(2F_ν(z) − 1) + 2 f_ν(z)(ν + z²)/(ν − 1) − 2√ν B(½, ν − ½)/((ν − 1) B(½, ν/2)²)];
     +inf where ν ≤ 1 (the CRPS is infinite there)."""
-    xp = batch.xp
+    xp = rows.xp
     sp = special(xp)
-    pred = batch.prediction
-    df = pred.df  # type: ignore[attr-defined]
+    df = rows.df
     ok = df > 1.0
     nu = xp.where(ok, df, 2.0)
-    z = _z(batch)
+    z = rows.standardize(y)
     lg_half = math.lgamma(0.5)
     g_nu2 = sp.gammaln(0.5 * nu)
     g_nu12 = sp.gammaln(0.5 * (nu + 1.0))
@@ -409,9 +447,7 @@ def _crps_student_t(batch: Batch) -> Array:
     log_b1 = lg_half + sp.gammaln(nu - 0.5) - sp.gammaln(nu)  # log B(1/2, ν − 1/2)
     log_b2 = lg_half + g_nu2 - g_nu12  # log B(1/2, ν/2)
     const = 2.0 * xp.sqrt(nu) * xp.exp(log_b1 - 2.0 * log_b2) / (nu - 1.0)
-    val = pred.scale * (  # type: ignore[attr-defined]
-        z * (2.0 * cdf - 1.0) + 2.0 * pdf * (nu + z * z) / (nu - 1.0) - const
-    )
+    val = rows.scale * (z * (2.0 * cdf - 1.0) + 2.0 * pdf * (nu + z * z) / (nu - 1.0) - const)
     return xp.where(ok, val, math.inf)
 
 
@@ -421,14 +457,13 @@ def _abs_normal_mean(xp: Any, m: Array, s: Array) -> Array:
     return m * (2.0 * special(xp).ndtr(r) - 1.0) + (2.0 * _INV_SQRT_2PI) * s * xp.exp(-0.5 * r * r)
 
 
-def _crps_mixture(batch: Batch) -> Array:
+def _crps_mixture(rows: Any, y: Array) -> Array:
     """Σ_k w_k A(y − μ_k, σ_k) − ½ Σ_k Σ_l w_k w_l A(μ_k − μ_l, √(σ_k² + σ_l²)), A(m, s) = E|N(m, s²)|
-    (Grimit et al. 2006); one N×K pass per component k."""
-    xp = batch.xp
-    pred = batch.prediction
-    w, mu, sd = pred.weights, pred.means, pred.stds  # type: ignore[attr-defined]
+    (Grimit et al. 2006); one pass over the block's rows × K components per component k."""
+    xp = rows.xp
+    w, mu, sd = rows.weights, rows.means, rows.stds
     var = sd * sd
-    first = xp.sum(w * _abs_normal_mean(xp, batch.y[:, None] - mu, sd), axis=1)
+    first = xp.sum(w * _abs_normal_mean(xp, y[:, None] - mu, sd), axis=1)
     spread = xp.zeros_like(first)
     for k in range(int(w.shape[1])):
         a = _abs_normal_mean(xp, mu[:, k : k + 1] - mu, xp.sqrt(var[:, k : k + 1] + var))
@@ -436,8 +471,8 @@ def _crps_mixture(batch: Batch) -> Array:
     return first - 0.5 * spread
 
 
-def _crps_samples(batch: Batch, estimator: str) -> Array:
-    """CRPS of the draws from the sorted sample, per row, in blocks of rows.
+def _crps_samples(batch: Batch, estimator: str) -> RowFn:
+    """CRPS of the draws from the sorted sample, per row.
 
     With d_(i) = x_(i) − y (sorted, i = 0..S−1) and c_i = 2i − S + 1, Σ_{s,t} |x_s − x_t| =
     2 Σ_i c_i d_(i), so nrg = mean|d| − Σ c_i d_(i)/S², fair = mean|d| − Σ c_i d_(i)/(S(S−1)),
@@ -445,8 +480,7 @@ def _crps_samples(batch: Batch, estimator: str) -> Array:
     Differences to y keep the sums free of the draws' offset.
     """
     xp = batch.xp
-    pred = batch.prediction
-    s = pred.n_draws  # type: ignore[attr-defined]
+    s = batch.prediction.n_draws  # type: ignore[attr-defined]
     i = np.arange(s, dtype=np.float64)
     if estimator == "nrg":
         coef = _asarray(batch, -(2.0 * i - s + 1.0) / (s * s))
@@ -455,11 +489,11 @@ def _crps_samples(batch: Batch, estimator: str) -> Array:
     else:
         coef = _asarray(batch, 1.0 / s - 2.0 * i / (s * (s - 1.0)))
 
-    def block(sub: Any, y: Array) -> Array:
-        d = sub.sorted_draws - y[:, None]
+    def block(rows: Any, y: Array) -> Array:
+        d = rows.sorted_draws - y[:, None]
         return xp.mean(xp.abs(d), axis=1) + d @ coef
 
-    return _map_blocks(batch, s, block)
+    return block
 
 
 def _pinball_rows(q: Array, y: Array, p: Array) -> Array:
@@ -469,54 +503,60 @@ def _pinball_rows(q: Array, y: Array, p: Array) -> Array:
     return xp.sum(xp.where(d >= 0, 1.0 - p, -p) * d, axis=1)
 
 
-def _crps_quantiles(batch: Batch) -> Array:
+def _crps_quantiles(batch: Batch) -> RowFn:
     """2 × mean pinball loss over the given levels (quantile decomposition of the CRPS)."""
-    pred = batch.prediction
-    lv = pred.levels  # type: ignore[attr-defined]
+    lv = batch.prediction.levels  # type: ignore[attr-defined]
     q = int(lv.shape[0])
 
-    def block(sub: Any, y: Array) -> Array:
-        return (2.0 / q) * _pinball_rows(sub.values, y, lv)
+    def block(rows: Any, y: Array) -> Array:
+        return (2.0 / q) * _pinball_rows(rows.values, y, lv)
 
-    return _map_blocks(batch, q, block)
+    return block
 
 
 #: Number of midpoint levels of the quadrature CRPS for kinds without a closed form.
 QUADRATURE_LEVELS = 2000
 
 
-def _crps_quadrature(batch: Batch) -> Array:
+def _crps_quadrature(batch: Batch) -> RowFn:
     """2·(1/K) Σ_k ρ_{p_k}(y − F⁻¹(p_k)) on the midpoints p_k = (k − ½)/K, K = QUADRATURE_LEVELS."""
     k = QUADRATURE_LEVELS
     lv = (np.arange(k, dtype=np.float64) + 0.5) / k
     p = _asarray(batch, lv)
 
-    def block(sub: Any, y: Array) -> Array:
-        return (2.0 / k) * _pinball_rows(sub.ppf(lv), y, p)
+    def block(rows: Any, y: Array) -> Array:
+        return (2.0 / k) * _pinball_rows(rows.ppf(lv), y, p)
 
-    return _map_blocks(batch, k, block)
+    return block
 
 
-def _crps_terms(batch: Batch, *, estimator: Estimator = "nrg") -> Array:
+def _crps_rows(batch: Batch, *, estimator: Estimator = "nrg") -> tuple[int, RowFn]:
+    """(values per row, block function) of the per-row CRPS."""
     _check_estimator(estimator)
-    kind = batch.prediction.kind
+    pred = batch.prediction
+    kind = pred.kind
     if kind == "gaussian":
-        return _crps_gaussian(batch)
+        return 1, _crps_gaussian
     if kind == "laplace":
-        return _crps_laplace(batch)
+        return 1, _crps_laplace
     if kind == "student_t":
-        return _crps_student_t(batch)
+        return 1, _crps_student_t
     if kind == "mixture":
-        return _crps_mixture(batch)
+        return _width_of(pred, 1), _crps_mixture
     if kind == "samples":
-        if estimator != "nrg" and batch.prediction.n_draws < 2:  # type: ignore[attr-defined]
+        s = pred.n_draws  # type: ignore[attr-defined]
+        if estimator != "nrg" and s < 2:
             raise UQValidationError(
                 f"estimator={estimator!r} needs at least 2 draws per row (S >= 2), found S = 1"
             )
-        return _crps_samples(batch, estimator)
+        return s, _crps_samples(batch, estimator)
     if kind == "quantiles":
-        return _crps_quantiles(batch)
-    return _crps_quadrature(batch)
+        return int(pred.levels.shape[0]), _crps_quantiles(batch)  # type: ignore[attr-defined]
+    return QUADRATURE_LEVELS, _crps_quadrature(batch)
+
+
+def _crps_terms(batch: Batch, *, estimator: Estimator = "nrg") -> Array:
+    return _terms(batch, *_crps_rows(batch, estimator=estimator))
 
 
 @register(
@@ -568,16 +608,20 @@ def crps(batch: Batch, *, estimator: Estimator = "nrg") -> float | None:
     if pred.kind == "samples" and estimator != "nrg" and pred.n_draws < 2:  # type: ignore[attr-defined]
         undefined("crps", f"estimator={estimator!r} needs at least 2 draws per row")
         return None
-    terms = _crps_terms(batch, estimator=estimator)
+    width, fn = _crps_rows(batch, estimator=estimator)
     if pred.kind == "student_t":
         bad = pred.df <= 1.0  # type: ignore[attr-defined]
         blocking, anybad = _positive_weight_rows(batch, bad)
         if blocking:
             undefined("crps", "a Student-t row has df <= 1 (infinite CRPS)")
             return None
-        if anybad:
-            terms = batch.xp.where(bad, 0.0, terms)
-    return batch.mean(terms)
+        if anybad:  # rows of zero weight with an infinite CRPS: count them as 0
+
+            def finite(rows: Any, y: Array) -> Array:
+                return batch.xp.where(rows.df <= 1.0, 0.0, _crps_student_t(rows, y))
+
+            fn = finite
+    return _mean(batch, width, fn)
 
 
 # -- check score ----------------------------------------------------------------------------
@@ -591,7 +635,18 @@ def _check_grid(batch: Batch, levels: Any) -> tuple[np.ndarray[Any, Any], bool]:
     return _check_levels(levels), False
 
 
-def _check_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) -> Array:
+def _location_scale_table(batch: Batch, table: _Table) -> RowFn:
+    """Block function scale_i · g(z_i) of a tabulated g."""
+    g = table.bind(batch)
+
+    def block(rows: Any, y: Array) -> Array:
+        return _scale(rows) * g(rows.standardize(y))
+
+    return block
+
+
+def _check_rows(batch: Batch, *, levels: Any = None, scaled: bool = True) -> tuple[int, RowFn]:
+    """(values per row, block function) of the per-row check score."""
     scaled = _check_bool(scaled, "scaled")
     p, own = _check_grid(batch, levels)
     q = p.shape[0]
@@ -599,15 +654,18 @@ def _check_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) -> Ar
     pred = batch.prediction
     if _tabulable(pred):
         zq = _std_ppf(pred, p)
-        table = _Table(zq, factor * (1.0 - p), factor * p, 0.0)
-        return _scale(pred) * table(batch, _z(batch))
+        return 1, _location_scale_table(batch, _Table(zq, factor * (1.0 - p), factor * p, 0.0))
     p_x = _asarray(batch, p)
 
-    def block(sub: Any, y: Array) -> Array:
-        qv = sub.values if own else _quantiles_at(sub, p)
+    def block(rows: Any, y: Array) -> Array:
+        qv = rows.values if own else _quantiles_at(rows, p)
         return factor * _pinball_rows(qv, y, p_x)
 
-    return _map_blocks(batch, _width_of(pred, q), block)
+    return _width_of(pred, q), block
+
+
+def _check_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) -> Array:
+    return _terms(batch, *_check_rows(batch, levels=levels, scaled=scaled))
 
 
 @register(
@@ -639,7 +697,7 @@ def check_score(
     >>> round(check_score(P.Gaussian([0.0], [1.0]), np.array([0.0])), 10)
     0.1179559939
     """
-    return batch.mean(_check_terms(batch, levels=levels, scaled=scaled))
+    return _mean(batch, *_check_rows(batch, levels=levels, scaled=scaled))
 
 
 # -- interval score -------------------------------------------------------------------------
@@ -666,7 +724,8 @@ def _interval_grid(
     return 0.5 - c / 2.0, 0.5 + c / 2.0, 1.0 - c
 
 
-def _interval_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) -> Array:
+def _interval_rows(batch: Batch, *, levels: Any = None, scaled: bool = True) -> tuple[int, RowFn]:
+    """(values per row, block function) of the per-row interval score."""
     scaled = _check_bool(scaled, "scaled")
     grid = _interval_grid(batch, levels)
     if grid is None:
@@ -687,19 +746,23 @@ def _interval_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) ->
             np.concatenate([np.zeros(m), coef]),
             float(np.sum(factor * (zu - zl))),
         )
-        return _scale(pred) * table(batch, _z(batch))
+        return 1, _location_scale_table(batch, table)
     both = np.concatenate([lo, hi])
     coef_x = _asarray(batch, coef)
     xp = batch.xp
 
-    def block(sub: Any, y: Array) -> Array:
-        qv = _quantiles_at(sub, both)
+    def block(rows: Any, y: Array) -> Array:
+        qv = _quantiles_at(rows, both)
         ql, qu = qv[:, :m], qv[:, m:]
         yc = y[:, None]
         pen = xp.clip(ql - yc, min=0.0) + xp.clip(yc - qu, min=0.0)
         return xp.sum(factor * (qu - ql) + coef_x * pen, axis=1)
 
-    return _map_blocks(batch, _width_of(pred, 2 * m), block)
+    return _width_of(pred, 2 * m), block
+
+
+def _interval_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) -> Array:
+    return _terms(batch, *_interval_rows(batch, levels=levels, scaled=scaled))
 
 
 @register(
@@ -733,7 +796,7 @@ def interval_score(
     if _interval_grid(batch, levels) is None:
         undefined("interval_score", "the quantiles prediction has no pair of levels (p, 1 − p)")
         return None
-    return batch.mean(_interval_terms(batch, levels=levels, scaled=scaled))
+    return _mean(batch, *_interval_rows(batch, levels=levels, scaled=scaled))
 
 
 # -- coverage and width of central intervals --------------------------------------------------
@@ -759,6 +822,23 @@ def _available(
     return ok
 
 
+def _covered_location_scale(
+    batch: Batch, zl: np.ndarray[Any, Any], zu: np.ndarray[Any, Any]
+) -> list[float]:
+    """Σ w_i 1{zl_j ≤ z_i ≤ zu_j} / Σ w_i per interval j, one z per block and one pass per level."""
+    xp = batch.xp
+    sums: list[Any] = [0.0] * zl.shape[0]
+    for a, b, rows in _blocks(batch, 1):
+        z = rows.standardize(batch.y[a:b])
+        w = None if batch.weights is None else batch.weights[a:b]
+        for j in range(zl.shape[0]):
+            hit = (z >= float(zl[j])) & (z <= float(zu[j]))
+            sums[j] = sums[j] + (
+                xp.sum(xp.astype(hit, xp.float64)) if w is None else xp.sum(xp.where(hit, w, 0.0))
+            )
+    return [float(v) / batch.total_weight for v in sums]
+
+
 def _interval_summary(
     batch: Batch, name: str, key: str, levels: Any, level: Any, covered: bool
 ) -> dict[str, Any]:
@@ -775,13 +855,9 @@ def _interval_summary(
         if _tabulable(pred):
             zl, zu = _std_ppf(pred, lo_k), _std_ppf(pred, hi_k)
             if covered:
-                z = _z(batch)
-                got = [
-                    batch.mean(xp.astype((z >= float(a)) & (z <= float(b)), xp.float64))
-                    for a, b in zip(zl, zu, strict=True)
-                ]
+                got = _covered_location_scale(batch, zl, zu)
             else:
-                mean_scale = batch.mean(_scale(pred))
+                mean_scale = _mean(batch, 1, lambda rows, y: _scale(rows))
                 got = [mean_scale * float(b - a) for a, b in zip(zl, zu, strict=True)]
         else:
             both = np.concatenate([lo_k, hi_k])

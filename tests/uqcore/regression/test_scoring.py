@@ -21,6 +21,7 @@ from scipy.optimize import brentq
 from scipy.special import logsumexp
 
 from uqcore import predictions as P
+from uqcore._backend import to_numpy
 from uqcore._validation import UQValidationError
 from uqcore.registry import UndefinedMetricWarning
 from uqcore.regression import scoring
@@ -508,20 +509,80 @@ def test_interval_score_quantiles_without_pairs_is_undefined() -> None:
 
 # -- blocks, options -------------------------------------------------------------------------------
 def test_blockwise_paths_equal_single_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of a few rows give the single-block values: metric, mean_terms, weighted or not."""
+    from uqcore.batch import Batch
+
     rng = np.random.default_rng(12)
     n = 50
     preds = [
+        P.Gaussian(rng.normal(size=n), rng.uniform(0.5, 2.0, size=n)),
+        P.Laplace(rng.normal(size=n), rng.uniform(0.5, 2.0, size=n)),
+        P.StudentT(rng.normal(size=n), rng.uniform(0.5, 2.0, size=n), 4.0),
         P.Samples(rng.normal(size=(n, 9))),
         P.Mixture(rng.dirichlet(np.ones(3), size=n), rng.normal(size=(n, 3)), np.ones((n, 3))),
         P.Quantiles([0.1, 0.5, 0.9], np.sort(rng.normal(size=(n, 3)), axis=1)),
         P.StudentT(rng.normal(size=n), np.ones(n), rng.uniform(2, 5, size=n)),
     ]
     y = rng.normal(size=n)
+    w = rng.uniform(0.0, 3.0, size=n)
     fns = [crps, check_score, interval_score]
-    whole = [[f(p, y) for f in fns] + [coverage(p, y, level=0.8)["value"]] for p in preds]
+    term_fns = [scoring._crps_terms, scoring._check_terms, scoring._interval_terms]
+
+    def values(p: Any, weights: Any) -> list[Any]:
+        out = [f(p, y, sample_weight=weights) for f in fns]
+        out += [coverage(p, y, level=0.8, sample_weight=weights)["value"]]
+        out += [mean_width(p, y, level=0.8, sample_weight=weights)["value"]]
+        if p.kind != "quantiles":
+            out.append(nll(p, y, sample_weight=weights))
+        return out
+
+    def terms(p: Any) -> list[np.ndarray]:
+        batch = Batch(p, y)
+        return [np.asarray(f(batch)) for f in term_fns]
+
+    whole = [values(p, wt) for p in preds for wt in (None, w)]
+    whole_terms = [terms(p) for p in preds]
     monkeypatch.setattr(scoring, "_CHUNK_ELEMENTS", 7)
-    parts = [[f(p, y) for f in fns] + [coverage(p, y, level=0.8)["value"]] for p in preds]
-    np.testing.assert_allclose(np.array(parts, float), np.array(whole, float), rtol=1e-13)
+    parts = [values(p, wt) for p in preds for wt in (None, w)]
+    parts_terms = [terms(p) for p in preds]
+    for a, b in zip(parts, whole, strict=True):
+        np.testing.assert_allclose(np.array(a, float), np.array(b, float), rtol=1e-13)
+    for ta, tb in zip(parts_terms, whole_terms, strict=True):
+        for a, b in zip(ta, tb, strict=True):
+            assert a.shape == (n,)
+            np.testing.assert_allclose(a, b, rtol=1e-13)
+
+
+def test_blockwise_paths_on_backends(xp: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The block-by-block reductions and the block-filled terms work on every array backend."""
+    from tests.factories import to_backend
+    from uqcore.batch import Batch
+
+    rng = np.random.default_rng(13)
+    n = 23
+    preds = [
+        P.Gaussian(rng.normal(size=n), rng.uniform(0.5, 2.0, size=n)),
+        P.Samples(rng.normal(size=(n, 5))),
+        P.Quantiles([0.1, 0.5, 0.9], np.sort(rng.normal(size=(n, 3)), axis=1)),
+    ]
+    y = rng.normal(size=n)
+    w = rng.uniform(0.0, 3.0, size=n)
+    expected = [
+        [
+            crps(p, y, sample_weight=w),
+            interval_score(p, y),
+            np.asarray(scoring._crps_terms(Batch(p, y))),
+        ]
+        for p in preds
+    ]
+    monkeypatch.setattr(scoring, "_CHUNK_ELEMENTS", 4)
+    for p, (want_crps, want_is, want_terms) in zip(preds, expected, strict=True):
+        pb, yb = to_backend(p, y, xp)
+        wb = to_backend(p, w, xp)[1]
+        close(crps(pb, yb, sample_weight=wb), want_crps, rtol=1e-12)
+        close(interval_score(pb, yb), want_is, rtol=1e-12)
+        got = scoring._crps_terms(Batch(pb, yb))
+        np.testing.assert_allclose(np.asarray(to_numpy(got)), want_terms, rtol=1e-12)
 
 
 def test_option_validation() -> None:
@@ -550,6 +611,8 @@ def test_quadrature_crps_for_kinds_without_closed_form_is_close_to_gaussian_clos
     g = P.Gaussian(rng.normal(size=n), rng.uniform(0.1, 3.0, n))
     y = 2.0 * rng.normal(size=n)
     batch = Batch(g, y)
-    exact = np.asarray(scoring._crps_gaussian(batch))
-    approx = np.asarray(scoring._crps_quadrature(batch))
+    exact = np.asarray(scoring._terms(batch, 1, scoring._crps_gaussian))
+    approx = np.asarray(
+        scoring._terms(batch, scoring.QUADRATURE_LEVELS, scoring._crps_quadrature(batch))
+    )
     np.testing.assert_allclose(approx, exact, rtol=5e-5)
