@@ -1,8 +1,10 @@
 """Bootstrap confidence intervals for any registered metric: percentile and BCa.
 
 Every resample is a vector of counts (:mod:`uqcore.stability.weights`) evaluated by the one
-resampling engine, so orderings are computed once per batch and mean-type metrics cost one
-matrix product per block of resamples.
+resampling engine, so orderings are computed once per batch, mean-type metrics cost one
+matrix product per block of resamples, and the order-based metrics (Spearman, AUSE, AURG, the
+PIT KS statistic, ENCE, UCE, MeRCI, ...) are cumulative sums of the block's weights along
+those fixed orders (:mod:`uqcore.stability._blocks`).
 
 Intervals
 ---------
@@ -48,7 +50,15 @@ from uqcore.stability._engine import (
 )
 from uqcore.stability.weights import STREAM_JACKKNIFE, Resampler, Scheme, Unit, resample_rng
 
-__all__ = ["bootstrap", "check_level", "check_resamples", "percentile_interval"]
+__all__ = [
+    "bca_interval",
+    "bootstrap",
+    "check_level",
+    "check_resamples",
+    "jackknife_acceleration",
+    "jackknife_values",
+    "percentile_interval",
+]
 
 Method = Literal["percentile", "bca"]
 
@@ -75,7 +85,7 @@ def percentile_interval(values: np.ndarray[Any, Any], level: float) -> tuple[flo
     return float(lo), float(hi)
 
 
-def _bca_interval(
+def bca_interval(
     values: np.ndarray[Any, Any], theta: float, accel: float, level: float
 ) -> tuple[float, float, float] | None:
     """BCa interval and ẑ₀; ``None`` when ẑ₀ is infinite (θ̂ outside the bootstrap values)."""
@@ -94,19 +104,25 @@ def _bca_interval(
     return float(lo), float(hi), z0
 
 
-def _jackknife_acceleration(
+def jackknife_values(
     engine: Engine,
     chosen: Sequence[Chosen],
     resampler: Resampler,
     seed: int,
     n_blocks: int,
-) -> tuple[dict[str, float | None], int]:
-    """Delete-a-block jackknife accelerations of the non-mean metrics in ``chosen``."""
+) -> tuple[dict[str, np.ndarray[Any, Any]], int]:
+    """Delete-a-block jackknife values θ₍ₖ₎ of the metrics in ``chosen``, k = 1..K.
+
+    The rows (groups, for the cluster bootstrap) are split by the seeded permutation
+    ``default_rng([seed, 1])`` into K = min(``n_blocks``, units) blocks of nearly equal size;
+    θ₍ₖ₎ is the metric without block k. The blocks depend only on the seed, N and the groups,
+    so two engines on the same rows (a paired comparison) get the same blocks.
+    """
     n = engine.n
     units = resampler.n_groups if resampler.unit == "cluster" else n
     k = min(n_blocks, units)
     if k < 2 or not chosen:
-        return {c.name: None for c in chosen}, k
+        return {c.name: np.empty(0) for c in chosen}, k
     perm = resample_rng(seed, STREAM_JACKKNIFE).permutation(units)
     block_of_unit = np.empty(units, dtype=np.int64)
     for b, part in enumerate(np.array_split(perm, k)):
@@ -118,18 +134,30 @@ def _jackknife_acceleration(
         return [Resample((block_of_row != i).astype(np.float64)) for i in indices]
 
     sub = Engine(engine.batch, chosen, engine.extra)
-    vals = sub.run(make, k, default_block(n, k))
-    out: dict[str, float | None] = {}
-    for c in chosen:
-        v = vals[c.name]
-        v = v[np.isfinite(v)]
-        if v.shape[0] < 3:
-            out[c.name] = None
-            continue
-        d = np.mean(v) - v
-        s2 = float(np.sum(d**2))
-        out[c.name] = 0.0 if s2 <= 0 else float(np.sum(d**3) / (6.0 * s2**1.5))
-    return out, k
+    return sub.run(make, k, default_block(n, k)), k
+
+
+def jackknife_acceleration(values: np.ndarray[Any, Any]) -> float | None:
+    """â = Σ(θ̄ − θ₍ₖ₎)³ / (6 (Σ(θ̄ − θ₍ₖ₎)²)^{3/2}) over the finite jackknife values; ``None``
+    with fewer than 3 of them, 0 when they are all equal."""
+    v = values[np.isfinite(values)]
+    if v.shape[0] < 3:
+        return None
+    d = np.mean(v) - v
+    s2 = float(np.sum(d**2))
+    return 0.0 if s2 <= 0 else float(np.sum(d**3) / (6.0 * s2**1.5))
+
+
+def _jackknife_acceleration(
+    engine: Engine,
+    chosen: Sequence[Chosen],
+    resampler: Resampler,
+    seed: int,
+    n_blocks: int,
+) -> tuple[dict[str, float | None], int]:
+    """Delete-a-block jackknife accelerations of the non-mean metrics in ``chosen``."""
+    vals, k = jackknife_values(engine, chosen, resampler, seed, n_blocks)
+    return {c.name: jackknife_acceleration(vals[c.name]) for c in chosen}, k
 
 
 def bootstrap(
@@ -308,7 +336,7 @@ def _entry(
     if method == "bca":
         a = accel.get(c.name)
         entry["acceleration"] = a
-        res = None if a is None else _bca_interval(ok, theta, a, level)
+        res = None if a is None else bca_interval(ok, theta, a, level)
         if res is None:
             notes.append(
                 "BCa not available (estimate outside the bootstrap distribution or too few "

@@ -3,8 +3,10 @@
 Both use the paired bootstrap: every resample's counts (the same as :func:`bootstrap` draws with
 the same seed) weight all predictions at once, so the differences keep the pairing of rows.
 
-- ``diff`` = metric(A) − metric(B) on the full data; ``low``/``high`` the percentile interval of
-  the bootstrap differences Δ*.
+- ``diff`` = metric(A) − metric(B) on the full data; ``low``/``high`` the interval of the
+  bootstrap differences Δ*: percentile (default) or BCa (``method="bca"``: ẑ₀ from the share of
+  Δ* below Δ̂, the acceleration from a delete-a-block jackknife of the difference, with the
+  same blocks for A and B — see :func:`~uqcore.stability.bootstrap.jackknife_values`).
 - ``p_better``: the bootstrap probability that A is better in the metric's direction (lower,
   higher, or closer to the best value for "target" metrics, see :func:`target_value`); ties
   count ½. Identical
@@ -36,7 +38,15 @@ from uqcore.stability._engine import (
     scalar,
     select_metrics,
 )
-from uqcore.stability.bootstrap import check_level, check_resamples, percentile_interval
+from uqcore.stability.bootstrap import (
+    Method,
+    bca_interval,
+    check_level,
+    check_resamples,
+    jackknife_acceleration,
+    jackknife_values,
+    percentile_interval,
+)
 from uqcore.stability.weights import Resampler, Scheme, Unit
 
 __all__ = ["MULTIPLE_COMPARISON_NOTE", "compare", "rank_distribution", "target_value"]
@@ -133,26 +143,31 @@ def compare(
     *,
     n_resamples: int = 1000,
     seed: int = 0,
+    method: Method = "percentile",
     level: float = 0.95,
     scheme: Scheme = "multinomial",
     unit: Unit = "row",
     groups: Any = None,
     params: Mapping[str, Mapping[str, Any]] | None = None,
     sample_weight: Any = None,
+    jackknife_blocks: int = 100,
     block_size: int | None = None,
     **kwargs: Any,
 ) -> StabilityResult:
     """Paired bootstrap comparison of two predictions of the same targets.
 
-    Parameters are those of :func:`~uqcore.stability.bootstrap` (the interval is the
-    percentile interval of the paired differences).
+    Parameters are those of :func:`~uqcore.stability.bootstrap`; the interval is that of the
+    paired differences Δ* = θ*(A) − θ*(B): ``method="percentile"`` (default) or ``"bca"``
+    (acceleration from a delete-a-block jackknife of Δ with ``jackknife_blocks`` blocks, the
+    same blocks for A and B). ``p_better`` and ``p_value`` do not depend on the method.
 
     Returns
     -------
     StabilityResult
         name -> {"value_a", "value_b", "diff", "low", "high", "std", "p_better", "p_value",
-        "direction", "n_valid", "n_undefined", "warnings"}; ``to_dict()`` adds the seed, B,
-        scheme, unit, level and the test used.
+        "direction", "method", "n_valid", "n_undefined", "warnings"} (plus "z0" and
+        "acceleration" for BCa); ``to_dict()`` adds the seed, B, scheme, unit, method, level
+        and the test used.
 
     Examples
     --------
@@ -165,6 +180,9 @@ def compare(
     """
     b_count = check_resamples(n_resamples)
     level = check_level(level)
+    if method not in ("percentile", "bca"):
+        raise UQValidationError(f"method must be 'percentile' or 'bca', found {method!r}")
+    jackknife_blocks = check_resamples(jackknife_blocks, "jackknife_blocks")
     engines, chosen, resampler, not_applicable = _setup(
         [prediction_a, prediction_b],
         y,
@@ -178,6 +196,14 @@ def compare(
     )
     full_a, full_b = engines[0].compute_full(), engines[1].compute_full()
     boot_a, boot_b = _paired_values(engines, resampler, seed, b_count, block_size)
+    accel: dict[str, float | None] = {}
+    jk_blocks = 0
+    if method == "bca":
+        jk_a, jk_blocks = jackknife_values(engines[0], chosen, resampler, seed, jackknife_blocks)
+        jk_b, _ = jackknife_values(engines[1], chosen, resampler, seed, jackknife_blocks)
+        for c in chosen:
+            d_jk = jk_a[c.name] - jk_b[c.name]
+            accel[c.name] = jackknife_acceleration(d_jk) if d_jk.shape[0] else None
     entries: dict[str, Any] = {}
     warnings_: list[str] = [*engines[0].full_notes, *engines[1].full_notes]
     for c in chosen:
@@ -196,6 +222,7 @@ def compare(
             "p_better": None,
             "p_value": None,
             "direction": c.spec.direction,
+            "method": method,
             "n_valid": int(ok.sum()),
             "n_undefined": int((~ok).sum()),
         }
@@ -206,6 +233,19 @@ def compare(
         if d.shape[0] and math.isfinite(ta) and math.isfinite(tb):
             diff = ta - tb
             entry["low"], entry["high"] = percentile_interval(d, level)
+            if method == "bca":
+                a = accel.get(c.name)
+                entry["acceleration"] = a
+                res = None if a is None else bca_interval(d, diff, a, level)
+                if res is None:
+                    notes.append(
+                        "BCa not available (Δ̂ outside the bootstrap differences or too few "
+                        "jackknife values); the percentile interval is reported"
+                    )
+                    entry["method"] = "percentile"
+                    entry["z0"] = None
+                else:
+                    entry["low"], entry["high"], entry["z0"] = res
             entry["std"] = float(np.std(d, ddof=1)) if d.shape[0] > 1 else 0.0
             bad_a, bad_b = _badness(c.spec, va[ok], c.params), _badness(c.spec, vb[ok], c.params)
             entry["p_better"] = float(
@@ -229,13 +269,20 @@ def compare(
         "analysis": "compare",
         "seed": seed,
         "n_resamples": b_count,
-        "method": "percentile (paired bootstrap of the difference A − B)",
+        "method": f"{method} (paired bootstrap of the difference A − B)",
         "test": "shifted bootstrap: p = (1 + #{|Δ* − Δ̂| ≥ |Δ̂|}) / (B + 1), two-sided",
         "level": level,
         "n": resampler.n,
         "resampling": resampler.describe(),
         "params": {c.name: c.params for c in chosen},
     }
+    if method == "bca":
+        meta["jackknife"] = {
+            "acceleration": f"delete-a-block jackknife of A − B, {jk_blocks} blocks of "
+            f"{'groups' if unit == 'cluster' else 'rows'} (seeded random partition, the same "
+            "blocks for A and B)",
+            "blocks": jk_blocks,
+        }
     return finish(entries, meta, warnings_, not_applicable)
 
 

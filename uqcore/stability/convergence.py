@@ -15,9 +15,17 @@ relative tolerance is meaningless for a full-set value near 0 (e.g. a calibratio
 well-calibrated model); use an absolute one there. At m = N the spread is 0, so the answer is
 at most N; N means "not stable below the full set".
 
+**Resampling unit.** ``unit="row"`` (default) subsamples rows. ``unit="group"`` subsamples
+whole groups of ``groups`` (e.g. images, when the rows are pixels): sizes then count groups
+(2³, 2⁴, …, G), a subset of m groups contains every row of those m groups, and the minimum
+reliable size is a number of groups. Use it whenever the rows within a group are dependent: a
+row-level subset of m pixels spread over many images is far less variable than m pixels of a
+few images, and the row-level curve would overstate the stability.
+
 Subsets are weight vectors (0/1) for the engine; small subsets are gathered as index sets.
 Subset r of size m is drawn from ``default_rng([seed, 3, m, r])``, the path's order from
-``default_rng([seed, 2])``: same seed, same output.
+``default_rng([seed, 2])`` (orders of the G groups for ``unit="group"``, groups numbered in the
+sorted order of their labels): same seed, same output.
 """
 
 from __future__ import annotations
@@ -42,11 +50,32 @@ from uqcore.stability._engine import (
     select_metrics,
 )
 from uqcore.stability.bootstrap import check_resamples
-from uqcore.stability.weights import STREAM_PATH, STREAM_SUBSETS, resample_rng, subsample_indices
+from uqcore.stability.weights import (
+    STREAM_PATH,
+    STREAM_SUBSETS,
+    group_codes,
+    resample_rng,
+    subsample_indices,
+)
 
 __all__ = ["convergence", "default_sizes", "minimum_reliable_size"]
 
 ToleranceType = Literal["relative", "absolute"]
+SubsetUnit = Literal["row", "group"]
+
+
+class _GroupRows:
+    """Rows of a set of groups: group codes 0..G-1 per row -> sorted row indices."""
+
+    def __init__(self, codes: np.ndarray[Any, Any], n_groups: int) -> None:
+        self.codes = codes
+        self.n_groups = n_groups
+        self.sizes = np.bincount(codes, minlength=n_groups)
+
+    def rows(self, chosen: np.ndarray[Any, Any]) -> np.ndarray[Any, np.dtype[np.int64]]:
+        sel = np.zeros(self.n_groups, dtype=bool)
+        sel[chosen] = True
+        return np.flatnonzero(sel[self.codes]).astype(np.int64)
 
 
 def default_sizes(n: int, smallest: int = 8) -> list[int]:
@@ -112,6 +141,7 @@ def convergence(
     params: Mapping[str, Mapping[str, Any]] | None = None,
     sample_weight: Any = None,
     groups: Any = None,
+    unit: SubsetUnit = "row",
     block_size: int | None = None,
     **kwargs: Any,
 ) -> StabilityResult:
@@ -121,13 +151,17 @@ def convergence(
     ----------
     prediction, y, metrics, params, sample_weight
         As in :func:`uqcore.evaluate`.
-    groups : array_like, optional
-        Group labels, passed to the batch where it takes them (for group metrics).
+    groups : array_like, shape (N,), optional
+        Group labels: the subsampling unit for ``unit="group"``; also passed to the batch
+        where it takes them (for group metrics).
+    unit : {"row", "group"}
+        Subsample rows (default) or whole groups of ``groups`` (sizes then count groups; see
+        the module docstring).
     repeats : int
         R, independent subsets per size (default 100).
     seed : int
     sizes : list of int, optional
-        Subset sizes; default 2³, 2⁴, …, N.
+        Subset sizes (rows, or groups for ``unit="group"``); default 2³, 2⁴, …, N (or G).
     quantiles : list of float
         Quantile levels of the R subset values reported per size.
     tolerance, tolerance_type, coverage
@@ -140,7 +174,8 @@ def convergence(
     StabilityResult
         name -> {"value" (full set), "path", "mean", "std", "bias", "quantiles" (level ->
         list), "n_undefined", "min_reliable_size", "warnings"}; lists are per size.
-        ``to_dict()`` adds sizes, repeats, seed, the resampling unit and the tolerance.
+        ``to_dict()`` adds sizes, repeats, seed, the resampling unit and the tolerance (and,
+        for ``unit="group"``, the number of groups and the mean number of rows per size).
 
     Examples
     --------
@@ -162,33 +197,47 @@ def convergence(
         raise UQValidationError(f"tolerance must be a number >= 0, found {tolerance!r}")
     if not (isinstance(coverage, (int, float)) and 0 < coverage <= 1):
         raise UQValidationError(f"coverage must be in (0, 1], found {coverage!r}")
+    if unit not in ("row", "group"):
+        raise UQValidationError(f"unit must be 'row' or 'group', found {unit!r}")
     extra = batch_extra(kwargs, groups)
     batch = make_batch(prediction, y, sample_weight, extra)
-    n = batch.n
+    n_rows = batch.n
+    grouping: _GroupRows | None = None
+    if unit == "group":
+        grouping = _GroupRows(*group_codes(groups, n_rows))
+    n = n_rows if grouping is None else grouping.n_groups  # the number of units
     chosen, not_applicable = select_metrics([prediction], metrics, params)
     size_list = _check_sizes(sizes, n)
     engine = Engine(batch, chosen, extra)
     full = engine.compute_full()
 
+    def subset(units: np.ndarray[Any, Any]) -> Resample:
+        rows = np.sort(units).astype(np.int64) if grouping is None else grouping.rows(units)
+        return Resample(np.ones(rows.shape[0]), rows)
+
     order = resample_rng(seed, STREAM_PATH).permutation(n)
-    path_resamples = [Resample(np.ones(m), np.sort(order[:m]).astype(np.int64)) for m in size_list]
-    path = engine.values(path_resamples)
+    path = engine.values([subset(order[:m]) for m in size_list])
 
     sub_sizes = [m for m in size_list if m < n]
-    block = block_size if block_size is not None else default_block(n, r_count)
+    block = block_size if block_size is not None else default_block(n_rows, r_count)
     block = check_resamples(block, "block_size")
     per_size: list[dict[str, np.ndarray[Any, Any]]] = []
+    rows_per_size: list[float] = []
     for m in sub_sizes:
 
         def make(indices: Sequence[int], m: int = m) -> list[Resample]:
-            return [
-                Resample(
-                    np.ones(m), subsample_indices(n, m, resample_rng(seed, STREAM_SUBSETS, m, r))
-                )
+            out = [
+                subset(subsample_indices(n, m, resample_rng(seed, STREAM_SUBSETS, m, r)))
                 for r in indices
             ]
+            rows_per_size.extend(float(r.support()) for r in out)
+            return out
 
+        count0 = len(rows_per_size)
         per_size.append(engine.run(make, r_count, block))
+        rows_per_size[count0:] = [float(np.mean(rows_per_size[count0:]))]
+    if size_list[-1] == n:
+        rows_per_size.append(float(n_rows))
 
     lo_q, hi_q = (1 - coverage) / 2, (1 + coverage) / 2
     entries: dict[str, Any] = {}
@@ -270,12 +319,14 @@ def convergence(
         "seed": seed,
         "repeats": r_count,
         "sizes": size_list,
-        "n": n,
+        "n": n_rows,
         "weighted": batch.weights is not None,
         "resampling": {
-            "unit": "row",
-            "scheme": "subsets without replacement",
-            "path": "nested prefixes of one random order",
+            "unit": unit,
+            "scheme": "subsets without replacement"
+            + (" of whole groups (sizes count groups)" if unit == "group" else ""),
+            "path": "nested prefixes of one random order"
+            + (" of the groups" if unit == "group" else ""),
             "subsets": f"{r_count} independent subsets per size",
         },
         "quantile_levels": qs,
@@ -288,4 +339,7 @@ def convergence(
         },
         "params": {c.name: c.params for c in chosen},
     }
+    if grouping is not None:
+        meta["n_groups"] = n
+        meta["mean_rows_per_size"] = rows_per_size
     return finish(entries, meta, warnings_, not_applicable)

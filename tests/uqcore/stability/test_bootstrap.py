@@ -327,3 +327,75 @@ def test_delete_a_block_jackknife_agrees_with_the_influence_values() -> None:
     assert k == 100 and closed is not None and closed > 0.002
     assert blocks["mae"] is not None
     assert 0.3 * closed < blocks["mae"] < 2 * closed
+
+
+BLOCK_METRICS = [
+    "spearman",
+    "ause",
+    "aurg",
+    "pit",
+    "pearson",
+    "corr",
+    "r2",
+    "mdae",
+    "ence",
+    "uce",
+    "merci",
+    "nmerci",
+]
+
+
+@pytest.mark.parametrize("scheme", ["multinomial", "poisson"])
+def test_block_evaluators_equal_the_metric_on_resampled_arrays(scheme: Any) -> None:
+    """The order-based metrics evaluated a block at a time (cumulative sums of the weight matrix
+    along fixed orders) equal the metric on the explicit index resample, with integer base
+    weights too; and the per-resample path agrees."""
+    pred, y = _data(300, 40)
+    base = np.random.default_rng(41).integers(1, 4, size=300).astype(float)
+    counts = Resampler(300, scheme=scheme).block(6, range(7))
+    chosen, _ = select_metrics([pred], BLOCK_METRICS, None)
+    for w in (None, base):
+        fast = Engine(Batch(pred, y, w), chosen)
+        assert sorted(fast._fast) == sorted(BLOCK_METRICS)
+        got = fast.values([Resample(row) for row in counts])
+        slow = Engine(Batch(pred, y, w), chosen, use_blocks=False)
+        assert not slow._fast
+        ref = slow.values([Resample(row) for row in counts])
+        for name in BLOCK_METRICS:
+            np.testing.assert_allclose(got[name], ref[name], rtol=1e-10, atol=1e-13)
+            for i, row in enumerate(counts):
+                idx = counts_to_indices(row if w is None else row * w)
+                _same(float(got[name][i]), _plain(name, pred.take(idx), y[idx]), f"{name}[{i}]")
+
+
+def test_block_evaluators_fall_back_where_their_conditions_fail() -> None:
+    pred, y = _data(200, 42)
+    ties = P.Gaussian(np.asarray(pred.mean()), np.round(np.asarray(pred.std()), 1))
+    params: dict[str, dict[str, Any]] = {"ause": {"grid": 50}, "aurg": {"error": "rmse"}}
+    chosen, _ = select_metrics([pred], ["ause", "aurg", "spearman", "mdae"], params)
+    engine = Engine(Batch(pred, y), chosen)
+    assert sorted(engine._fast) == ["mdae", "spearman"]  # non-default grid / error
+    chosen, _ = select_metrics([ties], ["ause", "spearman", "pearson", "pit"], None)
+    assert sorted(Engine(Batch(ties, y), chosen)._fast) == ["pit"]  # ties in the uncertainty
+    # non-integer weights: the sparsification block falls back resample by resample, exactly
+    chosen, _ = select_metrics([pred], ["ause", "aurg"], None)
+    w = np.random.default_rng(43).uniform(0.5, 2.0, size=200)
+    counts = Resampler(200).block(1, range(3))
+    fast = Engine(Batch(pred, y, w), chosen).values([Resample(r) for r in counts])
+    slow = Engine(Batch(pred, y, w), chosen, use_blocks=False).values([Resample(r) for r in counts])
+    for name in ("ause", "aurg"):
+        np.testing.assert_array_equal(fast[name], slow[name])
+
+
+def test_block_evaluators_report_undefined_resamples() -> None:
+    pred = P.Gaussian(np.zeros(6), np.arange(1.0, 7.0))
+    y = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 1.0])  # ause undefined without row 5
+    counts = np.zeros((2, 6))
+    counts[0, [0, 1, 2]] = 2.0
+    counts[1] = 1.0
+    chosen, _ = select_metrics([pred], ["ause", "spearman"], None)
+    engine = Engine(Batch(pred, y), chosen)
+    assert "ause" in engine._fast
+    got = engine.values([Resample(r) for r in counts])
+    assert math.isnan(got["ause"][0]) and math.isfinite(got["ause"][1])
+    assert any("every error is zero" in m for m in engine.undefined_reasons["ause"])

@@ -70,6 +70,42 @@ def test_compare_is_antisymmetric_and_paired() -> None:
     assert math.isclose(ab["mae"]["p_better"], np.mean(d < 0) + 0.5 * np.mean(d == 0))
 
 
+def test_bca_interval_of_the_paired_difference() -> None:
+    """N = 60 ≤ K = 100: the delete-a-block jackknife is the delete-one jackknife of A − B."""
+    from scipy.special import ndtr, ndtri
+
+    true, biased, y = _data(60, 12)
+    r = compare(true, biased, y, ["mae", "mdae"], n_resamples=200, seed=5, method="bca")
+    a = bootstrap(true, y, ["mae", "mdae"], n_resamples=200, seed=5, keep_values=True)
+    b = bootstrap(biased, y, ["mae", "mdae"], n_resamples=200, seed=5, keep_values=True)
+    ea = np.abs(y - np.asarray(true.mean()))
+    eb = np.abs(y - np.asarray(biased.mean()))
+    for name, stat in (("mae", np.mean), ("mdae", np.median)):
+        d = np.asarray(a[name]["values"]) - np.asarray(b[name]["values"])
+        diff = stat(ea) - stat(eb)
+        jack = np.array([stat(np.delete(ea, i)) - stat(np.delete(eb, i)) for i in range(60)])
+        u = jack.mean() - jack
+        acc = np.sum(u**3) / (6 * np.sum(u**2) ** 1.5)
+        z0 = ndtri(np.mean(d < diff) + 0.5 * np.mean(d == diff))
+        z = ndtri(np.array([0.025, 0.975]))
+        lo, hi = np.quantile(d, ndtr(z0 + (z0 + z) / (1 - acc * (z0 + z))))
+        e = r[name]
+        assert e["method"] == "bca"
+        assert math.isclose(e["acceleration"], acc, rel_tol=1e-9, abs_tol=1e-12), name
+        assert math.isclose(e["low"], lo, rel_tol=1e-10), name
+        assert math.isclose(e["high"], hi, rel_tol=1e-10), name
+    assert r.meta["jackknife"]["blocks"] == 60
+    # identical predictions: exactly 0 under BCa too
+    copy = P.Gaussian(np.asarray(true.mean()).copy(), np.asarray(true.std()).copy())
+    same = compare(true, copy, y, ["mae", "spearman"], n_resamples=50, method="bca")
+    for e in same.values():
+        assert (e["diff"], e["low"], e["high"], e["p_better"]) == (0.0, 0.0, 0.0, 0.5)
+    # a clearly better model: the BCa interval excludes 0 as well
+    true, biased, y = _data(400, 2)
+    r = compare(true, biased, y, ["crps", "ause"], n_resamples=200, seed=3, method="bca")
+    assert r["crps"]["high"] < 0 and r["ause"]["high"] < 0
+
+
 def test_direction_higher_is_respected() -> None:
     true, _, y = _data(200, 6)
     noisy = P.Gaussian(
@@ -132,6 +168,8 @@ def test_validation() -> None:
     true, _, y = _data(20, 0)
     with pytest.raises(UQValidationError, match="same length"):
         compare(true, P.Gaussian(np.zeros(5), np.ones(5)), y, ["mae"])
+    with pytest.raises(UQValidationError, match="method must be"):
+        compare(true, true, y, ["mae"], method="basic")  # type: ignore[arg-type]
     with pytest.raises(UQValidationError, match="at least 2"):
         rank_distribution({"a": true}, y, metric="mae")
     with pytest.raises(UQValidationError, match="needs"):

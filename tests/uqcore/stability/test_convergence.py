@@ -134,3 +134,57 @@ def test_validation() -> None:
         convergence(pred, y, ["mae"], repeats=0)
     with pytest.raises(UQValidationError, match="quantiles"):
         convergence(pred, y, ["mae"], quantiles=[1.5])
+
+
+def test_group_unit_subsamples_whole_groups() -> None:
+    pred, y = _data(300, 4)
+    groups = np.random.default_rng(5).integers(0, 40, size=300)  # 40 groups of varying size
+    labels = np.array([f"img{g:02d}" for g in groups])  # any labels: codes follow sorted labels
+    names = ["mae", "spearman", "ece"]
+    cur = convergence(pred, y, names, repeats=4, seed=2, unit="group", groups=labels)
+    sizes = cur.meta["sizes"]
+    assert sizes == [8, 16, 32, 40]
+    assert cur.meta["n_groups"] == 40 and cur.meta["resampling"]["unit"] == "group"
+    codes = np.unique(labels, return_inverse=True)[1]
+    order = resample_rng(2, STREAM_PATH).permutation(40)
+    rows_seen = []
+    for name in names:
+        e = cur[name]
+        for j, m in enumerate(sizes):
+            idx = np.flatnonzero(np.isin(codes, order[:m]))
+            assert math.isclose(e["path"][j], _value(name, pred.take(idx), y[idx]), rel_tol=1e-10)
+        for j, m in enumerate(sizes[:-1]):
+            vals = []
+            for r in range(4):
+                chosen = resample_rng(2, STREAM_SUBSETS, m, r).choice(40, size=m, replace=False)
+                idx = np.flatnonzero(np.isin(codes, chosen))
+                rows_seen.append(idx.shape[0])
+                vals.append(_value(name, pred.take(idx), y[idx]))
+            assert math.isclose(e["mean"][j], np.mean(vals), rel_tol=1e-10), (name, m)
+            assert math.isclose(e["std"][j], np.std(vals, ddof=1), rel_tol=1e-9), (name, m)
+    per_size = np.array(rows_seen[:12]).reshape(3, 4).mean(axis=1)
+    assert np.allclose(cur.meta["mean_rows_per_size"], [*per_size, 300.0])
+    json.dumps(cur.to_dict())
+
+
+def test_group_unit_is_wider_than_row_unit_for_dependent_rows() -> None:
+    # 64 groups of 16 rows sharing one error offset: rows of a group are strongly dependent,
+    # so subsets of whole groups vary far more than row subsets of the same number of rows
+    rng = np.random.default_rng(6)
+    groups = np.repeat(np.arange(64), 16)
+    y = rng.normal(size=64)[groups] * 3.0 + 0.1 * rng.normal(size=1024)
+    pred = P.Gaussian(np.zeros(1024), np.ones(1024))
+    by_group = convergence(pred, y, ["mae"], repeats=50, seed=0, unit="group", groups=groups)
+    by_row = convergence(pred, y, ["mae"], repeats=50, seed=0, sizes=[16 * 16, 1024])
+    j = by_group.meta["sizes"].index(16)  # 16 groups = 256 rows
+    assert by_group["mae"]["std"][j] > 2 * by_row["mae"]["std"][0]
+
+
+def test_group_unit_validation() -> None:
+    pred, y = _data(50, 7)
+    with pytest.raises(UQValidationError, match="groups must be given"):
+        convergence(pred, y, ["mae"], unit="group")
+    with pytest.raises(UQValidationError, match="unit must be"):
+        convergence(pred, y, ["mae"], unit="pixel")  # type: ignore[arg-type]
+    with pytest.raises(UQValidationError, match=r"sizes must be integers in \[1, 5\]"):
+        convergence(pred, y, ["mae"], unit="group", groups=np.arange(50) % 5, sizes=[8])
