@@ -97,3 +97,55 @@ def to_backend(pred: Any, y: np.ndarray, xp: Any) -> tuple[Any, Any]:
     else:
         yb = xp.asarray(y)
     return type(pred)(**arrays), yb
+
+
+#: Classification kinds of the registry-wide tests ("ensemble_logits": an Ensemble from logits).
+CLASSIFICATION_KINDS = ("probs", "logits", "ensemble", "ensemble_logits", "dirichlet")
+
+
+def make_classification(
+    kind: str,
+    n: int,
+    seed: int = 0,
+    *,
+    n_classes: int = 6,
+    n_members: int = 4,
+    ties: bool = False,
+) -> tuple[Any, np.ndarray, dict[str, np.ndarray]]:
+    """A random classification prediction of ``kind`` with N = ``n`` rows, labels drawn from
+    its predictive distribution, and the optional targets ``{"ood": ..., "soft_labels": ...}``.
+
+    Every prediction carries a user-supplied estimate ``"score"``. With ``ties=True`` the
+    probabilities take few distinct values, so that confidences and estimates meet ties.
+    """
+    rng = np.random.default_rng(seed)
+    c, m = n_classes, n_members
+    logits = rng.normal(scale=2.0, size=(m, n, c))
+    if ties:
+        # few distinct rows: members and samples repeat a handful of logit patterns
+        patterns = rng.choice([0.0, 1.0, 3.0], size=(5, c))
+        logits = patterns[rng.integers(0, 5, size=(m, n))]
+    member = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    member /= member.sum(axis=-1, keepdims=True)
+    probs = member.mean(axis=0)
+    cum = probs.cumsum(axis=1)
+    y = np.minimum((rng.random(n)[:, None] > cum).sum(axis=1), c - 1)
+    score = rng.choice([0.0, 1.0, 2.0], size=n) if ties else rng.normal(size=n)
+    est = {"score": score}
+    # soft labels: ambiguous (a Dirichlet draw) for about 60% of the rows, one-hot otherwise
+    soft = rng.dirichlet(np.full(c, 0.3), size=n)
+    one_hot = rng.random(n) >= 0.6
+    soft[one_hot] = np.eye(c)[y[one_hot]]
+    targets = {"ood": rng.random(n) < 0.4, "soft_labels": soft}
+    if kind == "probs":
+        return P.Probs(probs, estimates=est), y, targets
+    if kind == "logits":
+        return P.Logits(logits[0], estimates=est), y, targets
+    if kind == "ensemble":
+        return P.Ensemble(member_probs=member, estimates=est), y, targets
+    if kind == "ensemble_logits":
+        return P.Ensemble(member_logits=logits, estimates=est), y, targets
+    if kind == "dirichlet":
+        alpha = np.exp(logits[0] / 2.0) + (0.0 if not ties else 1.0)
+        return P.Dirichlet(alpha, estimates=est), y, targets
+    raise ValueError(kind)

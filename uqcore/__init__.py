@@ -27,4 +27,5 @@ __all__ = [
 ]
 
 # Register the metric catalogue on import.
+from uqcore import classification as _classification  # noqa: F401
 from uqcore import regression as _regression  # noqa: F401

@@ -16,7 +16,7 @@ from uqcore._backend import Array, Namespace
 from uqcore._validation import UQValidationError, validate_sample_weight, validate_targets
 from uqcore.predictions.regression import RegressionPrediction
 
-__all__ = ["Batch"]
+__all__ = ["Batch", "ClassificationBatch", "host_weights", "make_batch"]
 
 T = TypeVar("T")
 
@@ -150,3 +150,162 @@ class Batch:
         return self.shared(
             cache_key, lambda: self.xp.argsort(values(), descending=descending, stable=False)
         )
+
+
+class ClassificationBatch:
+    """A classification prediction, hard ``labels``, optional weights and optional targets.
+
+    Parameters
+    ----------
+    prediction : ClassificationPrediction
+    labels : array_like of int, shape (N,)
+        Hard labels in [0, C).
+    sample_weight : array_like, shape (N,), optional
+        Frequency weights, as for :class:`Batch`.
+    ood : array_like of bool, shape (N,), optional
+        True for out-of-distribution samples (OOD-detection metrics need it).
+    soft_labels : array_like, shape (N, C), optional
+        Label distributions, e.g. human annotator votes (aleatoric metrics need them).
+
+    Arrays are numpy float64 on the host. ``targets`` names the optional targets given
+    (``"ood"``, ``"soft_labels"``); metrics that need one declare it in ``needs``.
+    """
+
+    def __init__(
+        self,
+        prediction: Any,
+        labels: Any,
+        sample_weight: Any = None,
+        *,
+        ood: Any = None,
+        soft_labels: Any = None,
+    ) -> None:
+        import numpy as np
+
+        from uqcore.predictions.classification import (
+            ClassificationPrediction,
+            validate_labels,
+            validate_ood,
+            validate_soft_labels,
+        )
+
+        if not isinstance(prediction, ClassificationPrediction):
+            raise UQValidationError(
+                "prediction must be a uqcore classification prediction (e.g. predictions.Probs), "
+                f"found {type(prediction).__name__}"
+            )
+        self.prediction = prediction
+        self.xp: Namespace = np
+        self.n = prediction.n
+        self.device = "cpu"
+        self.y: Array = validate_labels(labels, self.n, prediction.n_classes)
+        self.weights: Array | None = host_weights(sample_weight, self.n)
+        self.ood = None if ood is None else validate_ood(ood, self.n)
+        self.soft_labels = (
+            None
+            if soft_labels is None
+            else validate_soft_labels(soft_labels, self.n, prediction.n_classes)
+        )
+        targets = set()
+        if self.ood is not None:
+            targets.add("ood")
+        if self.soft_labels is not None:
+            targets.add("soft_labels")
+        self.targets: frozenset[str] = frozenset(targets)
+        self._shared: dict[str, Any] = {}
+        self._own: dict[str, Any] = {}
+
+    def shared(self, key: str, compute: Callable[[], T]) -> T:
+        """Cache of a weight-independent quantity (shared with :meth:`with_weights` copies)."""
+        if key not in self._shared:
+            self._shared[key] = compute()
+        return self._shared[key]  # type: ignore[no-any-return]
+
+    def weighted(self, key: str, compute: Callable[[], T]) -> T:
+        """Cache of a quantity that depends on this batch's weights."""
+        if key not in self._own:
+            self._own[key] = compute()
+        return self._own[key]  # type: ignore[no-any-return]
+
+    @property
+    def total_weight(self) -> float:
+        """Σ w_i (N when unweighted)."""
+        return float(self.n) if self.weights is None else float(self.xp.sum(self.weights))
+
+    def mean(self, values: Array) -> float:
+        """Weighted mean Σ w_i v_i / Σ w_i of a per-row array."""
+        if self.weights is None:
+            return float(self.xp.mean(values))
+        return float(self.xp.sum(self.weights * values)) / self.total_weight
+
+    def with_weights(self, sample_weight: Any) -> ClassificationBatch:
+        """The same prediction and targets with other weights, sharing the weight-free cache."""
+        other = ClassificationBatch.__new__(ClassificationBatch)
+        other.__dict__.update(self.__dict__)
+        other.weights = host_weights(sample_weight, self.n)
+        other._own = {}
+        return other
+
+    def weights_or_ones(self) -> Array:
+        """The weights, or ones when unweighted."""
+        import numpy as np
+
+        return np.ones(self.n) if self.weights is None else self.weights
+
+    def estimate(self, name: str) -> Array:
+        """Scalar uncertainty ``name`` of the prediction (cached on the prediction)."""
+        return self.prediction.estimate(name)
+
+    @property
+    def probs(self) -> Array:
+        """The predictive distribution p̄ (N×C)."""
+        return self.shared("probs", self.prediction.probs)
+
+    @property
+    def predicted(self) -> Array:
+        """Predicted class argmax_c p̄_c (the first of tied maxima)."""
+        import numpy as np
+
+        return self.shared("predicted", lambda: np.argmax(self.probs, axis=1))
+
+    @property
+    def confidence(self) -> Array:
+        """Top-label confidence max_c p̄_c."""
+        import numpy as np
+
+        return self.shared("confidence", lambda: np.max(self.probs, axis=1))
+
+    @property
+    def correct(self) -> Array:
+        """1.0 where the predicted class equals the label, else 0.0."""
+        return self.shared("correct", lambda: (self.predicted == self.y).astype(float))
+
+
+def host_weights(sample_weight: Any, n: int) -> Array | None:
+    """Sample weights of any array library as a validated numpy array (``None`` stays)."""
+    import numpy as np
+
+    from uqcore._backend import to_numpy
+
+    if sample_weight is None:
+        return None
+    if hasattr(sample_weight, "__dlpack__") and not isinstance(sample_weight, np.ndarray):
+        sample_weight = to_numpy(sample_weight)
+    return validate_sample_weight(np.asarray(sample_weight), n, np, None)
+
+
+def make_batch(
+    prediction: Any,
+    y: Any,
+    sample_weight: Any = None,
+    *,
+    ood: Any = None,
+    soft_labels: Any = None,
+) -> Batch | ClassificationBatch:
+    """The batch type of ``prediction``'s task: :class:`Batch` (regression) or
+    :class:`ClassificationBatch`. ``ood`` and ``soft_labels`` are classification targets."""
+    if getattr(prediction, "task", "regression") == "classification":
+        return ClassificationBatch(prediction, y, sample_weight, ood=ood, soft_labels=soft_labels)
+    if ood is not None or soft_labels is not None:
+        raise UQValidationError("ood and soft_labels apply to classification predictions only")
+    return Batch(prediction, y, sample_weight)

@@ -43,7 +43,33 @@ def catalogue_markdown() -> str:
                     f"{_bounds(*s.bounds)} | {best} | {defaults} | {s.reference} |"
                 )
             lines.append("")
+        if task == "classification":
+            lines += _aggregators()
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _aggregators() -> list[str]:
+    from uqcore.classification.aggregators import AGGREGATORS, DEFAULT_ESTIMATOR
+
+    lines = [
+        "### Uncertainty estimators (aggregators)",
+        "",
+        "Metrics that rank by an uncertainty take `estimator=` (default "
+        f"`{DEFAULT_ESTIMATOR}`); `evaluate(..., estimators=[...])` gives a metric × estimator "
+        "table. User-supplied scores (`estimates={...}` on a prediction) keep their own names.",
+        "",
+        "| estimator | summary | formula | decomposition | kinds | reference |",
+        "|---|---|---|---|---|---|",
+    ]
+    for a in AGGREGATORS.values():
+        dec = "—" if a.decomposition is None else f"{a.decomposition} {a.component}"
+        formula = a.formula.replace("|", "\\|")
+        lines.append(
+            f"| `{a.name}` | {a.summary} | {formula} | {dec} | {', '.join(sorted(a.kinds))} | "
+            f"{a.reference} |"
+        )
+    lines.append("")
+    return lines
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from uqcore._validation import UQValidationError
-from uqcore.batch import Batch
+from uqcore.batch import make_batch
 
 __all__ = [
     "INVARIANCES",
@@ -79,9 +79,24 @@ class MetricSpec:
     mean_terms: Callable[..., Any] | None = field(default=None, repr=False)
     finalize: Callable[[float], float] | None = field(default=None, repr=False)
 
-    def why_not(self, prediction: Any) -> str | None:
-        """``None`` if the metric applies to ``prediction``, else the reason it does not."""
-        missing = sorted(self.needs - prediction.capabilities)
+    def why_not(self, prediction: Any, targets: frozenset[str] = frozenset()) -> str | None:
+        """``None`` if the metric applies to ``prediction``, else the reason it does not.
+
+        ``targets`` names the optional targets given with the batch (classification: ``"ood"``,
+        ``"soft_labels"``); a metric that needs one that is missing does not apply.
+        """
+        task = str(getattr(prediction, "task", "regression"))
+        if task != self.task:
+            return (
+                f"{self.name} is a {self.task} metric and a {prediction.kind} prediction is a "
+                f"{task} prediction"
+            )
+        absent = sorted(self.needs & _TARGETS - targets)
+        if absent:
+            return (
+                f"{self.name} needs {', '.join(absent)}, which was not given (pass {absent[0]}=...)"
+            )
+        missing = sorted(self.needs - _TARGETS - prediction.capabilities)
         if missing:
             return (
                 f"{self.name} needs {', '.join(missing)}, which a {prediction.kind} prediction "
@@ -118,7 +133,10 @@ class MetricSpec:
         }
 
 
-_REGISTRY: dict[str, MetricSpec] = {}
+_REGISTRY: dict[tuple[str, str], MetricSpec] = {}
+
+#: Needs that are optional targets of a batch rather than capabilities of a prediction.
+_TARGETS = frozenset({"ood", "soft_labels"})
 
 
 def register(
@@ -145,8 +163,8 @@ def register(
     """
 
     def decorate(impl: Callable[..., Any]) -> Callable[..., Any]:
-        if name in _REGISTRY:
-            raise RuntimeError(f"metric {name!r} is registered twice")
+        if (task, name) in _REGISTRY:
+            raise RuntimeError(f"{task} metric {name!r} is registered twice")
         sig = inspect.signature(impl)
         params = list(sig.parameters.values())
         defaults = {
@@ -180,11 +198,12 @@ def register(
             mean_terms=mean_terms,
             finalize=finalize,
         )
-        _REGISTRY[name] = spec
+        _REGISTRY[(task, name)] = spec
 
         @functools.wraps(impl)
         def public(prediction: Any, y: Any, *, sample_weight: Any = None, **options: Any) -> Any:
-            batch = Batch(prediction, y, sample_weight)
+            targets = {k: options.pop(k) for k in ("ood", "soft_labels") if k in options}
+            batch = make_batch(prediction, y, sample_weight, **targets)
             return call(spec, batch, options)
 
         public_params = [
@@ -200,23 +219,32 @@ def register(
     return decorate
 
 
-def call(spec: MetricSpec, batch: Batch, options: Mapping[str, Any] | None = None) -> MetricValue:
+def call(spec: MetricSpec, batch: Any, options: Mapping[str, Any] | None = None) -> MetricValue:
     """Run ``spec`` on ``batch``: check applicability and options, then the implementation."""
-    reason = spec.why_not(batch.prediction)
+    reason = spec.why_not(batch.prediction, getattr(batch, "targets", frozenset()))
     if reason is not None:
         raise UQValidationError(reason)
     return spec.impl(batch, **spec.resolve_params(options))
 
 
-def get(name: str) -> MetricSpec:
-    """The spec of metric ``name``; unknown names raise :class:`UQValidationError`."""
+def get(name: str, task: str | None = None) -> MetricSpec:
+    """The spec of metric ``name``; unknown names raise :class:`UQValidationError`.
+
+    Names are unique within a task; ``"ece"`` and ``"nll"`` exist for regression and for
+    classification, and ``task`` chooses between them. Without ``task`` (or when ``task`` has
+    no such metric) the regression metric is preferred, then the one task that has the name;
+    :meth:`MetricSpec.why_not` then reports a task that does not match the prediction.
+    """
     _ensure_loaded()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UQValidationError(
-            f"unknown metric {name!r}; known metrics: {', '.join(sorted(_REGISTRY))}"
-        ) from None
+    if task is not None and (task, name) in _REGISTRY:
+        return _REGISTRY[(task, name)]
+    if ("regression", name) in _REGISTRY:
+        return _REGISTRY[("regression", name)]
+    found = [s for (_, n), s in _REGISTRY.items() if n == name]
+    if found:
+        return found[0]
+    known = sorted({n for (_, n) in _REGISTRY})
+    raise UQValidationError(f"unknown metric {name!r}; known metrics: {', '.join(known)}")
 
 
 def specs(task: str | None = None) -> list[MetricSpec]:
@@ -227,10 +255,11 @@ def specs(task: str | None = None) -> list[MetricSpec]:
 
 
 def names(task: str | None = None) -> list[str]:
-    """All registered metric names (of one task)."""
-    return [s.name for s in specs(task)]
+    """All registered metric names (of one task; without a task each name once)."""
+    return list(dict.fromkeys(s.name for s in specs(task)))
 
 
 def _ensure_loaded() -> None:
     # Importing the metric modules registers them; the import is idempotent.
+    import uqcore.classification
     import uqcore.regression  # noqa: F401

@@ -13,7 +13,7 @@ import numpy as np
 
 from uqcore import registry
 from uqcore._validation import UQValidationError
-from uqcore.batch import Batch
+from uqcore.batch import make_batch
 from uqcore.registry import MetricValue
 
 __all__ = ["Report", "evaluate", "json_safe", "metric"]
@@ -82,6 +82,11 @@ class Report(Mapping[str, MetricValue]):
     def __len__(self) -> int:
         return len(self._values)
 
+    @property
+    def by_estimator(self) -> dict[str, dict[str, MetricValue]]:
+        """Classification with ``estimators=``: metric -> estimator -> value (the table)."""
+        return dict(self.meta.get("by_estimator", {}))
+
     def scalar(self, name: str) -> float | None:
         """The scalar value of ``name`` (the ``"value"`` entry of a structured result)."""
         v = self._values[name]
@@ -105,7 +110,7 @@ class Report(Mapping[str, MetricValue]):
 
 
 def _run_one(
-    spec: registry.MetricSpec, batch: Batch, params: dict[str, Any]
+    spec: registry.MetricSpec, batch: Any, params: dict[str, Any]
 ) -> tuple[MetricValue, list[str]]:
     notes: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
@@ -124,6 +129,9 @@ def evaluate(
     *,
     params: Mapping[str, Mapping[str, Any]] | None = None,
     sample_weight: Any = None,
+    estimators: str | Sequence[str] | None = None,
+    ood: Any = None,
+    soft_labels: Any = None,
 ) -> Report:
     """Compute several metrics on one batch, sharing sorts and PIT values between them.
 
@@ -138,6 +146,19 @@ def evaluate(
     params : dict, optional
         Per-metric options, e.g. ``{"nmerci": {"alpha": 0.9}}``.
     sample_weight : array_like, shape (N,), optional
+    estimators : "all" or list of str, optional
+        Classification only: evaluate every metric that takes an ``estimator`` option for each
+        of these estimators (``"all"``: every one the prediction provides, built-in
+        aggregators then user-supplied estimates). The metric × estimator table is
+        ``Report.by_estimator`` (and ``"by_estimator"`` in :meth:`Report.to_dict`);
+        ``Report[name]`` stays the value for the metric's own ``estimator`` parameter.
+    ood : array_like of bool, shape (N,), optional
+        Classification only: OOD flags (the OOD-detection metrics need them).
+    soft_labels : array_like, shape (N, C), optional
+        Classification only: label distributions (the aleatoric metrics need them).
+
+    The task (regression or classification) is the prediction's; ``y`` holds the hard labels
+    for classification.
 
     Returns
     -------
@@ -147,8 +168,10 @@ def evaluate(
     """
     from uqcore import __version__
 
-    batch = Batch(prediction, y, sample_weight)
-    task = "regression"
+    batch = make_batch(prediction, y, sample_weight, ood=ood, soft_labels=soft_labels)
+    task = str(getattr(prediction, "task", "regression"))
+    targets: frozenset[str] = getattr(batch, "targets", frozenset())
+    est_names = _estimator_names(prediction, estimators)
     params = dict(params or {})
     not_applicable: dict[str, str] = {}
     if isinstance(metrics, str):
@@ -158,7 +181,7 @@ def evaluate(
             )
         chosen = []
         for spec in registry.specs(task):
-            reason = spec.why_not(prediction)
+            reason = spec.why_not(prediction, targets)
             if reason is None:
                 chosen.append(spec)
             else:
@@ -168,8 +191,8 @@ def evaluate(
             raise UQValidationError("metrics must name at least one metric")
         chosen = []
         for name in dict.fromkeys(metrics):
-            spec = registry.get(name)
-            reason = spec.why_not(prediction)
+            spec = registry.get(name, task)
+            reason = spec.why_not(prediction, targets)
             if reason is not None:
                 raise UQValidationError(reason)
             chosen.append(spec)
@@ -180,6 +203,7 @@ def evaluate(
             f"params given for metric(s) not requested: {', '.join(map(repr, stray))}"
         )
     values: dict[str, MetricValue] = {}
+    by_estimator: dict[str, dict[str, MetricValue]] = {}
     used: dict[str, dict[str, Any]] = {}
     timings: dict[str, float] = {}
     notes: list[str] = []
@@ -191,7 +215,17 @@ def evaluate(
         values[spec.name] = value
         used[spec.name] = json_safe(resolved, spec.name, [])
         notes.extend(msgs)
-    meta = {
+        if est_names and "estimator" in spec.defaults:
+            row: dict[str, MetricValue] = {}
+            for est in est_names:
+                if est == resolved["estimator"]:
+                    row[est] = value
+                    continue
+                v, msgs = _run_one(spec, batch, {**resolved, "estimator": est})
+                row[est] = v
+                notes.extend(f"[{est}] {m}" for m in msgs)
+            by_estimator[spec.name] = row
+    meta: dict[str, Any] = {
         "uqcore_version": __version__,
         "task": task,
         "prediction_kind": prediction.kind,
@@ -201,13 +235,52 @@ def evaluate(
         # charged to the first metric that needs it.
         "timings_s": timings,
     }
+    if est_names:
+        meta["estimators"] = est_names
+        meta["by_estimator"] = by_estimator
     return Report(values, used, not_applicable, notes, meta)
 
 
+def _estimator_names(prediction: Any, estimators: str | Sequence[str] | None) -> list[str]:
+    if estimators is None:
+        return []
+    if getattr(prediction, "task", "regression") != "classification":
+        raise UQValidationError("estimators apply to classification predictions only")
+    available = prediction.estimator_names()
+    if isinstance(estimators, str):
+        if estimators != "all":
+            raise UQValidationError(
+                f"estimators must be 'all' or a list of estimator names, found {estimators!r}"
+            )
+        return list(available)
+    chosen = list(dict.fromkeys(estimators))
+    if not chosen:
+        raise UQValidationError("estimators must name at least one estimator")
+    for name in chosen:
+        if name not in available:
+            raise UQValidationError(
+                f"estimator {name!r} does not apply to this {prediction.kind} prediction; "
+                f"available: {', '.join(available)}"
+            )
+    return chosen
+
+
 def metric(
-    name: str, prediction: Any, y: Any, *, sample_weight: Any = None, **options: Any
+    name: str,
+    prediction: Any,
+    y: Any,
+    *,
+    sample_weight: Any = None,
+    ood: Any = None,
+    soft_labels: Any = None,
+    **options: Any,
 ) -> MetricValue:
-    """Compute one registered metric: ``metric("crps", pred, y, sample_weight=w)``."""
-    spec = registry.get(name)
-    batch = Batch(prediction, y, sample_weight)
+    """Compute one registered metric: ``metric("crps", pred, y, sample_weight=w)``.
+
+    The metric of the prediction's task is used (``"ece"`` and ``"nll"`` exist for both);
+    ``ood`` and ``soft_labels`` are classification targets, e.g.
+    ``metric("auroc_ood", ens, labels, ood=is_ood, estimator="mutual_information")``.
+    """
+    spec = registry.get(name, str(getattr(prediction, "task", "regression")))
+    batch = make_batch(prediction, y, sample_weight, ood=ood, soft_labels=soft_labels)
     return registry.call(spec, batch, options)

@@ -191,3 +191,107 @@ def test_oracle_input_gets_the_best_value(name: str) -> None:
         other = _value(name, worse, y2)
         if other is not None:
             assert (other >= spec.best) if spec.direction == "lower" else (other <= spec.best)
+
+
+# -- classification ----------------------------------------------------------------------------
+_TARGETS = frozenset({"ood", "soft_labels"})
+
+
+def _class_cases(invariance: str | None = None) -> list[Any]:
+    from tests.factories import CLASSIFICATION_KINDS, make_classification
+
+    out = []
+    for spec in registry.specs("classification"):
+        if invariance is not None and invariance in spec.exempt:
+            continue
+        for kind in CLASSIFICATION_KINDS:
+            pred, _, _ = make_classification(kind, 5)
+            if spec.why_not(pred, _TARGETS) is None:
+                out.append(pytest.param(spec.name, kind, id=f"{spec.name}-{kind}"))
+    return out
+
+
+def _class_value(name: str, pred: Any, y: Any, targets: dict[str, Any], w: Any = None) -> Any:
+    from uqcore.batch import ClassificationBatch
+
+    spec = registry.get(name, "classification")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", registry.UndefinedMetricWarning)
+        return registry.call(spec, ClassificationBatch(pred, y, w, **targets))
+
+
+def _class_input(kind: str, seed: int, ties: bool = False) -> tuple[Any, Any, dict[str, Any]]:
+    from tests.factories import make_classification
+
+    return make_classification(kind, N, seed=seed, ties=ties)
+
+
+def _rows(targets: dict[str, Any], idx: Any) -> dict[str, Any]:
+    return {k: v[idx] for k, v in targets.items()}
+
+
+@pytest.mark.parametrize(("name", "kind"), _class_cases("order"))
+@pytest.mark.parametrize("ties", [False, True])
+def test_classification_order_invariance(name: str, kind: str, ties: bool) -> None:
+    pred, y, t = _class_input(kind, 21, ties)
+    perm = np.random.default_rng(22).permutation(N)
+    assert_same(
+        _class_value(name, pred, y, t),
+        _class_value(name, pred.take(perm), y[perm], _rows(t, perm)),
+    )
+
+
+@pytest.mark.parametrize(("name", "kind"), _class_cases("unit_weights"))
+def test_classification_unit_weights_equal_none(name: str, kind: str) -> None:
+    pred, y, t = _class_input(kind, 23)
+    assert_same(_class_value(name, pred, y, t), _class_value(name, pred, y, t, np.ones(N)))
+
+
+@pytest.mark.parametrize(("name", "kind"), _class_cases("repeat_rows"))
+@pytest.mark.parametrize("ties", [False, True])
+def test_classification_integer_weights_equal_repeated_rows(
+    name: str, kind: str, ties: bool
+) -> None:
+    pred, y, t = _class_input(kind, 24, ties)
+    counts = np.random.default_rng(25).integers(0, 4, size=N)
+    counts[0] = max(counts[0], 1)
+    idx = np.repeat(np.arange(N), counts)
+    assert_same(
+        _class_value(name, pred, y, t, counts.astype(float)),
+        _class_value(name, pred.take(idx), y[idx], _rows(t, idx)),
+    )
+
+
+@pytest.mark.parametrize(("name", "kind"), _class_cases("zero_weight"))
+def test_classification_zero_weight_equals_dropped_row(name: str, kind: str) -> None:
+    pred, y, t = _class_input(kind, 26)
+    keep = np.random.default_rng(27).random(N) < 0.7
+    keep[0] = True
+    idx = np.flatnonzero(keep)
+    assert_same(
+        _class_value(name, pred, y, t, keep.astype(float)),
+        _class_value(name, pred.take(idx), y[idx], _rows(t, idx)),
+    )
+
+
+@pytest.mark.parametrize(("name", "kind"), _class_cases("scale_weights"))
+def test_classification_scaling_weights_changes_nothing(name: str, kind: str) -> None:
+    pred, y, t = _class_input(kind, 28)
+    w = np.random.default_rng(29).uniform(0.1, 3.0, size=N)
+    assert_same(_class_value(name, pred, y, t, w), _class_value(name, pred, y, t, 3.7 * w))
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [p for p in _class_cases() if registry.get(p.values[0], "classification").mean_terms],
+)
+def test_classification_mean_terms_agree_with_the_metric(name: str, kind: str) -> None:
+    from uqcore.batch import ClassificationBatch
+
+    spec = registry.get(name, "classification")
+    pred, y, t = _class_input(kind, 30)
+    w = np.random.default_rng(31).uniform(0.0, 2.0, size=N)
+    assert spec.mean_terms is not None
+    terms = np.asarray(spec.mean_terms(ClassificationBatch(pred, y, w), **spec.defaults))
+    assert terms.shape == (N,)
+    assert_same(_class_value(name, pred, y, t, w), float(np.sum(w * terms) / np.sum(w)))

@@ -1,5 +1,12 @@
 """Prediction kinds: validated containers that give what metrics need."""
 
+from uqcore.predictions.classification import (
+    ClassificationPrediction,
+    Dirichlet,
+    Ensemble,
+    Logits,
+    Probs,
+)
 from uqcore.predictions.regression import (
     KINDS,
     Gaussian,
@@ -14,10 +21,15 @@ from uqcore.predictions.regression import (
 
 __all__ = [
     "KINDS",
+    "ClassificationPrediction",
+    "Dirichlet",
+    "Ensemble",
     "Gaussian",
     "Laplace",
+    "Logits",
     "Mixture",
     "PointUncertainty",
+    "Probs",
     "Quantiles",
     "RegressionPrediction",
     "Samples",

@@ -571,6 +571,11 @@ def calibration_error(
 
 
 # -- PIT histogram and uniformity test ---------------------------------------------------------
+_PIT_P_VALUE = ("auto", "exact", "asymptotic")
+#: Largest n for which ``p_value="auto"`` computes the exact Kolmogorov-Smirnov p-value.
+_PIT_EXACT_MAX_N = 100_000
+
+
 @register(
     "pit",
     family="calibration",
@@ -585,7 +590,7 @@ def calibration_error(
         "the count of repeated rows; the histogram and the KS statistic are invariant",
     },
 )
-def pit(batch: Batch, *, n_bins: int = 10) -> dict[str, Any]:
+def pit(batch: Batch, *, n_bins: int = 10, p_value: str = "auto") -> dict[str, Any]:
     """PIT histogram and Kolmogorov-Smirnov test of the PIT values u_i = F_i(y_i) against U(0, 1).
 
     ``value`` is the KS statistic D = sup_t |F̂_w(t) − t| of the weighted empirical CDF
@@ -602,6 +607,10 @@ def pit(batch: Batch, *, n_bins: int = 10) -> dict[str, Any]:
     (0.22725, [0.5, 0.5])
     """
     b = _check_n_bins(n_bins)
+    if p_value not in _PIT_P_VALUE:
+        raise UQValidationError(
+            f"p_value must be one of {', '.join(map(repr, _PIT_P_VALUE))}, found {p_value!r}"
+        )
     xp = batch.xp
     n = batch.n
     total = batch.total_weight
@@ -634,11 +643,18 @@ def pit(batch: Batch, *, n_bins: int = 10) -> dict[str, Any]:
     cuts = np.concatenate([[0.0], below, [total]])
     hist = np.diff(cuts) / total
     n_int = max(1, round(n_eff))
-    p_value = float(scipy.stats.kstwo.sf(d, n_int))
+    method = p_value
+    if method == "auto":
+        method = "exact" if n_int <= _PIT_EXACT_MAX_N else "asymptotic"
+    if method == "exact":
+        p = float(scipy.stats.kstwo.sf(d, n_int))
+    else:
+        p = float(scipy.stats.kstwobign.sf(d * math.sqrt(n_int)))
     return {
         "value": d,
         "ks_statistic": d,
-        "p_value": min(max(p_value, 0.0), 1.0),
+        "p_value": min(max(p, 0.0), 1.0),
+        "p_value_method": method,
         "n_eff": n_eff,
         "histogram": [float(v) for v in hist],
         "bin_edges": [float(v) for v in edges],

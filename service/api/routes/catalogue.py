@@ -15,6 +15,10 @@ from uqcore import registry
 
 router = APIRouter(tags=["metrics"])
 
+#: The tasks whose prediction kinds the service accepts. uqcore also registers classification
+#: metrics; they join the catalogue when the service accepts classification kinds.
+SERVICE_TASKS: tuple[str, ...] = ("regression",)
+
 
 @lru_cache(maxsize=1)
 def _kind_examples() -> dict[str, Any]:
@@ -27,6 +31,8 @@ def catalogue(task: str | None = None, kind: str | None = None) -> list[MetricIn
     examples = _kind_examples()
     out = []
     for spec in registry.specs(task):
+        if spec.task not in SERVICE_TASKS:
+            continue
         kinds = [k for k, pred in examples.items() if spec.why_not(pred) is None]
         if kind is not None and kind not in kinds:
             continue
@@ -56,7 +62,7 @@ def list_metrics(
     df <= 2 has no finite std, so std-based metrics do not apply to that batch.
     """
     if task is not None:
-        tasks = sorted({s.task for s in registry.specs()})
+        tasks = list(SERVICE_TASKS)
         if task not in tasks:
             raise ApiError(422, f"task must be one of {tasks}; found {task!r}", field="task")
     return MetricCatalogue(metrics=catalogue(task, kind))

@@ -332,6 +332,38 @@ def test_pit_against_reference(kind: str, n: int) -> None:
             _close(r["p_value"], float(ks.pvalue), 1e-9)
 
 
+def test_pit_p_value_methods() -> None:
+    rng = np.random.default_rng(11)
+    n = 2000
+    pred = P.Gaussian(mean=np.zeros(n), std=np.ones(n))
+    y = rng.normal(scale=1.1, size=n)
+    u = scipy.stats.norm.cdf(y)
+    d = float(scipy.stats.kstest(u, "uniform").statistic)
+    exact = metric("pit", pred, y, p_value="exact")
+    asym = metric("pit", pred, y, p_value="asymptotic")
+    auto = metric("pit", pred, y)
+    assert exact["p_value_method"] == "exact" == auto["p_value_method"]  # n <= 1e5
+    assert asym["p_value_method"] == "asymptotic"
+    _close(exact["p_value"], float(scipy.stats.kstwo.sf(d, n)), 1e-9)
+    # Kolmogorov's limit law: P(K > D·sqrt(n)) = 2 Σ_k≥1 (−1)^(k−1) exp(−2k²nD²)
+    t = d * math.sqrt(n)
+    series = 2.0 * sum((-1) ** (k - 1) * math.exp(-2.0 * k * k * t * t) for k in range(1, 200))
+    _close(asym["p_value"], series, 1e-9)
+    assert asym["value"] == exact["value"]
+    with pytest.raises(UQValidationError, match="p_value must be one of"):
+        metric("pit", pred, y, p_value="bootstrap")
+
+
+def test_pit_auto_switches_to_the_asymptotic_law_for_large_n() -> None:
+    n = 100_001
+    pred = P.Gaussian(mean=np.zeros(n), std=np.ones(n))
+    y = np.random.default_rng(12).normal(size=n)
+    assert metric("pit", pred, y)["p_value_method"] == "asymptotic"
+    w = np.ones(n)
+    w[0] = 0.0  # n_eff = 1e5: exact again
+    assert metric("pit", pred, y, sample_weight=w)["p_value_method"] == "exact"
+
+
 # -- ENCE / UCE ----------------------------------------------------------------------------
 
 

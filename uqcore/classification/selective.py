@@ -1,0 +1,363 @@
+"""Correctness prediction and abstained (selective) prediction.
+
+An uncertainty estimate u_i (higher = more uncertain; default ``one_minus_max_prob_bma``)
+ranks the predictions; an error is a row with argmax_c p̄_ic ≠ y_i. Abstaining on the most
+uncertain rows leaves a coverage c (share of the weight kept) and a selective risk (share of
+errors among the kept rows). Ties in u are exact: rows with equal u are accepted or rejected
+together, and where a curve is needed between two distinct thresholds the tied block is taken
+as a random order of its rows, i.e. its errors enter linearly in the accepted weight.
+
+Conventions for the area under the risk–coverage curve (both by name, ``convention=``):
+
+``"mean"``       (default; Geifman et al. 2019, used by mucsanyi2024's code) the mean over
+                 k = 1..N of the risk of the k most certain rows, averaged over the orders of
+                 tied rows. With weights, k runs over the accumulated weight and
+                 Σ_{k=a+1}^{a+n} 1/k = ψ(a+n+1) − ψ(a+1) (ψ = digamma), so an integer weight
+                 equals repeated rows (scaling all weights changes this estimator: exempt).
+``"trapezoid"``  the trapezoidal rule over the points (c_j, risk_j) at the distinct thresholds
+                 (no point at coverage 0), as scikit-learn's ``auc`` of the curve.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import scipy.special as sps
+
+from uqcore._validation import UQValidationError
+from uqcore.batch import ClassificationBatch
+from uqcore.classification._ranking import Blocks, auroc, average_precision, blocks
+from uqcore.classification.aggregators import DEFAULT_ESTIMATOR
+from uqcore.registry import register, undefined
+
+__all__ = [
+    "auac",
+    "augrc",
+    "aupr_error",
+    "aurc",
+    "auroc_correctness",
+    "coverage_at_accuracy",
+    "eaurc",
+    "raulc",
+    "risk_at_coverage",
+]
+
+NDArray = np.ndarray[Any, Any]
+Convention = Literal["mean", "trapezoid"]
+
+_TASK = "classification"
+_GEIFMAN = (
+    "Geifman et al. 2019, Bias-reduced uncertainty estimation for deep neural classifiers (ICLR)"
+)
+_NEEDS = {"probs", "estimates"}
+_SCALE = {"scale_weights": "convention='mean' counts rows: weights act as counts (see module)"}
+
+
+def _errors(batch: ClassificationBatch) -> NDArray:
+    return batch.shared("errors", lambda: 1.0 - batch.correct)
+
+
+def _blocks(batch: ClassificationBatch, estimator: str) -> Blocks:
+    u = batch.estimate(estimator)
+    return batch.weighted(
+        f"selective:{estimator}", lambda: blocks(u, _errors(batch), batch.weights)
+    )
+
+
+def _check_convention(convention: Any) -> None:
+    if convention not in ("mean", "trapezoid"):
+        raise UQValidationError(f"convention must be 'mean' or 'trapezoid', found {convention!r}")
+
+
+def _aurc_from_blocks(b: Blocks, convention: Convention) -> float:
+    keep = b.weight > 0
+    w, e = b.weight[keep], b.positive[keep]
+    cw = np.cumsum(w)
+    ce = np.cumsum(e)
+    total = float(cw[-1])
+    if convention == "trapezoid":
+        cov = cw / total
+        risk = ce / cw
+        if cov.size < 2:
+            return 0.0
+        return float(np.sum(np.diff(cov) * (risk[1:] + risk[:-1]) / 2.0))
+    w0 = cw - w
+    e0 = ce - e
+    harmonic = sps.digamma(w0 + w + 1.0) - sps.digamma(w0 + 1.0)
+    rate = e / w
+    return float(np.sum(e0 * harmonic + rate * (w - w0 * harmonic)) / total)
+
+
+def _oracle(b: Blocks) -> Blocks:
+    """The same rows ranked perfectly: every correct row before every error."""
+    wc = float(np.sum(b.weight - b.positive))
+    we = float(np.sum(b.positive))
+    parts = [(wc, 0.0)] if wc > 0 else []
+    if we > 0:
+        parts.append((we, we))
+    arr = np.asarray(parts, dtype=float)
+    return Blocks(np.arange(arr.shape[0], dtype=float), arr[:, 0], arr[:, 1])
+
+
+def _aurc(batch: ClassificationBatch, estimator: str, convention: Convention) -> float:
+    _check_convention(convention)
+    return _aurc_from_blocks(_blocks(batch, estimator), convention)
+
+
+@register(
+    "auroc_correctness",
+    task=_TASK,
+    family="correctness",
+    needs=_NEEDS,
+    direction="higher",
+    bounds=(0.0, 1.0),
+    best=1.0,
+    reference="mucsanyi2024 §3.4; Hendrycks & Gimpel 2017",
+)
+def auroc_correctness(
+    batch: ClassificationBatch, *, estimator: str = DEFAULT_ESTIMATOR
+) -> float | None:
+    """AUROC of the uncertainty for telling wrong from correct predictions (errors positive).
+
+    AUROC = P(u_err > u_ok) + ½ P(u_err = u_ok) under the weights (exact with ties).
+    Undefined (``None`` with a warning) when all predictions are correct or all wrong.
+    Best value 1; 0.5 is chance.
+    """
+    value = auroc(batch.estimate(estimator), _errors(batch), batch.weights)
+    if value is None:
+        undefined("auroc_correctness", "all predictions are correct, or all are wrong")
+    return value
+
+
+@register(
+    "aupr_error",
+    task=_TASK,
+    family="correctness",
+    needs=_NEEDS,
+    direction="higher",
+    bounds=(0.0, 1.0),
+    best=1.0,
+    reference="Hendrycks & Gimpel 2017, A baseline for detecting misclassified examples (ICLR)",
+)
+def aupr_error(batch: ClassificationBatch, *, estimator: str = DEFAULT_ESTIMATOR) -> float | None:
+    """Average precision of the uncertainty for finding errors (errors positive).
+
+    AP = Σ_k (R_k − R_{k−1}) P_k over the distinct thresholds t_k, flagging u ≥ t_k
+    (scikit-learn's ``average_precision_score``). Undefined when there is no error.
+    Best value 1.
+    """
+    value = average_precision(batch.estimate(estimator), _errors(batch), batch.weights)
+    if value is None:
+        undefined("aupr_error", "there is no wrong prediction")
+    return value
+
+
+@register(
+    "aurc",
+    task=_TASK,
+    family="selective",
+    needs=_NEEDS,
+    direction="lower",
+    bounds=(0.0, 1.0),
+    best=0.0,
+    reference=_GEIFMAN,
+    exempt=_SCALE,
+)
+def aurc(
+    batch: ClassificationBatch,
+    *,
+    estimator: str = DEFAULT_ESTIMATOR,
+    convention: Convention = "mean",
+) -> float:
+    """Area under the risk–coverage curve (module docstring for the two conventions).
+
+    ``"mean"``: AURC = (1/N) Σ_{k=1}^{N} risk(k), risk(k) the error rate of the k most certain
+    rows. Best value 0 (no errors).
+    """
+    return _aurc(batch, estimator, convention)
+
+
+@register(
+    "auac",
+    task=_TASK,
+    family="selective",
+    needs=_NEEDS,
+    direction="higher",
+    bounds=(0.0, 1.0),
+    best=1.0,
+    reference="Galil et al. 2023 (ICLR); mucsanyi2024 §3.4",
+    exempt=_SCALE,
+)
+def auac(
+    batch: ClassificationBatch,
+    *,
+    estimator: str = DEFAULT_ESTIMATOR,
+    convention: Convention = "mean",
+) -> float:
+    """Area under the accuracy–coverage curve: AUAC = 1 − AURC (same convention).
+
+    Selective accuracy is 1 − selective risk at every coverage. Best value 1.
+    """
+    return 1.0 - _aurc(batch, estimator, convention)
+
+
+@register(
+    "eaurc",
+    task=_TASK,
+    family="selective",
+    needs=_NEEDS,
+    direction="lower",
+    bounds=(0.0, 1.0),
+    best=0.0,
+    reference=_GEIFMAN + ", E-AURC",
+    exempt=_SCALE,
+)
+def eaurc(
+    batch: ClassificationBatch,
+    *,
+    estimator: str = DEFAULT_ESTIMATOR,
+    convention: Convention = "mean",
+) -> float:
+    """Excess AURC: AURC − AURC*, AURC* that of the perfect ranking (all errors last).
+
+    AURC* is computed exactly with the same convention (not the continuous approximation
+    r + (1 − r) ln(1 − r)). Best value 0.
+    """
+    _check_convention(convention)
+    b = _blocks(batch, estimator)
+    return _aurc_from_blocks(b, convention) - _aurc_from_blocks(_oracle(b), convention)
+
+
+@register(
+    "raulc",
+    task=_TASK,
+    family="selective",
+    needs=_NEEDS,
+    direction="higher",
+    bounds=(None, 1.0),
+    best=1.0,
+    reference="Kirchhof et al. 2023, URL (NeurIPS D&B) rAULC; mucsanyi2024 appendix H.5",
+    exempt=_SCALE,
+)
+def raulc(
+    batch: ClassificationBatch,
+    *,
+    estimator: str = DEFAULT_ESTIMATOR,
+    convention: Convention = "mean",
+) -> float | None:
+    """Relative area under the lift curve: (AUAC − acc) / (AUAC* − acc).
+
+    The lift curve is selective accuracy over overall accuracy acc; AULC = AUAC / acc, and
+    rAULC = (AULC − 1) / (AULC* − 1) with * the perfect ranking, i.e. 1 for a perfect ranking
+    and 0 for a random one. Undefined when all predictions are correct or all wrong.
+    Best value 1.
+    """
+    _check_convention(convention)
+    b = _blocks(batch, estimator)
+    acc = 1.0 - float(np.sum(b.positive)) / float(np.sum(b.weight))
+    best = 1.0 - _aurc_from_blocks(_oracle(b), convention)
+    if acc <= 0.0 or best - acc <= 0.0:
+        undefined("raulc", "all predictions are correct, or all are wrong")
+        return None
+    return (1.0 - _aurc_from_blocks(b, convention) - acc) / (best - acc)
+
+
+@register(
+    "augrc",
+    task=_TASK,
+    family="selective",
+    needs=_NEEDS,
+    direction="lower",
+    bounds=(0.0, 0.5),
+    best=0.0,
+    reference="Traub et al. 2024, Overcoming common flaws in the evaluation of selective "
+    "classification systems (NeurIPS)",
+)
+def augrc(batch: ClassificationBatch, *, estimator: str = DEFAULT_ESTIMATOR) -> float:
+    """Area under the generalized risk–coverage curve.
+
+    Generalized risk at coverage c: the weight of accepted errors over the total weight. The
+    curve is exact and piecewise linear (ties enter linearly), from (0, 0) to (1, error rate);
+    AUGRC = Σ_j (c_j − c_{j−1}) (g_j + g_{j−1}) / 2. Best value 0.
+    """
+    b = _blocks(batch, estimator)
+    total = float(np.sum(b.weight))
+    cov = np.concatenate([[0.0], np.cumsum(b.weight) / total])
+    g = np.concatenate([[0.0], np.cumsum(b.positive) / total])
+    return float(np.sum(np.diff(cov) * (g[1:] + g[:-1]) / 2.0))
+
+
+@register(
+    "coverage_at_accuracy",
+    task=_TASK,
+    family="selective",
+    needs=_NEEDS,
+    direction="higher",
+    bounds=(0.0, 1.0),
+    best=1.0,
+    reference="Geifman & El-Yaniv 2017, Selective classification for deep neural networks",
+)
+def coverage_at_accuracy(
+    batch: ClassificationBatch,
+    *,
+    estimator: str = DEFAULT_ESTIMATOR,
+    target_accuracy: float = 0.95,
+) -> float:
+    """Largest coverage at which the selective accuracy reaches ``target_accuracy``.
+
+    Over the thresholds at the distinct values of u (accepting u ≤ t), the largest coverage
+    c_j with selective accuracy 1 − E_j / W_j ≥ target; 0 when no threshold reaches it.
+    Common targets are 0.95 and 0.99. Best value 1.
+    """
+    if not 0.0 < float(target_accuracy) <= 1.0:
+        raise UQValidationError(f"target_accuracy must lie in (0, 1], found {target_accuracy!r}")
+    b = _blocks(batch, estimator)
+    keep = b.weight > 0
+    cw = np.cumsum(b.weight[keep])
+    acc = 1.0 - np.cumsum(b.positive[keep]) / cw
+    ok = acc >= float(target_accuracy) - 1e-12
+    if not bool(np.any(ok)):
+        return 0.0
+    return float(np.max(cw[ok]) / cw[-1])
+
+
+@register(
+    "risk_at_coverage",
+    task=_TASK,
+    family="selective",
+    needs=_NEEDS,
+    direction="lower",
+    bounds=(0.0, 1.0),
+    best=0.0,
+    reference=_GEIFMAN + "; Traub et al. 2024 (generalized risk)",
+)
+def risk_at_coverage(
+    batch: ClassificationBatch,
+    *,
+    estimator: str = DEFAULT_ESTIMATOR,
+    coverage: float = 0.8,
+    risk: Literal["selective", "generalized"] = "selective",
+) -> float:
+    """Risk when the most certain share ``coverage`` of the weight is accepted.
+
+    ``risk="selective"`` (default): errors among the accepted over the accepted weight, E(c)/cW;
+    ``risk="generalized"``: accepted errors over the total weight, E(c)/W. A tied block that
+    straddles the cut contributes its error rate times the part of it accepted. Best value 0.
+    """
+    c = float(coverage)
+    if not 0.0 < c <= 1.0:
+        raise UQValidationError(f"coverage must lie in (0, 1], found {coverage!r}")
+    if risk not in ("selective", "generalized"):
+        raise UQValidationError(f"risk must be 'selective' or 'generalized', found {risk!r}")
+    b = _blocks(batch, estimator)
+    keep = b.weight > 0
+    w, e = b.weight[keep], b.positive[keep]
+    cw = np.cumsum(w)
+    total = float(cw[-1])
+    cut = c * total
+    j = min(int(np.searchsorted(cw, cut * (1 - 1e-12), side="left")), w.shape[0] - 1)
+    before_w = float(cw[j] - w[j])
+    before_e = float(np.sum(e[:j]))
+    errs = before_e + (cut - before_w) * float(e[j] / w[j])
+    return errs / cut if risk == "selective" else errs / total
