@@ -27,10 +27,21 @@ from celery import Celery
 
 from service.settings import Settings
 
-__all__ = ["QUEUES", "TASK_NAME", "celery_conf", "make_celery"]
+__all__ = [
+    "COMPARE_TASK_NAME",
+    "QUEUES",
+    "RANKS_TASK_NAME",
+    "TASK_NAME",
+    "celery_conf",
+    "make_celery",
+]
 
 #: The one task of the service: evaluate a stored submission (argument: its id).
 TASK_NAME = "uqeval.evaluate"
+#: The rank intervals of a leaderboard: ``uqeval.leaderboard_ranks(bench_id, metric, rule)``.
+RANKS_TASK_NAME = "uqeval.leaderboard_ranks"
+#: A comparison of submissions: ``uqeval.compare(comparison_id)``.
+COMPARE_TASK_NAME = "uqeval.compare"
 QUEUES: tuple[str, ...] = ("cpu", "gpu")
 
 

@@ -22,16 +22,25 @@ import threading
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from celery import Celery
 
-from service.celery_config import TASK_NAME, make_celery
+from service.celery_config import COMPARE_TASK_NAME, RANKS_TASK_NAME, TASK_NAME, make_celery
 from service.settings import Settings
-from service.store import Store, StoreUnavailable, SubmissionRecord, now_iso
+from service.store import Quota, Store, StoreUnavailable, SubmissionRecord, now_iso
 
-__all__ = ["choose_queue", "enqueue", "input_hash", "new_submission_id", "reap", "submit"]
+__all__ = [
+    "choose_queue",
+    "enqueue",
+    "enqueue_ranks",
+    "input_hash",
+    "new_submission_id",
+    "reap",
+    "submit",
+    "submit_comparison",
+]
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +97,44 @@ def enqueue(settings: Settings, sub_id: str, queue: str, timeout_s: float | None
     )
 
 
+def enqueue_ranks(settings: Settings, bench_id: str, metric: str, rule: str) -> None:
+    """Publish the rank job of one leaderboard on the ``cpu`` queue."""
+    producer(settings).send_task(
+        RANKS_TASK_NAME,
+        args=[bench_id, metric, rule],
+        queue="cpu",
+        routing_key="cpu",
+        retry=False,
+        ignore_result=True,
+        timeout=settings.enqueue_timeout_s,
+    )
+
+
+def submit_comparison(store: Store, settings: Settings, record: Mapping[str, Any]) -> None:
+    """Store a comparison and publish its task; on failure remove it and raise
+    :class:`~service.store.StoreUnavailable`."""
+    store.create_comparison(record)
+    try:
+        producer(settings).send_task(
+            COMPARE_TASK_NAME,
+            args=[record["id"]],
+            queue="cpu",
+            routing_key="cpu",
+            retry=False,
+            ignore_result=True,
+            timeout=settings.enqueue_timeout_s,
+        )
+    except Exception as exc:
+        try:
+            store.delete_comparison(record["id"])
+        except StoreUnavailable:
+            log.warning("could not remove comparison %s after a failed enqueue", record["id"])
+        raise StoreUnavailable(f"could not enqueue the comparison: {exc}") from exc
+
+
 def _rollback(store: Store, sub_id: str) -> None:
     try:
-        store.delete_submission(sub_id)
+        store.delete_submission(sub_id, refund=True)
     except StoreUnavailable:
         # Redis went away after storing: the submission stays in the pending index and the
         # reaper deletes it once Redis is back.
@@ -110,6 +154,10 @@ def submit(
     arrays: Mapping[str, np.ndarray[Any, Any]],
     idempotency_key: str | None,
     body_hash: str,
+    team: str | None = None,
+    visibility: Literal["private", "public"] = "private",
+    benchmark: str | None = None,
+    quota: Quota | None = None,
 ) -> tuple[SubmissionRecord, bool]:
     """Store a submission and enqueue its evaluation; returns (record, created).
 
@@ -118,6 +166,10 @@ def submit(
     :class:`~service.store.IdempotencyConflict` for the same key with another body, and
     :class:`~service.store.StoreUnavailable` when Redis cannot store or enqueue within
     ``settings.enqueue_timeout_s`` — after removing whatever was stored.
+
+    ``team`` and ``visibility`` decide who reads it; with a ``benchmark`` the worker takes the
+    targets from that benchmark (``arrays`` then holds the prediction only), and ``quota``
+    counts it against the team's quota there (:class:`~service.store.QuotaExceeded`).
     """
     deadline = time.monotonic() + settings.enqueue_timeout_s
     queue = choose_queue(store, settings, n)
@@ -139,9 +191,17 @@ def submit(
         input_hash=input_hash(kind, arrays, analyses),
         analyses=dict(analyses),
         created_ts=time.time(),
+        team=team,
+        visibility=visibility,
+        benchmark=benchmark,
     )
     stored, created = store.create_submission(
-        record, arrays, idempotency_key=idempotency_key, body_hash=body_hash, deadline=deadline
+        record,
+        arrays,
+        idempotency_key=idempotency_key,
+        body_hash=body_hash,
+        deadline=deadline,
+        quota=quota,
     )
     if not created:
         return stored, False
@@ -184,7 +244,7 @@ def reap(store: Store, settings: Settings) -> dict[str, list[str]]:
                 continue
         store.mark_resent(sub_id)
     for sub_id in store.stale_pending(2 * settings.enqueue_timeout_s + 1.0):
-        if store.delete_submission(sub_id):
+        if store.delete_submission(sub_id, refund=True):
             out["rolled_back"].append(sub_id)
         store.mark_enqueued(sub_id)
     return out

@@ -12,13 +12,48 @@ key                                             type       holds
                                                            ``metadata``/``analyses`` as JSON)
 ``sub:{id}:arrays``                             hash       ``manifest`` (JSON: name -> dtype,
                                                            shape, chunk count, codec) and the
-                                                           compressed chunks ``{name}:{i}``
+                                                           compressed chunks ``{name}:{i}``;
+                                                           expires after the job, except for a
+                                                           succeeded benchmark submission
 ``sub:{id}:result``                             string     the result document (JSON)
 ``sub:{id}:hb``                                 string     the heartbeat: the worker's name,
                                                            expires after ``heartbeat_ttl_s``
 ``subs``                                        zset       every submission id, score =
                                                            creation time (newest first = REV)
 ``subs:owner:{key_id}``                         zset       the submissions of one API key
+``subs:team:{team_id}``                         zset       the submissions of one team
+``team:{team_id}``                              hash       TeamRecord fields
+``teams``                                       zset       team ids, score = creation time
+``bench:{id}``                                  string     the benchmark record (JSON)
+``bench:{id}:arrays``                           hash       the hidden targets ``y`` (and
+                                                           ``groups``), stored like
+                                                           ``sub:{id}:arrays``
+``benchmarks``                                  zset       benchmark ids, score = creation
+``quota:{bench}:{team_id}``                     zset       the team's submissions counted
+                                                           against the benchmark's quota,
+                                                           score = creation time (a job
+                                                           failed by the system is removed)
+``lb:{bench}:{metric}:subs``                    zset       every ranked (succeeded, public)
+                                                           submission, score = its badness
+                                                           (value, −value or |value − best|
+                                                           by the metric's direction)
+``lb:{bench}:{metric}:{rule}``                  zset       one entry per team (rule best or
+                                                           latest), score = badness
+``lb:{bench}:{metric}:{rule}:sub``              hash       team -> the submission ranked
+``lb:{bench}:{metric}:entry``                   hash       submission -> JSON {value, low,
+                                                           high, std} shown on the board
+``lb:{bench}:info``                             hash       submission -> "team|created_ts";
+                                                           ``__version``: counts board changes
+``lb:{bench}:{metric}:{rule}:ranks``            string     JSON: the rank distribution and
+                                                           separability flags of the board at
+                                                           one version (computed by a worker)
+``lb:{bench}:{metric}:{rule}:ranks-lock``       string     a queued/running rank job (expires)
+``cmp:{id}``                                    hash       a comparison: id, owner, team,
+                                                           status, times, error, ``request``
+                                                           (JSON)
+``cmp:{id}:result``                             string     the comparison's result (JSON)
+``rate:{key_id}:{window}``                      string     requests of a key in one window
+                                                           (expires with the window)
 ``queued:{queue}``                              zset       queued ids per queue, score =
                                                            creation time (queue position)
 ``running``                                     zset       running ids, score = start time
@@ -72,6 +107,83 @@ def submissions() -> str:
 
 def owner_submissions(key_id: str) -> str:
     return f"{PREFIX}subs:owner:{key_id}"
+
+
+def team_submissions(team_id: str) -> str:
+    return f"{PREFIX}subs:team:{team_id}"
+
+
+def team(team_id: str) -> str:
+    return f"{PREFIX}team:{team_id}"
+
+
+def teams() -> str:
+    return f"{PREFIX}teams"
+
+
+def benchmark(bench_id: str) -> str:
+    return f"{PREFIX}bench:{bench_id}"
+
+
+def benchmark_arrays(bench_id: str) -> str:
+    return f"{PREFIX}bench:{bench_id}:arrays"
+
+
+def benchmarks() -> str:
+    return f"{PREFIX}benchmarks"
+
+
+def quota(bench_id: str, team_id: str) -> str:
+    return f"{PREFIX}quota:{bench_id}:{team_id}"
+
+
+def leaderboard_subs(bench_id: str, metric: str) -> str:
+    return f"{PREFIX}lb:{bench_id}:{metric}:subs"
+
+
+def leaderboard(bench_id: str, metric: str, rule: str) -> str:
+    return f"{PREFIX}lb:{bench_id}:{metric}:{rule}"
+
+
+def leaderboard_map(bench_id: str, metric: str, rule: str) -> str:
+    return f"{PREFIX}lb:{bench_id}:{metric}:{rule}:sub"
+
+
+def leaderboard_entries(bench_id: str, metric: str) -> str:
+    return f"{PREFIX}lb:{bench_id}:{metric}:entry"
+
+
+def leaderboard_info(bench_id: str) -> str:
+    return f"{PREFIX}lb:{bench_id}:info"
+
+
+def ranks(bench_id: str, metric: str, rule: str) -> str:
+    return f"{PREFIX}lb:{bench_id}:{metric}:{rule}:ranks"
+
+
+def ranks_lock(bench_id: str, metric: str, rule: str) -> str:
+    return f"{PREFIX}lb:{bench_id}:{metric}:{rule}:ranks-lock"
+
+
+def leaderboard_pattern(bench_id: str) -> str:
+    """A SCAN pattern matching every leaderboard key of a benchmark."""
+    return f"{PREFIX}lb:{bench_id}:*"
+
+
+#: The ranking rules of a benchmark; both boards are kept, the benchmark's rule picks one.
+RULES: tuple[str, ...] = ("best", "latest")
+
+
+def comparison(cmp_id: str) -> str:
+    return f"{PREFIX}cmp:{cmp_id}"
+
+
+def comparison_result(cmp_id: str) -> str:
+    return f"{PREFIX}cmp:{cmp_id}:result"
+
+
+def rate(key_id: str, window: int) -> str:
+    return f"{PREFIX}rate:{key_id}:{window}"
 
 
 def queued(queue: str) -> str:

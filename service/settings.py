@@ -56,6 +56,21 @@ class Settings(BaseSettings):
         gt=0,
         description="Largest number of prediction values per submission (N×K, N×S or N×Q).",
     )
+    rate_limit: int = Field(
+        default=0,
+        ge=0,
+        description="Requests per submitter key per rate-limit window (0: no limit); over it, "
+        "429 with Retry-After. Admin keys are not limited.",
+    )
+    leaderboard_rank_limit: int = Field(
+        default=100,
+        ge=2,
+        description="Rank intervals and flags are computed for the first this many teams of a "
+        "leaderboard (each needs its prediction in memory); the rest show null.",
+    )
+    rate_limit_window_s: int = Field(
+        default=60, gt=0, description="Length of the rate-limit window (s)."
+    )
     enqueue_timeout_s: float = Field(
         default=3.0, gt=0, description="Budget for storing and enqueueing a submission (s)."
     )

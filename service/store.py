@@ -11,6 +11,7 @@ as JSON.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import io
@@ -38,10 +39,13 @@ __all__ = [
     "CHUNK_BYTES",
     "TERMINAL",
     "ApiKeyRecord",
+    "BenchmarkRecord",
     "IdempotencyConflict",
+    "QuotaExceeded",
     "Store",
     "StoreUnavailable",
     "SubmissionRecord",
+    "TeamRecord",
     "now_iso",
 ]
 
@@ -74,6 +78,15 @@ class IdempotencyConflict(Exception):
     """The Idempotency-Key was used before with a different request body (the API answers 409)."""
 
 
+class QuotaExceeded(Exception):
+    """The team used its submission quota on the benchmark (the API answers 429)."""
+
+    def __init__(self, message: str, retry_after_s: int | None = None) -> None:
+        super().__init__(message)
+        #: Seconds until the per-day quota frees a slot (None: the total quota is spent).
+        self.retry_after_s = retry_after_s
+
+
 def now_iso() -> str:
     """The current UTC time as ISO-8601 with milliseconds and a ``Z`` suffix."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -92,6 +105,67 @@ class ApiKeyRecord:
     role: Literal["admin", "submitter"]
     created_at: str
     revoked: bool
+    #: The team of a submitter key (None: an admin key, or a key made before teams existed,
+    #: which then sees only its own submissions).
+    team: str | None = None
+
+
+@dataclass(frozen=True)
+class TeamRecord:
+    """A team: its submitter keys share its submissions and its benchmark quotas."""
+
+    team_id: str
+    name: str
+    created_at: str
+
+
+@dataclass
+class BenchmarkRecord:
+    """A benchmark: metadata of its hidden targets and how its submissions are ranked.
+
+    The targets (``y``, optionally ``groups``) are stored beside it as arrays
+    (:meth:`Store.load_benchmark_arrays`) and are never part of this record.
+    """
+
+    id: str
+    name: str
+    task: str
+    description: str
+    primary_metric: str
+    #: Metrics computed for every submission and shown on the leaderboards.
+    metrics: list[str]
+    #: Which of a team's submissions ranks: its best value, or its latest submission.
+    rule: Literal["best", "latest"]
+    #: Prediction kinds accepted.
+    kinds: list[str]
+    n: int
+    has_groups: bool
+    #: Per-metric parameters, bootstrap options and seed of every submission's evaluation.
+    params: dict[str, Any]
+    bootstrap: dict[str, Any]
+    seed: int
+    quota_per_day: int | None
+    quota_total: int | None
+    baseline: str | None
+    created_at: str
+    updated_at: str
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> BenchmarkRecord:
+        return cls(**json.loads(raw))
+
+    def analyses(self, metrics: list[str]) -> dict[str, Any]:
+        """The analyses document of a submission on this benchmark evaluating ``metrics``."""
+        return {
+            "metrics": list(metrics),
+            "params": {k: v for k, v in self.params.items() if k in metrics},
+            "bootstrap": dict(self.bootstrap),
+            "stability": {"enabled": False, "repeats": 100},
+            "seed": self.seed,
+        }
 
 
 @dataclass
@@ -117,6 +191,13 @@ class SubmissionRecord:
     cancel_requested: bool = False
     #: Creation time in unix seconds (the sort key of the indexes).
     created_ts: float = field(default=0.0, repr=False)
+    #: The submitting key's team (None for a key without a team).
+    team: str | None = None
+    #: "private": its team (and admins) only; "public": readable by every key, and ranked on
+    #: its benchmark's leaderboards.
+    visibility: Literal["private", "public"] = "private"
+    #: The benchmark whose hidden targets it is evaluated against (None: inline targets).
+    benchmark: str | None = None
 
     def to_hash(self) -> dict[str, str]:
         """The Redis hash fields (None fields are left out)."""
@@ -136,8 +217,9 @@ class SubmissionRecord:
             "analyses": json.dumps(self.analyses, separators=(",", ":")),
             "cancel_requested": "1" if self.cancel_requested else "0",
             "created_ts": repr(float(self.created_ts)),
+            "visibility": self.visibility,
         }
-        for name in ("started_at", "finished_at", "error"):
+        for name in ("started_at", "finished_at", "error", "team", "benchmark"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -165,6 +247,9 @@ class SubmissionRecord:
             analyses=json.loads(h.get("analyses", "{}")),
             cancel_requested=h.get("cancel_requested") == "1",
             created_ts=float(h.get("created_ts", "0")),
+            team=h.get("team"),
+            visibility="public" if h.get("visibility") == "public" else "private",
+            benchmark=h.get("benchmark"),
         )
 
 
@@ -183,10 +268,21 @@ local function expire_arrays(retention)
   if retention <= 0 then redis.call('DEL', KEYS[6])
   else redis.call('EXPIRE', KEYS[6], retention) end
 end
+local function refund()
+  -- A job failed by the system does not count against its team's benchmark quota.
+  local qk = redis.call('HGET', KEYS[1], 'quota_key')
+  if qk then
+    redis.call('ZREM', qk, ARGV[1])
+    redis.call('HSET', KEYS[1], 'quota_refunded', '1')
+  end
+end
 local function end_as(status, finished_at, retention)
   redis.call('HSET', KEYS[1], 'status', status, 'finished_at', finished_at)
   leave_indexes()
-  expire_arrays(retention)
+  -- A succeeded benchmark submission keeps its arrays (rank intervals, comparisons).
+  if not (status == 'succeeded' and redis.call('HEXISTS', KEYS[1], 'benchmark') == 1) then
+    expire_arrays(retention)
+  end
   redis.call('HINCRBY', KEYS[7], status, 1)
 end
 """
@@ -214,6 +310,7 @@ if attempts >= tonumber(ARGV[6]) then
     'the job was started ' .. attempts .. ' times and its worker was lost each time ' ..
     '(max_attempts=' .. ARGV[6] .. '); resubmit it, with fewer points or bootstrap ' ..
     'resamples if the workers run out of memory')
+  refund()
   end_as('failed', ARGV[2], ARGV[7])
   return {'terminal', 'failed'}
 end
@@ -229,10 +326,46 @@ return {'started', tostring(attempts)}
 """
 )
 
-# KEYS as common + 8 result, 9 durations:{queue}
-# ARGV: id, now_iso, result_json, retention_s, duration_s, bucket bounds...
+# The leaderboard helpers. Per metric, 6 keys from index k: subs zset, best zset, best map,
+# latest zset, latest map, entry hash; KEYS[10] is the info hash (sub -> "team|created_ts").
+_LEADERBOARD_HELPERS = """
+local function created_of(sub)
+  local info = redis.call('HGET', KEYS[10], sub)
+  if not info then return nil end
+  return tonumber(string.match(info, '|(.*)$'))
+end
+local function team_of(sub)
+  local info = redis.call('HGET', KEYS[10], sub)
+  if not info then return nil end
+  return string.match(info, '^(.*)|')
+end
+-- Offer submission ``sub`` (team, created, badness) to the boards of the metric at key k.
+local function offer(k, sub, team, created, badness)
+  redis.call('ZADD', KEYS[k], badness, sub)
+  local cur = redis.call('ZSCORE', KEYS[k + 1], team)
+  if (not cur) or badness < tonumber(cur) then
+    redis.call('ZADD', KEYS[k + 1], badness, team)
+    redis.call('HSET', KEYS[k + 2], team, sub)
+  end
+  local cur_sub = redis.call('HGET', KEYS[k + 4], team)
+  local newer = true
+  if cur_sub and cur_sub ~= sub then
+    local cur_created = created_of(cur_sub)
+    newer = (not cur_created) or created >= cur_created
+  end
+  if newer then
+    redis.call('ZADD', KEYS[k + 3], badness, team)
+    redis.call('HSET', KEYS[k + 4], team, sub)
+  end
+end
+"""
+
+# KEYS as common + 8 result, 9 durations:{queue}, 10 leaderboard info, then 6 per metric.
+# ARGV: id, now_iso, result_json, retention_s, duration_s, n_buckets, bucket bounds...,
+#       team, created_ts, then (badness, entry_json) per metric.
 _FINISH = (
     _END_HELPERS
+    + _LEADERBOARD_HELPERS
     + """
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return 'missing' end
@@ -242,17 +375,62 @@ redis.call('HSET', KEYS[1], 'progress', '100.0')
 redis.call('HDEL', KEYS[1], 'error')
 end_as('succeeded', ARGV[2], ARGV[4])
 local d = tonumber(ARGV[5])
-for i = 6, #ARGV do
+local nb = tonumber(ARGV[6])
+for i = 7, 6 + nb do
   if d <= tonumber(ARGV[i]) then redis.call('HINCRBY', KEYS[9], 'le:' .. ARGV[i], 1) end
 end
 redis.call('HINCRBY', KEYS[9], 'le:+Inf', 1)
 redis.call('HINCRBY', KEYS[9], 'count', 1)
 redis.call('HINCRBYFLOAT', KEYS[9], 'sum', ARGV[5])
+local a = 7 + nb
+if #KEYS > 10 then
+  local team, created = ARGV[a], tonumber(ARGV[a + 1])
+  redis.call('HSET', KEYS[10], ARGV[1], team .. '|' .. ARGV[a + 1])
+  redis.call('HINCRBY', KEYS[10], '__version', 1)
+  local m = 0
+  for k = 11, #KEYS, 6 do
+    local badness = tonumber(ARGV[a + 2 + 2 * m])
+    redis.call('HSET', KEYS[k + 5], ARGV[1], ARGV[a + 3 + 2 * m])
+    offer(k, ARGV[1], team, created, badness)
+    m = m + 1
+  end
+end
 return 'succeeded'
 """
 )
 
-# ARGV: id, now_iso, error, retention_s
+# Remove a submission from a benchmark's boards; a team whose ranked submission it was gets its
+# next best (or latest) one. KEYS: 1-9 unused, 10 info, then 6 per metric. ARGV: id.
+_LEADERBOARD_FORGET = (
+    _LEADERBOARD_HELPERS
+    + """
+local team = team_of(ARGV[1])
+if not team then return 0 end
+for k = 11, #KEYS, 6 do
+  redis.call('ZREM', KEYS[k], ARGV[1])
+  redis.call('HDEL', KEYS[k + 5], ARGV[1])
+  if redis.call('HGET', KEYS[k + 2], team) == ARGV[1]
+     or redis.call('HGET', KEYS[k + 4], team) == ARGV[1] then
+    redis.call('ZREM', KEYS[k + 1], team)
+    redis.call('HDEL', KEYS[k + 2], team)
+    redis.call('ZREM', KEYS[k + 3], team)
+    redis.call('HDEL', KEYS[k + 4], team)
+    local members = redis.call('ZRANGE', KEYS[k], 0, -1, 'WITHSCORES')
+    for i = 1, #members, 2 do
+      local sub = members[i]
+      if sub ~= ARGV[1] and team_of(sub) == team then
+        offer(k, sub, team, created_of(sub), tonumber(members[i + 1]))
+      end
+    end
+  end
+end
+redis.call('HDEL', KEYS[10], ARGV[1])
+redis.call('HINCRBY', KEYS[10], '__version', 1)
+return 1
+"""
+)
+
+# ARGV: id, now_iso, error, retention_s, system ("1": failed by the system, quota refunded)
 _FAIL = (
     _END_HELPERS
     + """
@@ -260,6 +438,7 @@ local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return 'missing' end
 if status ~= 'running' and status ~= 'queued' then return status end
 redis.call('HSET', KEYS[1], 'error', ARGV[3])
+if ARGV[5] == '1' then refund() end
 end_as('failed', ARGV[2], ARGV[4])
 return 'failed'
 """
@@ -317,6 +496,7 @@ if attempts >= tonumber(ARGV[4]) then
     ' s) on each of its ' .. attempts .. ' attempts (max_attempts=' .. ARGV[4] ..
     '); the batch may exhaust a worker\\'s memory or time limit: resubmit it smaller ' ..
     'or with fewer bootstrap resamples')
+  refund()
   end_as('failed', ARGV[2], ARGV[3])
   return 'failed'
 end
@@ -353,8 +533,70 @@ return 1
 """
 
 
+@dataclass(frozen=True)
+class Ranking:
+    """The leaderboard entries of a finished submission on its benchmark: per metric, the
+    badness (the sort key: lower is better) and the entry shown (value and interval)."""
+
+    benchmark: str
+    team: str
+    created_ts: float
+    entries: dict[str, tuple[float, dict[str, Any]]]
+
+
+def _leaderboard_keys(bench_id: str, metrics: list[str]) -> list[str]:
+    out = [keys.leaderboard_info(bench_id)]
+    for m in metrics:
+        out += [
+            keys.leaderboard_subs(bench_id, m),
+            keys.leaderboard(bench_id, m, "best"),
+            keys.leaderboard_map(bench_id, m, "best"),
+            keys.leaderboard(bench_id, m, "latest"),
+            keys.leaderboard_map(bench_id, m, "latest"),
+            keys.leaderboard_entries(bench_id, m),
+        ]
+    return out
+
+
 def _decode(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+#: The window of a per-day quota (rolling, not calendar days).
+DAY_S = 86400
+
+
+@dataclass(frozen=True)
+class Quota:
+    """A team's submission quota on one benchmark: at most ``per_day`` counted submissions in
+    any rolling 24 h and ``total`` in all (None: no limit). Counted submissions are the
+    members of the zset ``key`` (see :func:`service.keys.quota`)."""
+
+    key: str
+    per_day: int | None
+    total: int | None
+
+    def check(self, client: Any, now: float) -> None:
+        """Raise :class:`QuotaExceeded` when one more submission would exceed a limit."""
+        if self.total is not None:
+            used = int(client.zcard(self.key))
+            if used >= self.total:
+                raise QuotaExceeded(
+                    f"the team has used its total quota of {self.total} submissions on this "
+                    "benchmark (jobs failed by the system are not counted)"
+                )
+        if self.per_day is not None:
+            day = client.zrangebyscore(self.key, now - DAY_S, "+inf", withscores=True)
+            if len(day) >= self.per_day:
+                # The slot frees when the oldest counted submission of the window leaves it.
+                oldest = float(day[len(day) - self.per_day][1])
+                wait = max(math.ceil(oldest + DAY_S - now), 1)
+                raise QuotaExceeded(
+                    f"the team has used its quota of {self.per_day} submissions per 24 h on "
+                    f"this benchmark; the next is accepted in {wait} s (jobs failed by the "
+                    "system are not counted)",
+                    retry_after_s=wait,
+                )
 
 
 class Store:
@@ -379,6 +621,7 @@ class Store:
                 "requeue": _REQUEUE,
                 "heartbeat": _HEARTBEAT,
                 "progress": _PROGRESS,
+                "leaderboard_forget": _LEADERBOARD_FORGET,
             }.items()
         }
 
@@ -417,7 +660,11 @@ class Store:
     # --- API keys ------------------------------------------------------------------------------
 
     def _put_api_key(
-        self, name: str, role: Literal["admin", "submitter"], token: str
+        self,
+        name: str,
+        role: Literal["admin", "submitter"],
+        token: str,
+        team: str | None = None,
     ) -> ApiKeyRecord:
         record = ApiKeyRecord(
             key_id="key_" + secrets.token_hex(8),
@@ -425,22 +672,23 @@ class Store:
             role=role,
             created_at=now_iso(),
             revoked=False,
+            team=team,
         )
         digest = sha256_hex(token)
+        fields: dict[Any, Any] = {
+            "key_id": record.key_id,
+            "name": record.name,
+            "role": record.role,
+            "created_at": record.created_at,
+            "revoked": "0",
+            "hash": digest,
+        }
+        if team is not None:
+            fields["team"] = team
 
         def write() -> None:
             pipe = self.client.pipeline(transaction=True)
-            pipe.hset(
-                keys.api_key(record.key_id),
-                mapping={
-                    "key_id": record.key_id,
-                    "name": record.name,
-                    "role": record.role,
-                    "created_at": record.created_at,
-                    "revoked": "0",
-                    "hash": digest,
-                },
-            )
+            pipe.hset(keys.api_key(record.key_id), mapping=fields)
             pipe.set(keys.api_key_hash(digest), record.key_id)
             pipe.zadd(keys.api_keys(), {record.key_id: time.time()})
             pipe.execute()
@@ -449,13 +697,60 @@ class Store:
         return record
 
     def create_api_key(
-        self, name: str, role: Literal["admin", "submitter"] = "submitter"
+        self,
+        name: str,
+        role: Literal["admin", "submitter"] = "submitter",
+        team: str | None = None,
     ) -> tuple[ApiKeyRecord, str]:
-        """A new key: its record and the plaintext token (shown once, stored only hashed)."""
+        """A new key: its record and the plaintext token (shown once, stored only hashed).
+
+        ``team`` (a submitter key's team id) must exist (ValueError otherwise).
+        """
         if role not in ("admin", "submitter"):
             raise ValueError(f"role must be 'admin' or 'submitter'; found {role!r}")
+        if team is not None and self.get_team(team) is None:
+            raise ValueError(f"no team {team!r}")
         token = "uqe_" + secrets.token_urlsafe(32)
-        return self._put_api_key(name, role, token), token
+        return self._put_api_key(name, role, token, team), token
+
+    # --- teams ---------------------------------------------------------------------------------
+
+    def create_team(self, name: str) -> TeamRecord:
+        """A new team (its id is generated)."""
+        record = TeamRecord(team_id="team_" + secrets.token_hex(6), name=name, created_at=now_iso())
+
+        def write() -> None:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hset(
+                keys.team(record.team_id),
+                mapping={"team_id": record.team_id, "name": name, "created_at": record.created_at},
+            )
+            pipe.zadd(keys.teams(), {record.team_id: time.time()})
+            pipe.execute()
+
+        self._call(write)
+        return record
+
+    @staticmethod
+    def _team_record(raw: Mapping[Any, Any]) -> TeamRecord:
+        h = {_decode(k): _decode(v) for k, v in raw.items()}
+        return TeamRecord(team_id=h["team_id"], name=h["name"], created_at=h["created_at"])
+
+    def get_team(self, team_id: str) -> TeamRecord | None:
+        raw = self._call(lambda: self.client.hgetall(keys.team(team_id)))
+        return self._team_record(raw) if raw else None
+
+    def list_teams(self) -> list[TeamRecord]:
+        """Every team, oldest first."""
+
+        def read() -> list[TeamRecord]:
+            ids = self.client.zrange(keys.teams(), 0, -1)
+            pipe = self.client.pipeline(transaction=False)
+            for team_id in ids:
+                pipe.hgetall(keys.team(_decode(team_id)))
+            return [self._team_record(raw) for raw in pipe.execute() if raw]
+
+        return self._call(read)
 
     @staticmethod
     def _key_record(raw: Mapping[Any, Any]) -> tuple[ApiKeyRecord, str]:
@@ -467,6 +762,7 @@ class Store:
             role=role,
             created_at=h["created_at"],
             revoked=h.get("revoked") == "1",
+            team=h.get("team"),
         )
         return rec, h.get("hash", "")
 
@@ -512,6 +808,27 @@ class Store:
             return True
 
         return self._call(write)
+
+    def hit_rate(self, key_id: str, limit: int, window_s: int) -> int | None:
+        """Count one request of ``key_id`` in the current fixed window of ``window_s``.
+
+        Returns None while the key is within ``limit`` requests in the window, else the
+        seconds until the window ends (for Retry-After). One round trip (INCR + EXPIRE).
+        """
+        now = time.time()
+        window = int(now // window_s)
+        key = keys.rate(key_id, window)
+
+        def write() -> int:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.incr(key)
+            pipe.expire(key, window_s + 1)
+            count, _ = pipe.execute()
+            return int(count)
+
+        if self._call(write) <= limit:
+            return None
+        return max(math.ceil((window + 1) * window_s - now), 1)
 
     def ensure_admin_key(self, token: str | None) -> str | None:
         """Register the admin ``token`` from the environment, or generate one at first start.
@@ -593,6 +910,7 @@ class Store:
         idempotency_key: str | None = None,
         body_hash: str = "",
         deadline: float | None = None,
+        quota: Quota | None = None,
     ) -> tuple[SubmissionRecord, bool]:
         """Store the record, its arrays, its indexes and the idempotency mapping atomically.
 
@@ -600,6 +918,9 @@ class Store:
         submission and False when ``body_hash`` matches, raises :class:`IdempotencyConflict`
         otherwise (a mapping to a deleted submission is replaced). ``deadline`` is a
         ``time.monotonic()`` value after which the write is abandoned (StoreUnavailable).
+        With a ``quota``, the submission is counted in it, or :class:`QuotaExceeded` is raised
+        when the team already has ``per_day`` counted submissions in the last 24 h or
+        ``total`` in all (checked and counted in the same transaction).
         """
         manifest: dict[str, Any] = {}
         blobs: dict[str, bytes] = {}
@@ -629,6 +950,8 @@ class Store:
                                 "Idempotency-Key was used before with a different request body"
                             )
                         return SubmissionRecord.from_hash(existing_raw), False
+            if quota is not None:
+                quota.check(pipe, record.created_ts)
             pipe.multi()
             arr_key = keys.arrays(record.id)
             pipe.hset(arr_key, "manifest", json.dumps(manifest))
@@ -641,6 +964,11 @@ class Store:
             pipe.hset(keys.submission(record.id), mapping=fields)
             pipe.zadd(keys.submissions(), {record.id: record.created_ts})
             pipe.zadd(keys.owner_submissions(record.owner), {record.id: record.created_ts})
+            if record.team is not None:
+                pipe.zadd(keys.team_submissions(record.team), {record.id: record.created_ts})
+            if quota is not None:
+                pipe.hset(keys.submission(record.id), "quota_key", quota.key)
+                pipe.zadd(quota.key, {record.id: record.created_ts})
             pipe.zadd(keys.queued(record.queue), {record.id: record.created_ts})
             pipe.zadd(keys.pending(), {record.id: time.time()})
             if idem_key is not None:
@@ -648,6 +976,8 @@ class Store:
             return None
 
         watches = [idem_key] if idem_key is not None else []
+        if quota is not None:
+            watches.append(quota.key)
 
         def run() -> tuple[SubmissionRecord, bool]:
             while True:
@@ -667,18 +997,313 @@ class Store:
 
         return self._call(run)
 
+    # --- benchmarks ------------------------------------------------------------------------
+
+    def _put_arrays(self, pipe: Any, arr_key: str, arrays: Mapping[str, Any]) -> None:
+        manifest: dict[str, Any] = {}
+        blobs: dict[str, bytes] = {}
+        for name, array in arrays.items():
+            meta, chunks = self.encode_array(np.asarray(array))
+            manifest[name] = meta
+            for i, chunk in enumerate(chunks):
+                blobs[f"{name}:{i}"] = chunk
+        pipe.hset(arr_key, "manifest", json.dumps(manifest))
+        for name, chunk in blobs.items():
+            pipe.hset(arr_key, name, chunk)
+
+    def _read_arrays(self, arr_key: str) -> dict[str, np.ndarray[Any, Any]] | None:
+        manifest_raw = self.client.hget(arr_key, "manifest")
+        if manifest_raw is None:
+            return None
+        manifest = json.loads(manifest_raw)
+        out: dict[str, np.ndarray[Any, Any]] = {}
+        for name, meta in manifest.items():
+            fields = [f"{name}:{i}" for i in range(int(meta["chunks"]))]
+            chunks = self.client.hmget(arr_key, fields)
+            if any(c is None for c in chunks):
+                return None
+            out[name] = self.decode_array(meta, chunks)
+        return out
+
+    def create_benchmark(
+        self, record: BenchmarkRecord, arrays: Mapping[str, np.ndarray[Any, Any]]
+    ) -> BenchmarkRecord:
+        """Store a benchmark and its hidden targets (``y``, optionally ``groups``) at once."""
+
+        def write() -> None:
+            pipe = self.client.pipeline(transaction=True)
+            self._put_arrays(pipe, keys.benchmark_arrays(record.id), arrays)
+            pipe.set(keys.benchmark(record.id), record.to_json())
+            pipe.zadd(keys.benchmarks(), {record.id: time.time()})
+            pipe.execute()
+
+        self._call(write)
+        return record
+
+    def get_benchmark(self, bench_id: str) -> BenchmarkRecord | None:
+        raw = self._call(lambda: self.client.get(keys.benchmark(bench_id)))
+        return None if raw is None else BenchmarkRecord.from_json(raw)
+
+    def list_benchmarks(self) -> list[BenchmarkRecord]:
+        """Every benchmark, oldest first."""
+
+        def read() -> list[BenchmarkRecord]:
+            ids = [_decode(i) for i in self.client.zrange(keys.benchmarks(), 0, -1)]
+            if not ids:
+                return []
+            raws = self.client.mget([keys.benchmark(i) for i in ids])
+            return [BenchmarkRecord.from_json(r) for r in raws if r is not None]
+
+        return self._call(read)
+
+    def update_benchmark(self, bench_id: str, changes: Mapping[str, Any]) -> BenchmarkRecord | None:
+        """Replace the given metadata fields (never the targets); None when unknown."""
+
+        def write() -> BenchmarkRecord | None:
+            key = keys.benchmark(bench_id)
+            while True:
+                pipe: Any
+                with self.client.pipeline(transaction=True) as pipe:
+                    try:
+                        pipe.watch(key)
+                        raw = pipe.get(key)
+                        if raw is None:
+                            return None
+                        record = dataclasses.replace(
+                            BenchmarkRecord.from_json(raw), **changes, updated_at=now_iso()
+                        )
+                        pipe.multi()
+                        pipe.set(key, record.to_json())
+                        pipe.execute()
+                        return record
+                    except redis.WatchError:
+                        continue
+
+        return self._call(write)
+
+    def delete_benchmark(self, bench_id: str) -> bool:
+        """Remove a benchmark, its targets and its quota counters (its submissions stay)."""
+
+        def write() -> bool:
+            if not self.client.exists(keys.benchmark(bench_id)):
+                return False
+            quota_keys = list(self.client.scan_iter(match=keys.quota(bench_id, "*"), count=1000))
+            quota_keys += list(
+                self.client.scan_iter(match=keys.leaderboard_pattern(bench_id), count=1000)
+            )
+            pipe = self.client.pipeline(transaction=True)
+            pipe.delete(keys.benchmark(bench_id), keys.benchmark_arrays(bench_id), *quota_keys)
+            pipe.zrem(keys.benchmarks(), bench_id)
+            pipe.execute()
+            return True
+
+        return self._call(write)
+
+    def leaderboard_page(
+        self, bench_id: str, metric: str, rule: str, offset: int, limit: int
+    ) -> tuple[list[dict[str, Any]], int]:
+        """One page of a board, best first, and the number of teams on it.
+
+        Each row: ``team``, ``submission``, ``badness``, ``rank`` (1 + the number of teams
+        strictly better: tied teams share a rank) and ``entry`` (value and interval).
+        """
+        board = keys.leaderboard(bench_id, metric, rule)
+
+        def read() -> tuple[list[dict[str, Any]], int]:
+            total = int(self.client.zcard(board))
+            if limit <= 0 or offset >= total:
+                return [], total
+            page: list[Any] = self.client.zrange(board, offset, offset + limit - 1, withscores=True)
+            if not page:
+                return [], total
+            teams = [_decode(t) for t, _ in page]
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hmget(keys.leaderboard_map(bench_id, metric, rule), teams)
+            for _, score in page:
+                pipe.zcount(board, "-inf", f"({score!r}")
+            subs, *better = pipe.execute()
+            sub_ids = [_decode(s) for s in subs]
+            entries = self.client.hmget(keys.leaderboard_entries(bench_id, metric), sub_ids)
+            rows = [
+                {
+                    "team": team,
+                    "submission": sub_id,
+                    "badness": float(score),
+                    "rank": int(ahead) + 1,
+                    "entry": json.loads(entry) if entry is not None else {},
+                }
+                for (team, sub_id, (_, score), ahead, entry) in zip(
+                    teams, sub_ids, page, better, entries, strict=True
+                )
+            ]
+            return rows, total
+
+        return self._call(read)
+
+    def leaderboard_board(self, bench_id: str, metric: str, rule: str) -> list[tuple[str, str]]:
+        """Every (team, submission) of a board, best first."""
+
+        def read() -> list[tuple[str, str]]:
+            teams = [
+                _decode(t)
+                for t in self.client.zrange(keys.leaderboard(bench_id, metric, rule), 0, -1)
+            ]
+            if not teams:
+                return []
+            subs = self.client.hmget(keys.leaderboard_map(bench_id, metric, rule), teams)
+            return [(t, _decode(s)) for t, s in zip(teams, subs, strict=True) if s is not None]
+
+        return self._call(read)
+
+    def leaderboard_entry(self, bench_id: str, metric: str, sub_id: str) -> dict[str, Any] | None:
+        """The shown entry (value, interval) of a ranked submission, else None."""
+        raw = self._call(
+            lambda: self.client.hget(keys.leaderboard_entries(bench_id, metric), sub_id)
+        )
+        return None if raw is None else json.loads(raw)
+
+    def leaderboard_rank_of(self, bench_id: str, metric: str, rule: str, badness: float) -> int:
+        """1 + the number of teams strictly better than ``badness`` on a board."""
+        board = keys.leaderboard(bench_id, metric, rule)
+        ahead = self._call(lambda: self.client.zcount(board, "-inf", f"({badness!r}"))
+        return int(ahead) + 1
+
+    def leaderboard_version(self, bench_id: str) -> int:
+        """A counter of the changes of a benchmark's boards (new entries, removals)."""
+        raw = self._call(lambda: self.client.hget(keys.leaderboard_info(bench_id), "__version"))
+        return 0 if raw is None else int(raw)
+
+    def get_ranks(self, bench_id: str, metric: str, rule: str) -> dict[str, Any] | None:
+        raw = self._call(lambda: self.client.get(keys.ranks(bench_id, metric, rule)))
+        return None if raw is None else json.loads(raw)
+
+    def put_ranks(self, bench_id: str, metric: str, rule: str, doc: Mapping[str, Any]) -> None:
+        """Store a rank computation and release its job's claim."""
+
+        def write() -> None:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.set(keys.ranks(bench_id, metric, rule), json.dumps(doc, allow_nan=False))
+            pipe.delete(keys.ranks_lock(bench_id, metric, rule))
+            pipe.execute()
+
+        self._call(write)
+
+    def claim_ranks(self, bench_id: str, metric: str, rule: str, ttl_s: float) -> bool:
+        """True for the one caller that should queue a rank job now (the claim expires after
+        ``ttl_s``, so a lost job is queued again)."""
+        key = keys.ranks_lock(bench_id, metric, rule)
+        return bool(
+            self._call(lambda: self.client.set(key, now_iso(), nx=True, px=int(ttl_s * 1000)))
+        )
+
+    def release_ranks(self, bench_id: str, metric: str, rule: str) -> None:
+        self._call(lambda: self.client.delete(keys.ranks_lock(bench_id, metric, rule)))
+
+    # --- comparisons -----------------------------------------------------------------------
+
+    def create_comparison(self, record: Mapping[str, Any]) -> None:
+        """Store a queued comparison (``record``: id, owner, team, request, created_at)."""
+        fields: dict[Any, Any] = {
+            "id": record["id"],
+            "owner": record["owner"],
+            "status": "queued",
+            "created_at": record["created_at"],
+            "request": json.dumps(record["request"], separators=(",", ":")),
+        }
+        if record.get("team") is not None:
+            fields["team"] = record["team"]
+        self._call(lambda: self.client.hset(keys.comparison(record["id"]), mapping=fields))
+
+    def get_comparison(self, cmp_id: str) -> dict[str, Any] | None:
+        """The comparison's record (``request`` decoded) and its ``result`` once succeeded."""
+
+        def read() -> dict[str, Any] | None:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(keys.comparison(cmp_id))
+            pipe.get(keys.comparison_result(cmp_id))
+            raw, result = pipe.execute()
+            if not raw:
+                return None
+            out: dict[str, Any] = {_decode(k): _decode(v) for k, v in raw.items()}
+            out["request"] = json.loads(out["request"])
+            out["result"] = None if result is None else json.loads(result)
+            return out
+
+        return self._call(read)
+
+    def set_comparison_status(
+        self,
+        cmp_id: str,
+        status: str,
+        *,
+        error: str | None = None,
+        result: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Move a comparison to ``status`` (with its result or error), atomically."""
+
+        def write() -> None:
+            pipe = self.client.pipeline(transaction=True)
+            fields: dict[Any, Any] = {"status": status}
+            if status in TERMINAL:
+                fields["finished_at"] = now_iso()
+            else:
+                fields["started_at"] = now_iso()
+            if error is not None:
+                fields["error"] = error
+            if result is not None:
+                pipe.set(
+                    keys.comparison_result(cmp_id),
+                    json.dumps(result, allow_nan=False, separators=(",", ":")),
+                )
+            pipe.hset(keys.comparison(cmp_id), mapping=fields)
+            pipe.execute()
+
+        self._call(write)
+
+    def delete_comparison(self, cmp_id: str) -> None:
+        self._call(
+            lambda: self.client.delete(keys.comparison(cmp_id), keys.comparison_result(cmp_id))
+        )
+
+    def load_benchmark_arrays(self, bench_id: str) -> dict[str, np.ndarray[Any, Any]] | None:
+        """The hidden targets of a benchmark (for the worker only; no route returns them)."""
+        return self._call(lambda: self._read_arrays(keys.benchmark_arrays(bench_id)))
+
     def get_submission(self, sub_id: str) -> SubmissionRecord | None:
         raw = self._call(lambda: self.client.hgetall(keys.submission(sub_id)))
         return SubmissionRecord.from_hash(raw) if raw else None
 
+    def get_submissions(self, sub_ids: list[str]) -> list[SubmissionRecord | None]:
+        """The records of ``sub_ids`` in one round trip (None for unknown ids)."""
+
+        def read() -> list[SubmissionRecord | None]:
+            if not sub_ids:
+                return []
+            pipe = self.client.pipeline(transaction=False)
+            for sub_id in sub_ids:
+                pipe.hgetall(keys.submission(sub_id))
+            return [SubmissionRecord.from_hash(raw) if raw else None for raw in pipe.execute()]
+
+        return self._call(read)
+
     def list_submissions(
-        self, owner: str | None, status: str | None, offset: int, limit: int
+        self,
+        owner: str | None,
+        status: str | None,
+        offset: int,
+        limit: int,
+        *,
+        team: str | None = None,
     ) -> tuple[list[SubmissionRecord], int]:
         """One page of submissions, newest first, and the total matching count.
 
-        ``owner=None`` lists every owner's; ``status`` filters on the current status.
+        ``team`` lists one team's; else ``owner`` one key's; ``owner=None`` every owner's.
+        ``status`` filters on the current status.
         """
-        index = keys.submissions() if owner is None else keys.owner_submissions(owner)
+        if team is not None:
+            index = keys.team_submissions(team)
+        else:
+            index = keys.submissions() if owner is None else keys.owner_submissions(owner)
         offset = max(int(offset), 0)
         limit = max(int(limit), 0)
 
@@ -734,12 +1359,24 @@ class Store:
 
         return self._call(read)
 
-    def delete_submission(self, sub_id: str) -> bool:
+    def delete_submission(self, sub_id: str, *, refund: bool = False) -> bool:
         """Remove the record, arrays, result, heartbeat, every index entry and the
-        idempotency mapping (its key may then be used again)."""
+        idempotency mapping (its key may then be used again).
+
+        It stays counted in its benchmark quota (deleting does not give a slot back) unless
+        ``refund`` (the rollback of a submission that was never enqueued).
+        """
+
+        record = self.get_submission(sub_id)
+        if record is not None and record.benchmark is not None and record.status == "succeeded":
+            metrics = record.analyses.get("metrics")
+            if isinstance(metrics, list):
+                self.leaderboard_forget(record.benchmark, sub_id, metrics)
 
         def write() -> bool:
-            owner, idem_key = self.client.hmget(keys.submission(sub_id), ["owner", "idem_key"])
+            owner, idem_key, team, quota_key = self.client.hmget(
+                keys.submission(sub_id), ["owner", "idem_key", "team", "quota_key"]
+            )
             if owner is None:
                 return False
             pipe = self.client.pipeline(transaction=True)
@@ -755,6 +1392,10 @@ class Store:
             )
             pipe.zrem(keys.submissions(), sub_id)
             pipe.zrem(keys.owner_submissions(_decode(owner)), sub_id)
+            if team is not None:
+                pipe.zrem(keys.team_submissions(_decode(team)), sub_id)
+            if refund and quota_key is not None:
+                pipe.zrem(_decode(quota_key), sub_id)
             pipe.zrem(keys.running(), sub_id)
             pipe.zrem(keys.pending(), sub_id)
             pipe.zrem(keys.resend(), sub_id)
@@ -868,32 +1509,59 @@ class Store:
         return bool(self._run("progress", sub_id, [sub_id, value]))
 
     def finish(
-        self, sub_id: str, result: Mapping[str, Any], duration_s: float, queue: str = "cpu"
+        self,
+        sub_id: str,
+        result: Mapping[str, Any],
+        duration_s: float,
+        queue: str = "cpu",
+        ranking: Ranking | None = None,
     ) -> str:
-        """Write the result document and the ``succeeded`` status in one script.
+        """Write the result document and the ``succeeded`` status in one script — and, with a
+        ``ranking``, the submission's leaderboard entries in the same script.
 
         Only a queued or running job is finished; returns "succeeded", or the status that
         prevented it ("cancelled", "failed", "succeeded" for a duplicate, "missing").
         """
         doc = json.dumps(result, allow_nan=False, separators=(",", ":"))
-        out = self._run(
-            "finish",
+        args: list[Any] = [
             sub_id,
-            [
-                sub_id,
-                now_iso(),
-                doc,
-                self.retention_s,
-                repr(float(duration_s)),
-                *[repr(b) for b in keys.DURATION_BUCKETS],
-            ],
-            [keys.result(sub_id), keys.durations(queue)],
-        )
-        return _decode(out)
+            now_iso(),
+            doc,
+            self.retention_s,
+            repr(float(duration_s)),
+            len(keys.DURATION_BUCKETS),
+            *[repr(b) for b in keys.DURATION_BUCKETS],
+        ]
+        extra = [keys.result(sub_id), keys.durations(queue)]
+        if ranking is not None and ranking.entries:
+            args += [ranking.team, repr(float(ranking.created_ts))]
+            extra += _leaderboard_keys(ranking.benchmark, list(ranking.entries))
+            for badness, entry in ranking.entries.values():
+                args += [repr(float(badness)), json.dumps(entry, allow_nan=False)]
+        return _decode(self._run("finish", sub_id, args, extra))
 
-    def fail(self, sub_id: str, error: str) -> str:
-        """Mark a queued or running job failed with ``error`` (a reason a user can act on)."""
-        return _decode(self._run("fail", sub_id, [sub_id, now_iso(), error, self.retention_s]))
+    def leaderboard_forget(self, bench_id: str, sub_id: str, metrics: Iterable[str]) -> None:
+        """Remove a submission from the boards of ``metrics`` (its team falls back to its
+        next best or latest submission)."""
+        names = list(metrics)
+        if names:
+            # KEYS 8 and 9 are unused here; the info hash is KEYS[10] as in the finish script.
+            pad = [keys.result(sub_id), keys.stats()]
+            self._run(
+                "leaderboard_forget", sub_id, [sub_id], pad + _leaderboard_keys(bench_id, names)
+            )
+
+    def fail(self, sub_id: str, error: str, *, system: bool = False) -> str:
+        """Mark a queued or running job failed with ``error`` (a reason a user can act on).
+
+        ``system``: the failure is the service's, not the input's (a crash, a lost worker, a
+        limit): the job is removed from its team's benchmark quota.
+        """
+        return _decode(
+            self._run(
+                "fail", sub_id, [sub_id, now_iso(), error, self.retention_s, "1" if system else "0"]
+            )
+        )
 
     def mark_cancelled(self, sub_id: str) -> str:
         """The worker stopped a job at a checkpoint after a cancel request."""

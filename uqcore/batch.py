@@ -21,7 +21,27 @@ __all__ = ["Batch", "ClassificationBatch", "host_weights", "make_batch"]
 T = TypeVar("T")
 
 
-class Batch:
+class _Caches:
+    """The two caches of a batch: weight-independent (``_shared``, kept by re-weighted copies)
+    and weight-dependent (``_own``)."""
+
+    _shared: dict[str, Any]
+    _own: dict[str, Any]
+
+    def shared(self, key: str, compute: Callable[[], T]) -> T:
+        """Cache of a weight-independent quantity (shared with :meth:`with_weights` copies)."""
+        if key not in self._shared:
+            self._shared[key] = compute()
+        return self._shared[key]  # type: ignore[no-any-return]
+
+    def weighted(self, key: str, compute: Callable[[], T]) -> T:
+        """Cache of a quantity that depends on this batch's weights."""
+        if key not in self._own:
+            self._own[key] = compute()
+        return self._own[key]  # type: ignore[no-any-return]
+
+
+class Batch(_Caches):
     """A prediction, its targets ``y`` and optional ``sample_weight``, with shared caches.
 
     Parameters
@@ -59,19 +79,6 @@ class Batch:
         )
         self._shared: dict[str, Any] = {}
         self._own: dict[str, Any] = {}
-
-    # -- caching ---------------------------------------------------------------------------
-    def shared(self, key: str, compute: Callable[[], T]) -> T:
-        """Cache of a weight-independent quantity (shared with :meth:`with_weights` copies)."""
-        if key not in self._shared:
-            self._shared[key] = compute()
-        return self._shared[key]  # type: ignore[no-any-return]
-
-    def weighted(self, key: str, compute: Callable[[], T]) -> T:
-        """Cache of a quantity that depends on this batch's weights."""
-        if key not in self._own:
-            self._own[key] = compute()
-        return self._own[key]  # type: ignore[no-any-return]
 
     def with_weights(self, sample_weight: Any) -> Batch:
         """The same prediction and targets with other weights, sharing the weight-free cache."""
@@ -152,7 +159,7 @@ class Batch:
         )
 
 
-class ClassificationBatch:
+class ClassificationBatch(_Caches):
     """A classification prediction, hard ``labels``, optional weights and optional targets.
 
     Parameters
@@ -214,18 +221,6 @@ class ClassificationBatch:
         self.targets: frozenset[str] = frozenset(targets)
         self._shared: dict[str, Any] = {}
         self._own: dict[str, Any] = {}
-
-    def shared(self, key: str, compute: Callable[[], T]) -> T:
-        """Cache of a weight-independent quantity (shared with :meth:`with_weights` copies)."""
-        if key not in self._shared:
-            self._shared[key] = compute()
-        return self._shared[key]  # type: ignore[no-any-return]
-
-    def weighted(self, key: str, compute: Callable[[], T]) -> T:
-        """Cache of a quantity that depends on this batch's weights."""
-        if key not in self._own:
-            self._own[key] = compute()
-        return self._own[key]  # type: ignore[no-any-return]
 
     @property
     def total_weight(self) -> float:

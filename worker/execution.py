@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import re
 import threading
 import time
 from typing import Any
@@ -25,6 +26,7 @@ from service.store import Store, StoreUnavailable
 from uqcore import UQValidationError
 from worker.backend import Backend
 from worker.evaluation import compute
+from worker.leaderboard import ranking
 
 __all__ = ["Cancelled", "Interrupter", "JobHeartbeat", "Lost", "run_job"]
 
@@ -170,7 +172,17 @@ def run_job(
                 sub_id,
                 "the submission's arrays are no longer stored (deleted or past the raw "
                 "retention period); submit the batch again",
+                system=True,
             )
+        if record.benchmark is not None:
+            targets = store.load_benchmark_arrays(record.benchmark)
+            if targets is None:
+                return store.fail(
+                    sub_id,
+                    f"benchmark {record.benchmark!r} was deleted before this job ran",
+                    system=True,
+                )
+            arrays = {**arrays, **targets}
         load_s = time.perf_counter() - t_start
 
         def checkpoint(progress: float) -> None:
@@ -199,18 +211,23 @@ def run_job(
             log.warning("job %s: this delivery lost it; stopped without writing", sub_id)
             return "skipped:lost:"
         except UQValidationError as exc:
+            if record.benchmark is not None:
+                # uqcore's message may quote target values; the targets are hidden.
+                return store.fail(sub_id, _hide_targets(str(exc)))
             return store.fail(sub_id, f"invalid input: {exc}")
         except SoftTimeLimitExceeded:
             return store.fail(
                 sub_id,
                 f"the evaluation exceeded the time limit of {settings.job_soft_time_limit_s} s;"
                 " ask for fewer bootstrap resamples or stability repeats, or split the batch",
+                system=True,
             )
         except MemoryError:
             return store.fail(
                 sub_id,
                 "the worker ran out of memory; ask for fewer bootstrap resamples or split "
                 "the batch",
+                system=True,
             )
         except StoreUnavailable:
             raise
@@ -220,14 +237,25 @@ def run_job(
                 sub_id,
                 f"internal error while computing ({type(exc).__name__}: {exc}); "
                 "please report it with the submission id",
+                system=True,
             )
-        outcome = store.finish(sub_id, doc, time.perf_counter() - t_start, record.queue)
+        outcome = store.finish(
+            sub_id, doc, time.perf_counter() - t_start, record.queue, ranking(record, doc)
+        )
         if outcome != "succeeded":
             log.info("result of %s not written: job is %s", sub_id, outcome)
         return outcome
     finally:
         interrupter.disarm()
         heartbeat.stop()
+
+
+def _hide_targets(message: str) -> str:
+    """The reason of an invalid benchmark submission, without target values: a message
+    about ``y`` (the hidden targets) is replaced by a generic one."""
+    if re.search(r"\by\b", message):
+        return "invalid input: the prediction does not fit the benchmark's hidden targets"
+    return f"invalid input: {message}"
 
 
 def worker_info(backend: Backend, queues: list[str], pid: int) -> dict[str, Any]:

@@ -22,8 +22,21 @@ import uqcore
 from service.api import errors
 from service.api.auth import register_admin_key
 from service.api.observability import Metrics, RequestMetrics
-from service.api.routes import admin, catalogue, health, submissions
-from service.api.schemas import SubmissionCreate, SubmissionRequest
+from service.api.routes import (
+    admin,
+    benchmarks,
+    catalogue,
+    comparisons,
+    health,
+    leaderboards,
+    submissions,
+)
+from service.api.schemas import (
+    BenchmarkCreate,
+    BenchmarkRequest,
+    SubmissionCreate,
+    SubmissionRequest,
+)
 from service.settings import Settings, get_settings
 from service.store import Store, StoreUnavailable
 
@@ -40,7 +53,11 @@ metrics with uqcore, with bootstrap intervals and a stability study when asked; 
 
 **Authentication.** Every `/v1` route except the catalogue needs an API key, sent as
 `Authorization: Bearer <key>` or `X-API-Key: <key>`. Admins create submitter keys under
-`/v1/admin/keys`. A key sees only its own submissions.
+`/v1/admin/keys`, each of a team (`/v1/admin/teams`). A submitter key reads and changes its
+team's submissions and reads public ones; other ids answer 404. Admin keys read everything.
+
+**Benchmarks.** Admins register hidden targets at `/v1/benchmarks`; submit against one with
+`benchmark_id` instead of `y`. The targets are never readable through the API.
 
 **Errors.** Every error answer is `{"error": {"code", "message", "field", "index"}}`: `field`
 names the offending request field (e.g. `prediction.std`, or the NPZ member `std`) and
@@ -53,13 +70,22 @@ warning says why.
 TAGS = [
     {"name": "metrics", "description": "The metric catalogue (uqcore's registry)."},
     {"name": "submissions", "description": "Submit prediction batches and read results."},
-    {"name": "admin", "description": "API key management (admin key required)."},
+    {
+        "name": "benchmarks",
+        "description": "Benchmarks with hidden targets (admins create them; every key reads "
+        "their metadata, never the targets).",
+    },
+    {
+        "name": "comparisons",
+        "description": "Paired bootstrap comparisons of submissions on a benchmark.",
+    },
+    {"name": "admin", "description": "Teams and API keys (admin key required)."},
     {"name": "health", "description": "Liveness, readiness and Prometheus metrics."},
 ]
 
 #: Models documented in the OpenAPI document without being parsed by FastAPI (the submission
 #: body is decoded by hand to stream it under a size limit and to accept NPZ).
-EXTRA_SCHEMAS = (SubmissionCreate, SubmissionRequest)
+EXTRA_SCHEMAS = (SubmissionCreate, SubmissionRequest, BenchmarkCreate, BenchmarkRequest)
 
 
 def _operation_id(route: APIRoute) -> str:
@@ -133,7 +159,15 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     metrics.watch_store(lambda: app.state.store)
     app.state.metrics = metrics
     errors.install(app)
-    for router in (catalogue.router, submissions.router, admin.router, health.router):
+    for router in (
+        catalogue.router,
+        submissions.router,
+        benchmarks.router,
+        leaderboards.router,
+        comparisons.router,
+        admin.router,
+        health.router,
+    ):
         app.include_router(router)
     app.add_middleware(RequestMetrics, metrics=metrics)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]

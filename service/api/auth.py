@@ -2,6 +2,10 @@
 
 API keys travel in ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``; the store keeps
 only their SHA-256 and compares in constant time (:meth:`service.store.Store.authenticate`).
+Submitter keys are rate limited per key (``settings.rate_limit`` requests per fixed window,
+counted in Redis, :meth:`service.store.Store.hit_rate`): :func:`current_key` is a plain
+function, so FastAPI runs it — and its Redis round trips — in the thread pool, never on the
+event loop.
 """
 
 from __future__ import annotations
@@ -64,6 +68,17 @@ def current_key(
     record = store.authenticate(token)
     if record is None:
         raise ApiError(401, "the API key is unknown or revoked", headers=UNAUTHORIZED_HEADERS)
+    settings: Settings = request.app.state.settings
+    if settings.rate_limit > 0 and record.role != "admin":
+        wait = store.hit_rate(record.key_id, settings.rate_limit, settings.rate_limit_window_s)
+        if wait is not None:
+            raise ApiError(
+                429,
+                f"rate limit of {settings.rate_limit} requests per "
+                f"{settings.rate_limit_window_s} s exceeded for this key; retry in {wait} s",
+                code="rate_limited",
+                headers={"Retry-After": str(wait)},
+            )
     return record
 
 

@@ -34,6 +34,7 @@ CODES = {
     413: "payload_too_large",
     415: "unsupported_media_type",
     422: "validation_error",
+    429: "too_many_requests",
     500: "internal_error",
     503: "service_unavailable",
 }

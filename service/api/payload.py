@@ -39,7 +39,13 @@ import numpy.lib.format as npy_format
 from pydantic import ValidationError
 
 from service.api.errors import ApiError, pydantic_error
-from service.api.schemas import Analyses, SubmissionCreate, SubmissionRequest
+from service.api.schemas import (
+    Analyses,
+    BenchmarkCreate,
+    BenchmarkRequest,
+    SubmissionCreate,
+    SubmissionRequest,
+)
 from service.kinds import KIND_FIELDS, MATRIX_FIELDS
 
 JSON_TYPES = frozenset({"application/json"})
@@ -60,10 +66,13 @@ class DecodedSubmission:
     metadata: dict[str, Any]
     analyses: Analyses
     prediction: dict[str, np.ndarray] = field(repr=False)
-    y: np.ndarray = field(repr=False)
+    #: The targets; None for a submission against a benchmark (its targets are hidden).
+    y: np.ndarray | None = field(repr=False)
     sample_weight: np.ndarray | None = field(repr=False, default=None)
     groups: np.ndarray | None = field(repr=False, default=None)
     body_hash: str = ""
+    visibility: Literal["private", "public"] = "private"
+    benchmark_id: str | None = None
 
     def field_path(self, name: str) -> str:
         """Where array ``name`` lives in the body as sent (``prediction.std`` in JSON)."""
@@ -254,11 +263,13 @@ def decode_json(body: bytes) -> DecodedSubmission:
         metadata=doc.metadata,
         analyses=doc.analyses,
         prediction=arrays,
-        y=np.asarray(doc.y, dtype=np.float64),
+        y=None if doc.y is None else np.asarray(doc.y, dtype=np.float64),
         sample_weight=(
             None if doc.sample_weight is None else np.asarray(doc.sample_weight, dtype=np.float64)
         ),
         groups=None if doc.groups is None else np.asarray(doc.groups, dtype=np.int64),
+        visibility=doc.visibility,
+        benchmark_id=doc.benchmark_id,
     )
 
 
@@ -356,16 +367,19 @@ def decode_npz(
                 ) from None
             raise pydantic_error([dict(e) for e in errors], prefix="request") from None
         kind = req.kind
-        wanted = (*KIND_FIELDS[kind], "y", *OPTIONAL_ARRAYS)
+        with_targets = req.benchmark_id is None
+        targets = ("y", *OPTIONAL_ARRAYS) if with_targets else ()
+        wanted = (*KIND_FIELDS[kind], *targets)
         unexpected = sorted(set(infos) - set(wanted))
         if unexpected:
             raise ApiError(
                 422,
-                f"NPZ member(s) {unexpected} are not fields of a {kind} submission; "
+                f"NPZ member(s) {unexpected} are not fields of a {kind} submission"
+                f"{'' if with_targets else ' against a benchmark (its targets are hidden)'}; "
                 f"expected {list(wanted)} and 'request'",
                 field=unexpected[0],
             )
-        for f in (*KIND_FIELDS[kind], "y"):
+        for f in (*KIND_FIELDS[kind], *targets[:1]):
             if f not in infos:
                 raise ApiError(422, f"NPZ upload of kind {kind!r} needs a member {f!r}", field=f)
         arrays = {name: _read_member(zf, info, name) for name, info in infos.items()}
@@ -388,7 +402,96 @@ def decode_npz(
         metadata=req.metadata,
         analyses=req.analyses,
         prediction={f: arrays[f] for f in KIND_FIELDS[kind]},
-        y=arrays["y"],
+        y=arrays.get("y"),
         sample_weight=arrays.get("sample_weight"),
         groups=groups,
+        visibility=req.visibility,
+        benchmark_id=req.benchmark_id,
     )
+
+
+# --------------------------------------------------------------------------------------------
+# benchmark bodies
+# --------------------------------------------------------------------------------------------
+
+
+def decode_benchmark(
+    fmt: BodyFormat, body: bytes, *, max_bytes: int
+) -> tuple[BenchmarkRequest, np.ndarray, np.ndarray | None]:
+    """A benchmark body as (settings, y, groups): a :class:`BenchmarkCreate` JSON document, or
+    an NPZ archive with members ``y``, optionally ``groups`` (integers), and ``request`` (a 0-d
+    string array with the JSON of :class:`BenchmarkRequest`). 400 if unreadable, 422 if
+    invalid (y must be a non-empty finite vector)."""
+    if fmt == "json":
+        if not body.strip():
+            raise ApiError(400, "body is empty; expected a JSON benchmark", field="body")
+        try:
+            doc = BenchmarkCreate.model_validate_json(body)
+        except ValidationError as exc:
+            errors = exc.errors()
+            if errors and errors[0].get("type") == "json_invalid":
+                raise ApiError(
+                    400, f"body is not valid JSON: {errors[0].get('msg')}", field="body"
+                ) from None
+            raise pydantic_error([dict(e) for e in errors]) from None
+        req = BenchmarkRequest.model_validate(doc.model_dump(exclude={"y", "groups"}))
+        y = np.asarray(doc.y, dtype=np.float64)
+        groups = None if doc.groups is None else np.asarray(doc.groups, dtype=np.int64)
+        return req, y, groups
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(body))
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise ApiError(400, f"body is not an NPZ (zip) archive: {exc}", field="body") from None
+    with zf:
+        infos = {i.filename.removesuffix(".npy"): i for i in zf.infolist()}
+        unexpected = sorted(set(infos) - {"y", "groups", "request"})
+        if unexpected:
+            raise ApiError(
+                422,
+                f"NPZ member(s) {unexpected} are not fields of a benchmark; expected 'y', "
+                "optionally 'groups', and 'request'",
+                field=unexpected[0],
+            )
+        if sum(i.file_size for i in infos.values()) > max_bytes:
+            raise _too_large("NPZ content (uncompressed)", max_bytes)
+        for name in ("request", "y"):
+            if name not in infos:
+                raise ApiError(422, f"NPZ benchmark upload needs a member {name!r}", field=name)
+        arrays = {name: _read_member(zf, info, name) for name, info in infos.items()}
+    req_arr = arrays.pop("request")
+    if req_arr.ndim != 0 or req_arr.dtype.kind not in "US":
+        raise ApiError(422, "NPZ member 'request' must be a 0-d string array", field="request")
+    text = req_arr.item()
+    raw = text.encode() if isinstance(text, str) else bytes(text)
+    try:
+        req = BenchmarkRequest.model_validate_json(raw)
+    except ValidationError as exc:
+        errors = exc.errors()
+        if errors and errors[0].get("type") == "json_invalid":
+            raise ApiError(
+                422,
+                f"NPZ member 'request' is not valid JSON: {errors[0].get('msg')}",
+                field="request",
+            ) from None
+        raise pydantic_error([dict(e) for e in errors], prefix="request") from None
+    y = arrays["y"]
+    if y.dtype.kind not in "iuf" or y.ndim != 1 or y.shape[0] == 0:
+        raise ApiError(
+            422,
+            f"y must be a non-empty vector of real numbers; found dtype {y.dtype}, shape "
+            f"{tuple(y.shape)}",
+            field="y",
+        )
+    bad = np.flatnonzero(~np.isfinite(y))
+    if bad.size:
+        i = int(bad[0])
+        raise ApiError(422, f"y must be finite; y[{i}] is not", field="y", index=i)
+    groups = arrays.get("groups")
+    if groups is not None and (groups.dtype.kind not in "iu" or groups.ndim != 1):
+        raise ApiError(
+            422,
+            f"groups must be a vector of integers; found dtype {groups.dtype}, shape "
+            f"{tuple(groups.shape)}",
+            field="groups",
+        )
+    return req, y.astype(np.float64, copy=False), groups

@@ -13,7 +13,15 @@ import json
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, create_model, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from service.kinds import KIND_FIELDS, MATRIX_FIELDS
 
@@ -30,6 +38,9 @@ assert set(Kind.__args__) == set(KINDS), "schemas.Kind is out of step with servi
 
 Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
+
+Visibility = Literal["private", "public"]
+BenchmarkId = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$")]
 
 MAX_METADATA_BYTES = 16 * 1024
 MAX_PARAMS_BYTES = 16 * 1024
@@ -225,7 +236,29 @@ class SubmissionFields(StrictModel):
         default_factory=dict,
         description="Free-form JSON object kept with the submission (≤ 16 KiB).",
     )
-    analyses: Analyses = Field(default_factory=Analyses)
+    analyses: Analyses = Field(
+        default_factory=Analyses,
+        description="What to compute (inline targets only: a benchmark sets its own analyses).",
+    )
+    visibility: Visibility = Field(
+        default="private",
+        description="private: your team (and admins) only; public: readable by every key and "
+        "ranked on the benchmark's leaderboards.",
+    )
+    benchmark_id: BenchmarkId | None = Field(
+        default=None,
+        description="Evaluate against this benchmark's hidden targets (then send no y, "
+        "sample_weight, groups or analyses).",
+    )
+
+    @model_validator(mode="after")
+    def _benchmark_sets_analyses(self) -> SubmissionFields:
+        if self.benchmark_id is not None and "analyses" in self.model_fields_set:
+            raise ValueError(
+                "analyses cannot be given with a benchmark_id: the benchmark sets the metrics, "
+                "bootstrap and seed of its submissions"
+            )
+        return self
 
     @field_validator("metadata")
     @classmethod
@@ -258,13 +291,28 @@ class SubmissionCreate(SubmissionFields):
     )
 
     prediction: Prediction = Field(description='The prediction; its "kind" selects the arrays.')
-    y: Vector = Field(description="Targets, N finite values.")
+    y: Vector | None = Field(
+        default=None, description="Targets, N finite values (required without a benchmark_id)."
+    )
     sample_weight: Vector | None = Field(
         default=None, description="Optional frequency weights, N values >= 0, not all zero."
     )
     groups: Annotated[list[int], Field(min_length=1)] | None = Field(
         default=None, description="Optional group label per row (N integers)."
     )
+
+    @model_validator(mode="after")
+    def _targets_xor_benchmark(self) -> SubmissionCreate:
+        if self.benchmark_id is None and self.y is None:
+            raise ValueError("y (the targets) is required unless a benchmark_id is given")
+        if self.benchmark_id is not None:
+            for name in ("y", "sample_weight", "groups"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"{name} cannot be sent with a benchmark_id: the benchmark holds the "
+                        "targets (and groups)"
+                    )
+        return self
 
 
 class SubmissionRequest(SubmissionFields):
@@ -383,6 +431,11 @@ class SubmissionSummary(BaseModel):
     started_at: str | None
     finished_at: str | None
     error: str | None = Field(description="Why it failed (failed jobs only).")
+    team_id: str | None = Field(default=None, description="The submitting team.")
+    visibility: Visibility = "private"
+    benchmark_id: str | None = Field(
+        default=None, description="The benchmark it is evaluated on (null: inline targets)."
+    )
 
 
 class SubmissionDetail(SubmissionSummary):
@@ -531,6 +584,13 @@ class ApiKeyCreate(StrictModel):
     model_config = ConfigDict(json_schema_extra={"examples": [{"name": "team-vision"}]})
 
     name: str = Field(min_length=1, max_length=100, description="Who holds the key.")
+    team_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="The key's team (POST /v1/admin/teams); its keys share the team's "
+        "submissions and quotas. Without one the key sees only its own submissions.",
+    )
 
 
 class ApiKeyInfo(BaseModel):
@@ -541,6 +601,7 @@ class ApiKeyInfo(BaseModel):
     role: Literal["admin", "submitter"]
     created_at: str
     revoked: bool
+    team_id: str | None = None
 
 
 class ApiKeyCreated(ApiKeyInfo):
@@ -586,6 +647,420 @@ class ApiKeyList(BaseModel):
     )
 
     keys: list[ApiKeyInfo]
+
+
+class TeamCreate(StrictModel):
+    """A new team."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"name": "vision-lab"}]})
+
+    name: str = Field(min_length=1, max_length=100)
+
+
+TEAM_EXAMPLE: dict[str, Any] = {
+    "team_id": "team_1a2b3c4d5e6f",
+    "name": "vision-lab",
+    "created_at": "2026-01-01T12:00:00Z",
+}
+
+
+class TeamInfo(BaseModel):
+    """A team."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [TEAM_EXAMPLE]})
+
+    team_id: str
+    name: str
+    created_at: str
+
+
+class TeamList(BaseModel):
+    """Every team, oldest first."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"teams": [TEAM_EXAMPLE]}]})
+
+    teams: list[TeamInfo]
+
+
+# --------------------------------------------------------------------------------------------
+# benchmarks
+# --------------------------------------------------------------------------------------------
+
+
+class QuotaOptions(StrictModel):
+    """Submissions per team: at most ``per_day`` in any 24 h and ``total`` in all (null: no
+    limit). A job failed by the system (not by its input) is not counted."""
+
+    per_day: int | None = Field(default=None, ge=1, le=1_000_000)
+    total: int | None = Field(default=None, ge=1, le=100_000_000)
+
+
+class BenchmarkBootstrap(StrictModel):
+    """The bootstrap of every submission's metrics (intervals on the leaderboard)."""
+
+    n_resamples: int = Field(default=1000, ge=0, le=100_000)
+    method: Literal["percentile", "bca"] = "percentile"
+    level: float = Field(default=0.95, gt=0, lt=1)
+    unit: Literal["row", "cluster"] = Field(
+        default="row", description="cluster: resample whole groups (needs groups)."
+    )
+
+
+class BenchmarkSettings(StrictModel):
+    """The metadata of a benchmark that an admin may change after creation."""
+
+    name: str = Field(min_length=1, max_length=200)
+    description: str = Field(default="", max_length=10_000)
+    primary_metric: MetricName = Field(description="The default metric of the leaderboard.")
+    metrics: Annotated[list[MetricName], Field(min_length=1, max_length=200)] | None = Field(
+        default=None,
+        description="Metrics computed and shown (default: the primary metric only).",
+    )
+    rule: Literal["best", "latest"] = Field(
+        default="best", description="Which submission of a team ranks: its best or its latest."
+    )
+    quota: QuotaOptions = Field(default_factory=QuotaOptions)
+
+
+class BenchmarkRequest(BenchmarkSettings):
+    """Everything of a new benchmark but its arrays (the ``request`` member of an NPZ upload)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "cityscapes-depth-val",
+                    "primary_metric": "crps",
+                    "metrics": ["crps", "ause"],
+                    "bootstrap": {"n_resamples": 1000, "unit": "cluster"},
+                }
+            ]
+        }
+    )
+
+    task: Literal["regression"] = "regression"
+    kinds: Annotated[list[Kind], Field(min_length=1)] | None = Field(
+        default=None, description="Prediction kinds accepted (default: every kind)."
+    )
+    params: dict[MetricName, dict[str, JsonValue]] = Field(default_factory=dict)
+    bootstrap: BenchmarkBootstrap = Field(default_factory=BenchmarkBootstrap)
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+
+
+class BenchmarkCreate(BenchmarkRequest):
+    """A new benchmark with its hidden targets (JSON; never readable back by submitters)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "uci-boston-split-3",
+                    "task": "regression",
+                    "description": "Boston housing, split 3 of 20.",
+                    "primary_metric": "crps",
+                    "metrics": ["crps", "nll", "mae"],
+                    "rule": "best",
+                    "quota": {"per_day": 5, "total": 100},
+                    "y": [0.0, 2.0, 3.0],
+                }
+            ]
+        }
+    )
+
+    y: Vector = Field(description="The hidden targets, N finite values.")
+    groups: Annotated[list[int], Field(min_length=1)] | None = Field(
+        default=None,
+        description="Optional group label per row (stratified metrics, cluster "
+        "bootstrap), e.g. image ids for per-pixel data.",
+    )
+
+
+class BenchmarkUpdate(StrictModel):
+    """Fields to change (the targets cannot be changed: create a new benchmark)."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    description: str | None = Field(default=None, max_length=10_000)
+    primary_metric: MetricName | None = None
+    metrics: Annotated[list[MetricName], Field(min_length=1, max_length=200)] | None = None
+    rule: Literal["best", "latest"] | None = None
+    quota: QuotaOptions | None = None
+    baseline_id: str | None = Field(
+        default=None,
+        max_length=100,
+        description="A succeeded submission on this benchmark shown as the baseline row "
+        "(null: none).",
+    )
+
+
+BENCHMARK_EXAMPLE: dict[str, Any] = {
+    "id": "bench_0f1e2d3c4b5a6978",
+    "name": "uci-boston-split-3",
+    "task": "regression",
+    "description": "Boston housing, split 3 of 20.",
+    "primary_metric": "crps",
+    "metrics": ["crps", "nll", "mae"],
+    "rule": "best",
+    "kinds": ["gaussian", "samples"],
+    "n": 102,
+    "has_groups": False,
+    "params": {},
+    "bootstrap": {"n_resamples": 1000, "method": "percentile", "level": 0.95, "unit": "row"},
+    "seed": 0,
+    "quota": {"per_day": 5, "total": 100},
+    "baseline_id": None,
+    "created_at": "2026-01-01T12:00:00Z",
+    "updated_at": "2026-01-01T12:00:00Z",
+}
+
+
+class BenchmarkInfo(BaseModel):
+    """A benchmark's metadata (never its targets)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [BENCHMARK_EXAMPLE]})
+
+    id: str
+    name: str
+    task: str
+    description: str
+    primary_metric: str
+    metrics: list[str]
+    rule: Literal["best", "latest"]
+    kinds: list[str]
+    n: int = Field(description="Number of targets a prediction must have.")
+    has_groups: bool
+    params: dict[str, Any]
+    bootstrap: dict[str, Any]
+    seed: int
+    quota: QuotaOptions
+    baseline_id: str | None
+    created_at: str
+    updated_at: str
+
+
+class BenchmarkList(BaseModel):
+    """Every benchmark, oldest first."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"benchmarks": [BENCHMARK_EXAMPLE]}]})
+
+    benchmarks: list[BenchmarkInfo]
+
+
+class LeaderboardEntry(BaseModel):
+    """One team's ranked submission."""
+
+    rank: int = Field(description="1 + the number of teams strictly better (ties share).")
+    team_id: str
+    submission_id: str
+    model_name: str
+    created_at: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    value: float
+    low: float | None = Field(description="Bootstrap interval of the value (null: B = 0).")
+    high: float | None
+    std: float | None
+    rank_low: int | None = Field(
+        default=None, description="Rank interval from the bootstrap rank distribution."
+    )
+    rank_high: int | None = None
+    p_best: float | None = Field(default=None, description="Bootstrap probability of rank 1.")
+    separable_from_leader: bool | None = Field(
+        default=None,
+        description="False when the rank interval reaches rank 1: not separable from the "
+        "leader (null until the rank distribution is computed).",
+    )
+    separable_from_baseline: bool | None = Field(
+        default=None,
+        description="False when the paired bootstrap interval of the difference to the "
+        "baseline contains 0 (null without a baseline or until computed).",
+    )
+    p_value_vs_baseline: float | None = None
+    is_baseline: bool = False
+
+
+class RankStatus(BaseModel):
+    """Whether the rank intervals and flags describe the board as it is now."""
+
+    status: Literal["current", "computing", "stale"] = Field(
+        description="current: computed for this board; computing: not yet available; "
+        "stale: computed for an earlier board, a recomputation is queued."
+    )
+    n_resamples: int | None = None
+    seed: int | None = None
+    level: float | None = None
+    method: str | None = Field(
+        default=None, description="How the rank intervals and flags were computed."
+    )
+    multiple_comparison_note: str | None = None
+
+
+class Leaderboard(BaseModel):
+    """A benchmark's leaderboard under one metric, best first."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "benchmark_id": "bench_0f1e2d3c4b5a6978",
+                    "metric": "crps",
+                    "direction": "lower",
+                    "bounds": [0, None],
+                    "rule": "best",
+                    "total": 1,
+                    "offset": 0,
+                    "limit": 50,
+                    "entries": [
+                        {
+                            "rank": 1,
+                            "team_id": "team_1a2b3c4d5e6f",
+                            "submission_id": "sub_3f2b6c1e9a7d4e0f8b5a2c1d0e9f8a7b",
+                            "model_name": "deep-ensemble-5",
+                            "created_at": "2026-01-01T12:00:00Z",
+                            "metadata": {},
+                            "value": 0.41,
+                            "low": 0.38,
+                            "high": 0.44,
+                            "std": 0.015,
+                            "rank_low": 1,
+                            "rank_high": 1,
+                            "p_best": 1.0,
+                            "separable_from_leader": None,
+                            "separable_from_baseline": True,
+                            "p_value_vs_baseline": 0.001,
+                            "is_baseline": False,
+                        }
+                    ],
+                    "baseline": None,
+                    "ranks": {"status": "current", "n_resamples": 1000, "seed": 0},
+                }
+            ]
+        }
+    )
+
+    benchmark_id: str
+    metric: str
+    direction: str
+    bounds: list[float | None]
+    rule: Literal["best", "latest"]
+    total: int = Field(description="Number of ranked teams.")
+    offset: int
+    limit: int
+    entries: list[LeaderboardEntry]
+    baseline: LeaderboardEntry | None = Field(
+        description="The benchmark's baseline row (also marked in entries when it ranks)."
+    )
+    ranks: RankStatus
+
+
+class ComparisonCreate(StrictModel):
+    """Compare two or more submissions on one benchmark (paired bootstrap)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "benchmark_id": "bench_0f1e2d3c4b5a6978",
+                    "submission_ids": ["sub_a", "sub_b"],
+                    "metrics": ["crps"],
+                    "n_resamples": 1000,
+                    "seed": 0,
+                }
+            ]
+        }
+    )
+
+    benchmark_id: BenchmarkId
+    submission_ids: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=100)]],
+        Field(min_length=2, max_length=20),
+    ] = Field(description="Succeeded submissions on the benchmark that the key can read.")
+    metrics: Annotated[list[MetricName], Field(min_length=1, max_length=50)] | None = Field(
+        default=None, description="Default: the benchmark's primary metric."
+    )
+    n_resamples: int = Field(default=1000, ge=10, le=100_000, description="B.")
+    seed: int | None = Field(
+        default=None, ge=0, le=2**63 - 1, description="Default: the benchmark's seed."
+    )
+    level: float = Field(default=0.95, gt=0, lt=1)
+    method: Literal["percentile", "bca"] = "percentile"
+
+    @field_validator("submission_ids")
+    @classmethod
+    def _distinct(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            dup = next(s for i, s in enumerate(v) if s in v[:i])
+            raise ValueError(f"submission {dup!r} is listed twice")
+        return v
+
+
+class ComparisonAccepted(BaseModel):
+    """A queued comparison (202)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "cmp_5d4c3b2a1f0e",
+                    "status": "queued",
+                    "status_url": "/v1/comparisons/cmp_5d4c3b2a1f0e",
+                }
+            ]
+        }
+    )
+
+    id: str
+    status: Status
+    status_url: str
+
+
+class ComparisonDetail(BaseModel):
+    """A comparison: its request, status, and result once it succeeded."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "cmp_5d4c3b2a1f0e",
+                    "status": "succeeded",
+                    "created_at": "2026-01-01T12:00:00Z",
+                    "finished_at": "2026-01-01T12:00:02Z",
+                    "error": None,
+                    "request": {"benchmark_id": "bench_0f1e2d3c4b5a6978"},
+                    "result": {
+                        "pairs": [
+                            {
+                                "a": "sub_a",
+                                "b": "sub_b",
+                                "metrics": {
+                                    "crps": {
+                                        "diff": -0.02,
+                                        "low": -0.03,
+                                        "high": -0.01,
+                                        "p_better": 0.99,
+                                        "p_value": 0.004,
+                                        "p_value_adjusted": 0.004,
+                                    }
+                                },
+                            }
+                        ],
+                        "correction": "Holm step-down adjustment ...",
+                    },
+                }
+            ]
+        }
+    )
+
+    id: str
+    status: Status
+    created_at: str
+    finished_at: str | None = None
+    error: str | None = None
+    request: dict[str, Any]
+    result: dict[str, Any] | None = Field(
+        default=None,
+        description="pairs (A − B per metric: diff, interval, p_better, p_value, "
+        "p_value_adjusted), ranks (per metric: each submission's rank distribution), the "
+        "correction used, B, seed, level.",
+    )
 
 
 class Health(BaseModel):

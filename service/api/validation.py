@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from service.api.errors import ApiError
 from service.api.payload import DecodedSubmission
 from service.kinds import KIND_FIELDS, build_prediction
 from service.settings import Settings
+from service.store import BenchmarkRecord
 from uqcore import Batch, UQValidationError, registry
 
 
@@ -29,6 +30,8 @@ class ValidSubmission:
     analyses: dict[str, Any]
     arrays: dict[str, Any]
     body_hash: str
+    visibility: Literal["private", "public"] = "private"
+    benchmark_id: str | None = None
 
 
 _ARRAY_FIELDS = ("y", "sample_weight", "groups")
@@ -60,7 +63,7 @@ def _uq_error(exc: UQValidationError, sub: DecodedSubmission) -> ApiError:
 
 
 def _check_sizes(sub: DecodedSubmission, settings: Settings) -> None:
-    n = int(sub.y.shape[0]) if sub.y.ndim >= 1 else 1
+    n = 0 if sub.y is None else int(sub.y.shape[0]) if sub.y.ndim >= 1 else 1
     if n > settings.max_points:
         raise ApiError(
             422,
@@ -161,8 +164,14 @@ def _check_analyses(sub: DecodedSubmission, prediction: Any) -> dict[str, Any]:
     return analyses.model_dump(mode="json")
 
 
-def validate(sub: DecodedSubmission, settings: Settings) -> ValidSubmission:
-    """Check ``sub`` against the limits, uqcore's rules for its kind, and the registry."""
+def validate(
+    sub: DecodedSubmission, settings: Settings, benchmark: BenchmarkRecord | None = None
+) -> ValidSubmission:
+    """Check ``sub`` against the limits, uqcore's rules for its kind, and the registry; a
+    submission against ``benchmark`` also against the benchmark's N, kinds and metrics."""
+    if benchmark is not None:
+        return _validate_for_benchmark(sub, settings, benchmark)
+    assert sub.y is not None, "the request models require y without a benchmark_id"
     _check_sizes(sub, settings)
     try:
         prediction = build_prediction(sub.kind, sub.prediction)
@@ -185,4 +194,59 @@ def validate(sub: DecodedSubmission, settings: Settings) -> ValidSubmission:
         analyses=analyses,
         arrays=arrays,
         body_hash=sub.body_hash,
+        visibility=sub.visibility,
+    )
+
+
+def _validate_for_benchmark(
+    sub: DecodedSubmission, settings: Settings, bench: BenchmarkRecord
+) -> ValidSubmission:
+    """The prediction alone (the targets are the benchmark's): kind accepted, N equal to the
+    benchmark's, and the primary metric applicable. The benchmark's other metrics that do not
+    apply to the kind are left out of the evaluation (the leaderboard of such a metric does
+    not list the submission)."""
+    kind_field = "prediction.kind" if sub.format == "json" else "request.kind"
+    if sub.kind not in bench.kinds:
+        raise ApiError(
+            422,
+            f"benchmark {bench.id!r} accepts prediction kinds {bench.kinds}; found {sub.kind!r}",
+            field=kind_field,
+        )
+    _check_sizes(sub, settings)
+    try:
+        prediction = build_prediction(sub.kind, sub.prediction)
+    except UQValidationError as exc:
+        raise _uq_error(exc, sub) from None
+    n = int(prediction.n)
+    if n != bench.n:
+        first = KIND_FIELDS[sub.kind][0]
+        raise ApiError(
+            422,
+            f"the prediction has N = {n} rows; benchmark {bench.id!r} has N = {bench.n} targets",
+            field=sub.field_path(first if first != "levels" else "values"),
+            code="length_mismatch",
+        )
+    applicable: list[str] = []
+    for name in bench.metrics:
+        why = registry.get(name).why_not(prediction)
+        if why is None:
+            applicable.append(name)
+        elif name == bench.primary_metric:
+            raise ApiError(
+                422,
+                f"the benchmark's primary metric {name!r} does not apply to a {sub.kind} "
+                f"prediction: {why}",
+                field=kind_field,
+                code="metric_not_applicable",
+            )
+    return ValidSubmission(
+        kind=sub.kind,
+        n=n,
+        model_name=sub.model_name,
+        metadata=sub.metadata,
+        analyses=bench.analyses(applicable),
+        arrays=dict(sub.prediction),
+        body_hash=sub.body_hash,
+        visibility=sub.visibility,
+        benchmark_id=bench.id,
     )

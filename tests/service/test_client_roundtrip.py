@@ -133,3 +133,95 @@ def test_generated_client_round_trip(client_package: Any, live_server: LiveServe
     assert rejected.status_code == 422
     assert isinstance(rejected.parsed, ErrorResponse)
     assert (rejected.parsed.error.field, rejected.parsed.error.index) == ("prediction.std", 1)
+
+    _benchmark_round_trip(live_server, admin)
+
+
+def _benchmark_round_trip(live_server: LiveServer, admin: Any) -> None:
+    """Create a benchmark, a team and its key, submit against the benchmark, poll, read the
+    leaderboard and compare two submissions, all through the generated client."""
+    from uqeval_generated_client import AuthenticatedClient
+    from uqeval_generated_client.api.admin import create_api_key, create_team
+    from uqeval_generated_client.api.benchmarks import create_benchmark, get_leaderboard
+    from uqeval_generated_client.api.comparisons import create_comparison, get_comparison
+    from uqeval_generated_client.api.submissions import create_submission, get_submission
+    from uqeval_generated_client.models import (
+        ApiKeyCreate,
+        BenchmarkCreate,
+        ComparisonCreate,
+        ComparisonDetail,
+        Leaderboard,
+        SubmissionCreate,
+        SubmissionDetail,
+        TeamCreate,
+    )
+
+    y = gaussian_arrays(100, seed=1)["y"]
+    bench = create_benchmark.sync(
+        client=admin,
+        body=BenchmarkCreate.from_dict(
+            {
+                "name": "generated",
+                "primary_metric": "crps",
+                "metrics": ["crps", "mae"],
+                "bootstrap": {"n_resamples": 30},
+                "y": y.tolist(),
+            }
+        ),
+    )
+    assert bench.n == 100
+    team = create_team.sync(client=admin, body=TeamCreate(name="gen-team"))
+    created = create_api_key.sync(
+        client=admin, body=ApiKeyCreate(name="gen-member", team_id=team.team_id)
+    )
+    member = AuthenticatedClient(base_url=live_server.url, token=created.key)
+
+    ids = []
+    for scale in (0.2, 0.6):
+        rng = np.random.default_rng(int(scale * 10))
+        body = SubmissionCreate.from_dict(
+            {
+                "model_name": f"noise-{scale}",
+                "benchmark_id": bench.id,
+                "visibility": "public",
+                "prediction": {
+                    "kind": "gaussian",
+                    "mean": (y + scale * rng.normal(size=100)).tolist(),
+                    "std": [0.5] * 100,
+                },
+            }
+        )
+        accepted = create_submission.sync(client=member, body=body)
+        deadline = time.monotonic() + 60
+        while True:
+            detail = get_submission.sync(client=member, sub_id=accepted.id)
+            assert isinstance(detail, SubmissionDetail)
+            if detail.status in ("succeeded", "failed", "cancelled"):
+                break
+            assert time.monotonic() < deadline, detail.status
+            time.sleep(0.05)
+        assert detail.status == "succeeded", detail.error
+        ids.append(accepted.id)
+
+    board = get_leaderboard.sync(client=member, bench_id=bench.id)
+    assert isinstance(board, Leaderboard)
+    assert board.direction == "lower"
+    assert [e.submission_id for e in board.entries] == [ids[0]]  # best of the team
+
+    started = create_comparison.sync(
+        client=member,
+        body=ComparisonCreate.from_dict(
+            {"benchmark_id": bench.id, "submission_ids": ids, "n_resamples": 50}
+        ),
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        cmp = get_comparison.sync(client=member, cmp_id=started.id)
+        assert isinstance(cmp, ComparisonDetail)
+        if cmp.status in ("succeeded", "failed"):
+            break
+        assert time.monotonic() < deadline, cmp.status
+        time.sleep(0.05)
+    assert cmp.status == "succeeded", cmp.error
+    pair = cmp.result["pairs"][0]
+    assert pair["metrics"]["crps"]["diff"] < 0

@@ -1,4 +1,4 @@
-"""Admin routes: create, list and revoke submitter API keys (admin key required)."""
+"""Admin routes: teams, and submitter API keys per team (admin key required)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,16 @@ from fastapi import APIRouter, Path, Response
 from service.api.auth import AdminDep, StoreDep
 from service.api.errors import ApiError
 from service.api.routes.common import errors
-from service.api.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyInfo, ApiKeyList
-from service.store import ApiKeyRecord
+from service.api.schemas import (
+    ApiKeyCreate,
+    ApiKeyCreated,
+    ApiKeyInfo,
+    ApiKeyList,
+    TeamCreate,
+    TeamInfo,
+    TeamList,
+)
+from service.store import ApiKeyRecord, TeamRecord
 
 router = APIRouter(tags=["admin"])
 
@@ -22,7 +30,37 @@ def info(record: ApiKeyRecord) -> ApiKeyInfo:
         role=record.role,
         created_at=record.created_at,
         revoked=record.revoked,
+        team_id=record.team,
     )
+
+
+def team_info(record: TeamRecord) -> TeamInfo:
+    return TeamInfo(team_id=record.team_id, name=record.name, created_at=record.created_at)
+
+
+@router.post(
+    "/v1/admin/teams",
+    operation_id="createTeam",
+    summary="Create a team",
+    status_code=201,
+    response_model=TeamInfo,
+    responses=errors(401, 403, 422, 503),
+)
+def create_team(body: TeamCreate, admin: AdminDep, store: StoreDep) -> TeamInfo:
+    """A new team; give it submitter keys with POST /v1/admin/keys and its ``team_id``."""
+    return team_info(store.create_team(body.name))
+
+
+@router.get(
+    "/v1/admin/teams",
+    operation_id="listTeams",
+    summary="List teams",
+    response_model=TeamList,
+    responses=errors(401, 403, 503),
+)
+def list_teams(admin: AdminDep, store: StoreDep) -> TeamList:
+    """Every team, oldest first."""
+    return TeamList(teams=[team_info(t) for t in store.list_teams()])
 
 
 @router.post(
@@ -36,8 +74,11 @@ def info(record: ApiKeyRecord) -> ApiKeyInfo:
 def create_api_key(
     body: ApiKeyCreate, admin: AdminDep, store: StoreDep, response: Response
 ) -> ApiKeyCreated:
-    """A new submitter key. The secret is in this answer only; the store keeps its SHA-256."""
-    record, plaintext = store.create_api_key(body.name, role="submitter")
+    """A new submitter key, of a team when ``team_id`` is given (its keys share the team's
+    submissions and quotas). The secret is in this answer only; the store keeps its SHA-256."""
+    if body.team_id is not None and store.get_team(body.team_id) is None:
+        raise ApiError(422, f"no team {body.team_id!r}", field="team_id", code="unknown_team")
+    record, plaintext = store.create_api_key(body.name, role="submitter", team=body.team_id)
     response.headers["Cache-Control"] = "no-store"
     return ApiKeyCreated(**info(record).model_dump(), key=plaintext)
 

@@ -9,18 +9,24 @@ from service.api.schemas import ErrorResponse
 _DESCRIPTIONS = {
     400: "The body cannot be decoded (not JSON, not an NPZ archive, broken gzip).",
     401: "No API key, or an unknown or revoked one.",
-    403: "The key is not an admin key.",
+    403: "The key may not do this (not an admin key, or another team's submission).",
     404: "No such resource for this key.",
     409: "Conflict with the resource's state.",
     413: "The body (or its decompressed content) exceeds the size limit.",
     415: "Unsupported Content-Type or Content-Encoding.",
     422: "The request is invalid; the error names the field, the rule and the first bad index.",
+    429: "The key's rate limit is exceeded (code rate_limited), or the team's quota on the "
+    "benchmark is spent (code quota_exceeded); Retry-After says when to retry.",
     503: "Redis is unavailable.",
 }
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` entries for error statuses, all with :class:`ErrorResponse`."""
+    """OpenAPI ``responses`` entries for error statuses, all with :class:`ErrorResponse`.
+
+    A route that needs a key (401) may also answer 429 (the key's rate limit).
+    """
+    wanted = sorted(set(statuses) | ({429} if 401 in statuses else set()))
     return {
-        s: {"model": ErrorResponse, "description": _DESCRIPTIONS.get(s, "Error.")} for s in statuses
+        s: {"model": ErrorResponse, "description": _DESCRIPTIONS.get(s, "Error.")} for s in wanted
     }

@@ -1,6 +1,9 @@
-"""Submissions: create (JSON or NPZ body), list, read, delete, cancel.
+"""Submissions: create (JSON or NPZ body; inline targets or a benchmark's), list, read,
+delete, cancel.
 
-A key sees only its own submissions: another key's id answers 404, exactly like an unknown id.
+Who sees what (:mod:`service.api.access`): a submitter key reads and changes its team's
+submissions (a key without a team: its own), reads public ones, and gets 404 for any other id,
+exactly like an unknown id; an admin key reads and changes every submission.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from service import jobs
+from service import keys as schema_keys
+from service.api import access
 from service.api.auth import KeyDep, SettingsDep, StoreDep
 from service.api.errors import ApiError
 from service.api.payload import BodyFormat, content_encoding, decode, media_type, read_limited
@@ -25,7 +30,14 @@ from service.api.schemas import (
 )
 from service.api.validation import ValidSubmission, validate
 from service.settings import Settings
-from service.store import ApiKeyRecord, IdempotencyConflict, Store, SubmissionRecord
+from service.store import (
+    ApiKeyRecord,
+    IdempotencyConflict,
+    Quota,
+    QuotaExceeded,
+    Store,
+    SubmissionRecord,
+)
 
 router = APIRouter(tags=["submissions"])
 
@@ -65,10 +77,19 @@ _REQUEST_BODY: dict[str, Any] = {
 }
 
 
-def _own(store: Store, key: ApiKeyRecord, sub_id: str) -> SubmissionRecord:
+def _readable(store: Store, key: ApiKeyRecord, sub_id: str) -> SubmissionRecord:
     record = store.get_submission(sub_id)
-    if record is None or record.owner != key.key_id:
+    if record is None or not access.can_read(key, record):
         raise ApiError(404, f"no submission {sub_id!r}", field="sub_id")
+    return record
+
+
+def _changeable(store: Store, key: ApiKeyRecord, sub_id: str) -> SubmissionRecord:
+    record = _readable(store, key, sub_id)
+    if not access.can_change(key, record):
+        raise ApiError(
+            403, f"submission {sub_id!r} belongs to another team; only that team can change it"
+        )
     return record
 
 
@@ -89,6 +110,9 @@ def summary(record: SubmissionRecord) -> SubmissionSummary:
         started_at=record.started_at,
         finished_at=record.finished_at,
         error=record.error,
+        team_id=record.team,
+        visibility=record.visibility,
+        benchmark_id=record.benchmark,
     )
 
 
@@ -106,8 +130,14 @@ def detail(store: Store, record: SubmissionRecord) -> SubmissionDetail:
     )
 
 
-def _check(fmt: BodyFormat, body: bytes, settings: Settings) -> ValidSubmission:
-    return validate(decode(fmt, body, max_bytes=settings.max_body_bytes), settings)
+def _check(fmt: BodyFormat, body: bytes, settings: Settings, store: Store) -> ValidSubmission:
+    sub = decode(fmt, body, max_bytes=settings.max_body_bytes)
+    bench = None
+    if sub.benchmark_id is not None:
+        bench = store.get_benchmark(sub.benchmark_id)
+        if bench is None:
+            raise ApiError(404, f"no benchmark {sub.benchmark_id!r}", field="benchmark_id")
+    return validate(sub, settings, bench)
 
 
 def _submit(
@@ -117,6 +147,17 @@ def _submit(
     valid: ValidSubmission,
     idempotency_key: str | None,
 ) -> tuple[SubmissionRecord, bool, int | None]:
+    quota = None
+    if valid.benchmark_id is not None:
+        bench = store.get_benchmark(valid.benchmark_id)
+        if bench is None:
+            raise ApiError(404, f"no benchmark {valid.benchmark_id!r}", field="benchmark_id")
+        if bench.quota_per_day is not None or bench.quota_total is not None:
+            quota = Quota(
+                schema_keys.quota(bench.id, access.team_scope(key)),
+                bench.quota_per_day,
+                bench.quota_total,
+            )
     try:
         record, created = jobs.submit(
             store,
@@ -130,7 +171,16 @@ def _submit(
             arrays=valid.arrays,
             idempotency_key=idempotency_key,
             body_hash=valid.body_hash,
+            team=key.team,
+            visibility=valid.visibility,
+            benchmark=valid.benchmark_id,
+            quota=quota,
         )
+    except QuotaExceeded as exc:
+        headers = None if exc.retry_after_s is None else {"Retry-After": str(exc.retry_after_s)}
+        raise ApiError(
+            429, str(exc), code="quota_exceeded", field="benchmark_id", headers=headers
+        ) from None
     except IdempotencyConflict:
         raise ApiError(
             409,
@@ -149,7 +199,7 @@ def _submit(
     summary="Submit a prediction batch for evaluation",
     status_code=202,
     response_model=SubmissionAccepted,
-    responses=errors(400, 401, 409, 413, 415, 422, 503),
+    responses=errors(400, 401, 404, 409, 413, 415, 422, 429, 503),
     openapi_extra=_REQUEST_BODY,
 )
 async def create_submission(
@@ -171,6 +221,11 @@ async def create_submission(
 ) -> JSONResponse:
     """Validate a prediction batch with its targets, store it and queue its evaluation.
 
+    With a ``benchmark_id`` instead of targets, the prediction is evaluated against that
+    benchmark's hidden targets with the benchmark's metrics, bootstrap and seed; its N and
+    kind are checked before the 202, and the team's quota there (429 when spent, with
+    Retry-After for the per-day quota).
+
     Validation that needs only the request (shapes, dtypes, finiteness, the kind's rules,
     metric names and applicability, parameter names) happens before the 202 and answers 422
     naming the field, the rule and the first offending index. The answer gives the submission
@@ -185,7 +240,7 @@ async def create_submission(
         limit=limit,
         gzip=gzip,
     )
-    valid = await run_in_threadpool(_check, fmt, body, settings)
+    valid = await run_in_threadpool(_check, fmt, body, settings, store)
     del body  # the arrays live on in ``valid``; the raw bytes can go
     record, created, position = await run_in_threadpool(
         _submit, store, settings, key, valid, idempotency_key
@@ -208,7 +263,7 @@ async def create_submission(
 @router.get(
     "/v1/submissions",
     operation_id="listSubmissions",
-    summary="List your submissions",
+    summary="List your team's submissions",
     response_model=SubmissionPage,
     responses=errors(401, 422, 503),
 )
@@ -219,8 +274,14 @@ def list_submissions(
     offset: Annotated[int, Query(ge=0, le=1_000_000, description="Items to skip.")] = 0,
     limit: Annotated[int, Query(ge=1, le=100, description="Page size.")] = 20,
 ) -> SubmissionPage:
-    """The caller's submissions, newest first, one page at a time."""
-    records, total = store.list_submissions(key.key_id, status, offset, limit)
+    """The caller's team's submissions (a key without a team: its own; an admin key: all),
+    newest first, one page at a time."""
+    if key.role == "admin":
+        records, total = store.list_submissions(None, status, offset, limit)
+    elif key.team is not None:
+        records, total = store.list_submissions(None, status, offset, limit, team=key.team)
+    else:
+        records, total = store.list_submissions(key.key_id, status, offset, limit)
     return SubmissionPage(
         items=[summary(r) for r in records], total=total, offset=offset, limit=limit
     )
@@ -236,7 +297,7 @@ def list_submissions(
 def get_submission(sub_id: SubId, key: KeyDep, store: StoreDep) -> SubmissionDetail:
     """The submission's state (queued, running with progress %, succeeded, failed with the
     reason, cancelled), its timings, and the result document once it succeeded."""
-    return detail(store, _own(store, key, sub_id))
+    return detail(store, _readable(store, key, sub_id))
 
 
 @router.delete(
@@ -245,12 +306,12 @@ def get_submission(sub_id: SubId, key: KeyDep, store: StoreDep) -> SubmissionDet
     summary="Delete a submission and its data",
     status_code=204,
     response_class=Response,
-    responses=errors(401, 404, 422, 503),
+    responses=errors(401, 403, 404, 422, 503),
 )
 def delete_submission(sub_id: SubId, key: KeyDep, store: StoreDep) -> Response:
     """Remove the submission, its arrays and its result. A queued or running job is
     cancelled first."""
-    record = _own(store, key, sub_id)
+    record = _changeable(store, key, sub_id)
     if record.status not in TERMINAL:
         store.cancel_submission(sub_id)
     store.delete_submission(sub_id)
@@ -263,12 +324,12 @@ def delete_submission(sub_id: SubId, key: KeyDep, store: StoreDep) -> Response:
     summary="Cancel a queued or running submission",
     status_code=202,
     response_model=SubmissionDetail,
-    responses=errors(401, 404, 409, 422, 503),
+    responses=errors(401, 403, 404, 409, 422, 503),
 )
 def cancel_submission(sub_id: SubId, key: KeyDep, store: StoreDep) -> SubmissionDetail:
     """A queued job is cancelled at once; a running one stops at its next checkpoint
     (``cancel_requested`` is true until then). A finished job answers 409."""
-    record = _own(store, key, sub_id)
+    record = _changeable(store, key, sub_id)
     if record.status in TERMINAL:
         raise ApiError(
             409,

@@ -1,0 +1,131 @@
+"""Comparisons: POST /v1/comparisons queues a paired-bootstrap comparison of submissions on one
+benchmark; GET /v1/comparisons/{cmp_id} reads it. A comparison is its team's (admins read
+every one); the submissions compared must be readable by the caller (its team's or public)."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from service import jobs
+from service.api import access
+from service.api.auth import KeyDep, SettingsDep, StoreDep
+from service.api.errors import ApiError
+from service.api.routes.common import errors
+from service.api.schemas import ComparisonAccepted, ComparisonCreate, ComparisonDetail
+from service.settings import Settings
+from service.store import ApiKeyRecord, Store, now_iso
+
+router = APIRouter(tags=["comparisons"])
+
+
+def _request(store: Store, key: ApiKeyRecord, body: ComparisonCreate) -> dict[str, Any]:
+    bench = store.get_benchmark(body.benchmark_id)
+    if bench is None:
+        raise ApiError(404, f"no benchmark {body.benchmark_id!r}", field="benchmark_id")
+    for i, sub_id in enumerate(body.submission_ids):
+        record = store.get_submission(sub_id)
+        if record is None or not access.can_read(key, record):
+            raise ApiError(404, f"no submission {sub_id!r}", field="submission_ids", index=i)
+        if record.benchmark != bench.id:
+            raise ApiError(
+                422,
+                f"submission {sub_id!r} is not on benchmark {bench.id!r}",
+                field="submission_ids",
+                index=i,
+            )
+        if record.status != "succeeded":
+            raise ApiError(
+                422,
+                f"submission {sub_id!r} has status {record.status}; only succeeded "
+                "submissions are compared",
+                field="submission_ids",
+                index=i,
+            )
+    metrics = body.metrics or [bench.primary_metric]
+    for i, m in enumerate(metrics):
+        if m not in bench.metrics:
+            raise ApiError(
+                422,
+                f"benchmark {bench.id!r} shows metrics {bench.metrics}; found {m!r}",
+                field="metrics",
+                index=i,
+            )
+    return {
+        "benchmark_id": bench.id,
+        "submission_ids": list(body.submission_ids),
+        "metrics": metrics,
+        "n_resamples": body.n_resamples,
+        "seed": bench.seed if body.seed is None else body.seed,
+        "level": body.level,
+        "method": body.method,
+    }
+
+
+def _create(
+    store: Store, settings: Settings, key: ApiKeyRecord, body: ComparisonCreate
+) -> dict[str, Any]:
+    record = {
+        "id": "cmp_" + secrets.token_hex(12),
+        "owner": key.key_id,
+        "team": key.team,
+        "created_at": now_iso(),
+        "request": _request(store, key, body),
+    }
+    jobs.submit_comparison(store, settings, record)
+    return record
+
+
+@router.post(
+    "/v1/comparisons",
+    operation_id="createComparison",
+    summary="Compare submissions on a benchmark",
+    status_code=202,
+    response_model=ComparisonAccepted,
+    responses=errors(401, 404, 422, 503),
+)
+async def create_comparison(
+    body: ComparisonCreate, request: Request, key: KeyDep, store: StoreDep, settings: SettingsDep
+) -> JSONResponse:
+    """Queue a paired bootstrap comparison of two or more succeeded submissions on one
+    benchmark: every pair's difference with its interval, P(better), the p-value and its
+    Holm-adjusted value within each metric, and each metric's rank distribution — equal to
+    ``uqcore.stability.compare`` / ``rank_distribution`` run with the same seed."""
+    record = await run_in_threadpool(_create, store, settings, key, body)
+    url = str(request.app.url_path_for("get_comparison", cmp_id=record["id"]))
+    accepted = ComparisonAccepted(id=record["id"], status="queued", status_url=url)
+    return JSONResponse(accepted.model_dump(), status_code=202, headers={"Location": url})
+
+
+@router.get(
+    "/v1/comparisons/{cmp_id}",
+    operation_id="getComparison",
+    summary="Status and result of a comparison",
+    response_model=ComparisonDetail,
+    responses=errors(401, 404, 422, 503),
+)
+def get_comparison(
+    cmp_id: Annotated[str, Path(min_length=1, max_length=100)], key: KeyDep, store: StoreDep
+) -> ComparisonDetail:
+    """The comparison's status (queued, running, succeeded, failed with the reason) and its
+    result once it succeeded. Another team's comparison answers 404."""
+    doc = store.get_comparison(cmp_id)
+    if doc is None:
+        raise ApiError(404, f"no comparison {cmp_id!r}", field="cmp_id")
+    team = doc.get("team")
+    mine = team == key.team if key.team is not None else doc["owner"] == key.key_id
+    if key.role != "admin" and not mine:
+        raise ApiError(404, f"no comparison {cmp_id!r}", field="cmp_id")
+    return ComparisonDetail(
+        id=doc["id"],
+        status=doc["status"],
+        created_at=doc["created_at"],
+        finished_at=doc.get("finished_at"),
+        error=doc.get("error"),
+        request=doc["request"],
+        result=doc["result"],
+    )

@@ -1,0 +1,209 @@
+"""The store's team, benchmark, quota and leaderboard parts against a real Redis server."""
+
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+import pytest
+
+from service import keys
+from service.store import (
+    BenchmarkRecord,
+    Quota,
+    QuotaExceeded,
+    Ranking,
+    Store,
+    SubmissionRecord,
+    now_iso,
+)
+
+
+def record(
+    team: str = "team_a", bench: str | None = "bench_1", ts: float = 0.0
+) -> SubmissionRecord:
+    return SubmissionRecord(
+        id="sub_" + uuid.uuid4().hex,
+        owner="key_a",
+        status="queued",
+        progress=0.0,
+        created_at=now_iso(),
+        started_at=None,
+        finished_at=None,
+        attempts=0,
+        error=None,
+        model_name="m",
+        metadata={},
+        kind="gaussian",
+        n=3,
+        queue="cpu",
+        input_hash="0" * 64,
+        analyses={"metrics": ["mae"]},
+        created_ts=ts,
+        team=team,
+        visibility="public",
+        benchmark=bench,
+    )
+
+
+def arrays() -> dict[str, np.ndarray]:
+    return {"mean": np.zeros(3), "std": np.ones(3)}
+
+
+def benchmark(bench_id: str = "bench_1") -> BenchmarkRecord:
+    return BenchmarkRecord(
+        id=bench_id,
+        name="b",
+        task="regression",
+        description="",
+        primary_metric="mae",
+        metrics=["mae"],
+        rule="best",
+        kinds=["gaussian"],
+        n=3,
+        has_groups=False,
+        params={},
+        bootstrap={"n_resamples": 10},
+        seed=0,
+        quota_per_day=None,
+        quota_total=None,
+        baseline=None,
+        created_at=now_iso(),
+        updated_at=now_iso(),
+    )
+
+
+def test_teams_and_team_keys(store: Store) -> None:
+    team = store.create_team("red")
+    assert store.get_team(team.team_id) == team
+    assert store.list_teams() == [team]
+    rec, token = store.create_api_key("member", team=team.team_id)
+    assert rec.team == team.team_id
+    assert store.authenticate(token) == rec
+    with pytest.raises(ValueError, match="no team"):
+        store.create_api_key("x", team="team_nope")
+
+
+def test_team_index_listing_and_deletion(store: Store) -> None:
+    a, b = record("team_a", None), record("team_b", None)
+    for r in (a, b):
+        store.create_submission(r, arrays())
+    page, total = store.list_submissions(None, None, 0, 10, team="team_a")
+    assert total == 1 and page[0].id == a.id and page[0].team == "team_a"
+    assert page[0].visibility == "public"
+    assert store.delete_submission(a.id)
+    assert store.list_submissions(None, None, 0, 10, team="team_a")[1] == 0
+
+
+def test_benchmark_crud_and_hidden_arrays(store: Store) -> None:
+    bench = store.create_benchmark(
+        benchmark(), {"y": np.arange(3.0), "groups": np.array([1, 1, 2])}
+    )
+    assert store.get_benchmark(bench.id) == bench
+    assert store.list_benchmarks() == [bench]
+    loaded = store.load_benchmark_arrays(bench.id)
+    assert loaded is not None
+    np.testing.assert_array_equal(loaded["y"], np.arange(3.0))
+    updated = store.update_benchmark(bench.id, {"rule": "latest"})
+    assert updated is not None and updated.rule == "latest" and updated.n == 3
+    assert store.update_benchmark("bench_nope", {"rule": "latest"}) is None
+    store.client.zadd(keys.quota(bench.id, "team_a"), {"s": 1.0})
+    assert store.delete_benchmark(bench.id)
+    assert store.get_benchmark(bench.id) is None
+    assert store.load_benchmark_arrays(bench.id) is None
+    assert not store.client.exists(keys.quota(bench.id, "team_a"))
+    assert not store.delete_benchmark(bench.id)
+
+
+def test_quota_refund_when_the_worker_is_lost_every_time(store: Store) -> None:
+    quota = Quota(keys.quota("bench_1", "team_a"), None, 1)
+    rec, _ = store.create_submission(record(), arrays(), quota=quota)
+    with pytest.raises(QuotaExceeded, match="total quota of 1"):
+        store.create_submission(record(), arrays(), quota=quota)
+    store.mark_running(rec.id, "w1", 5.0, 1)
+    store.client.delete(keys.heartbeat(rec.id))
+    assert store.requeue_orphan(rec.id, 1, 5.0) == "failed"
+    assert store.client.zcard(quota.key) == 0  # a system failure gives the slot back
+    rec2, created = store.create_submission(record(), arrays(), quota=quota)
+    assert created
+    # A redelivered task past max_attempts is a system failure too.
+    store.mark_running(rec2.id, "w1", 5.0, 1)
+    store.client.delete(keys.heartbeat(rec2.id))
+    assert store.mark_running(rec2.id, "w2", 5.0, 1) == ("terminal", "failed")
+    assert store.client.zcard(quota.key) == 0
+    # An input failure keeps it; a rollback (refund=True) removes it.
+    rec3, _ = store.create_submission(record(), arrays(), quota=quota)
+    store.fail(rec3.id, "invalid input")
+    assert store.client.zcard(quota.key) == 1
+    store.delete_submission(rec3.id, refund=True)
+    assert store.client.zcard(quota.key) == 0
+
+
+def _finish(store: Store, team: str, value: float, ts: float) -> str:
+    rec, _ = store.create_submission(record(team, ts=ts), arrays())
+    store.mark_running(rec.id, "w", 5.0, 3)
+    ranking = Ranking("bench_1", team, ts, {"mae": (value, {"value": value})})
+    assert store.finish(rec.id, {"metrics": {}}, 0.1, ranking=ranking) == "succeeded"
+    return rec.id
+
+
+def test_leaderboard_best_latest_ties_and_forget(store: Store) -> None:
+    a_good = _finish(store, "team_a", 0.1, 1.0)
+    a_late = _finish(store, "team_a", 0.5, 2.0)
+    b = _finish(store, "team_b", 0.3, 1.5)
+    c = _finish(store, "team_c", 0.3, 1.6)
+    best, total = store.leaderboard_page("bench_1", "mae", "best", 0, 10)
+    assert total == 3
+    assert [(r["submission"], r["rank"]) for r in best] == [(a_good, 1), (b, 2), (c, 2)]
+    latest, _ = store.leaderboard_page("bench_1", "mae", "latest", 0, 10)
+    assert [(r["submission"], r["rank"]) for r in latest] == [(b, 1), (c, 1), (a_late, 3)]
+    assert latest[0]["entry"] == {"value": 0.3}
+    version = store.leaderboard_version("bench_1")
+    # The benchmark submission keeps its arrays after it succeeded.
+    assert store.load_arrays(a_good) is not None
+    # Deleting the team's ranked submission falls back to its other one, on both boards.
+    store.delete_submission(a_good)
+    best, _ = store.leaderboard_page("bench_1", "mae", "best", 0, 10)
+    assert [r["submission"] for r in best] == [b, c, a_late]
+    store.delete_submission(a_late)
+    assert store.leaderboard_page("bench_1", "mae", "latest", 0, 10)[1] == 2
+    assert store.leaderboard_version("bench_1") == version + 2
+    assert store.leaderboard_board("bench_1", "mae", "best") == [("team_b", b), ("team_c", c)]
+    assert store.leaderboard_rank_of("bench_1", "mae", "best", 0.2) == 1
+    assert store.leaderboard_rank_of("bench_1", "mae", "best", 0.4) == 3
+    # Ranks cache and its claim.
+    assert store.claim_ranks("bench_1", "mae", "best", 30)
+    assert not store.claim_ranks("bench_1", "mae", "best", 30)
+    store.put_ranks("bench_1", "mae", "best", {"version": 1})
+    assert store.get_ranks("bench_1", "mae", "best") == {"version": 1}
+    assert store.claim_ranks("bench_1", "mae", "best", 30)
+
+
+def test_a_benchmark_job_error_never_quotes_the_targets() -> None:
+    from worker.execution import _hide_targets
+
+    hidden = _hide_targets("y must be finite; y[3] = 0.123")
+    assert "0.123" not in hidden and "hidden targets" in hidden
+    assert (
+        _hide_targets("std must be > 0; std[1] = -1")
+        == "invalid input: std must be > 0; std[1] = -1"
+    )
+
+
+def test_rank_job_limit_and_failure_are_stored_for_the_board_version(store: Store) -> None:
+    from worker.ranks import compute_ranks
+
+    store.create_benchmark(benchmark(), {"y": np.array([0.0, 1.0, 2.0])})
+    subs = [_finish(store, f"team_{i}", 0.1 * (i + 1), float(i)) for i in range(3)]
+    doc = compute_ranks(store, "bench_1", "mae", "best", limit=2)
+    assert doc is not None
+    assert doc["version"] == store.leaderboard_version("bench_1")
+    assert set(doc["entries"]) == set(subs[:2])
+    assert any("first 2 of 3 teams" in w for w in doc["warnings"])
+    assert store.get_ranks("bench_1", "mae", "best") == doc
+    # A computation that cannot run is stored with its reason (not retried for this version).
+    store.update_benchmark("bench_1", {"params": {"mae": {"no_such_option": 1}}})
+    failed = compute_ranks(store, "bench_1", "mae", "best")
+    assert failed is not None and failed["entries"] == {}
+    assert "rank intervals unavailable" in failed["warnings"][0]
+    assert compute_ranks(store, "bench_gone", "mae", "best") is None

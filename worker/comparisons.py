@@ -1,0 +1,128 @@
+"""Comparisons of submissions on one benchmark, computed by a worker (``uqeval.compare``).
+
+For every pair (A, B) of the requested submissions, :func:`uqcore.stability.compare` gives
+the paired bootstrap difference A − B with its interval, P(A better) and the two-sided p-value
+of "no difference"; with the benchmark's targets, groups, resampling unit and parameters, and
+the request's B, seed, level and method — so the numbers equal a direct call with the same
+seed. With k submissions there are k(k−1)/2 pairs per metric, so the p-values are also
+reported adjusted by Holm's step-down method within each metric (controls the family-wise
+error rate over that metric's pairs). :func:`uqcore.stability.rank_distribution` gives each
+metric's rank distribution over the k submissions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from service.store import TERMINAL, Store
+from uqcore import UQValidationError
+from uqcore.report import json_safe
+from uqcore.stability import compare, rank_distribution
+from worker.ranks import _prediction, resampling
+
+__all__ = ["CORRECTION", "holm", "run_comparison"]
+
+log = logging.getLogger(__name__)
+
+CORRECTION = (
+    "Holm step-down adjustment of the p-values within each metric, over its k(k−1)/2 pairs "
+    "(family-wise error rate at the nominal level); intervals and P(better) are per pair, "
+    "unadjusted"
+)
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm-adjusted p-values (None stays None and does not count in the family).
+
+    >>> holm([0.01, 0.04, 0.03])
+    [0.03, 0.06, 0.06]
+    """
+    idx = [i for i, p in enumerate(p_values) if p is not None]
+    m = len(idx)
+    out: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(sorted(idx, key=lambda i: float(p_values[i] or 0.0))):
+        adjusted = min(1.0, (m - rank) * float(p_values[i] or 0.0))
+        running = max(running, adjusted)
+        out[i] = round(running, 15)
+    return out
+
+
+def _compute(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+    bench = store.get_benchmark(request["benchmark_id"])
+    targets = store.load_benchmark_arrays(request["benchmark_id"])
+    if bench is None or targets is None:
+        raise UQValidationError(f"benchmark {request['benchmark_id']!r} was deleted")
+    subs: list[str] = list(request["submission_ids"])
+    preds: dict[str, Any] = {}
+    for sub_id in subs:
+        pred = _prediction(store, sub_id)
+        if pred is None:
+            raise UQValidationError(f"submission {sub_id!r} or its arrays are no longer stored")
+        preds[sub_id] = pred
+    metrics: list[str] = list(request["metrics"])
+    opts = resampling(bench, targets)
+    opts.update(n_resamples=request["n_resamples"], seed=request["seed"], level=request["level"])
+    params = {m: dict(bench.params.get(m, {})) for m in metrics}
+    y = np.asarray(targets["y"])
+    pairs: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for a, b in itertools.combinations(subs, 2):
+        c = compare(preds[a], preds[b], y, metrics, method=request["method"], params=params, **opts)
+        pairs.append({"a": a, "b": b, "metrics": {m: dict(c[m]) for m in c}})
+        warnings.extend(f"{a} vs {b}: {w}" for w in c.warnings)
+    for m in metrics:
+        entries = [p["metrics"].get(m) for p in pairs]
+        adjusted = holm([e.get("p_value") if e else None for e in entries])
+        for e, adj in zip(entries, adjusted, strict=True):
+            if e is not None:
+                e["p_value_adjusted"] = adj
+    ranks = {}
+    for m in metrics:
+        rd = rank_distribution(preds, y, metric=m, params=params[m], **opts)
+        ranks[m] = dict(rd.entries)
+        warnings.extend(f"ranks {m}: {w}" for w in rd.warnings)
+    doc = {
+        "pairs": pairs,
+        "ranks": ranks,
+        "correction": CORRECTION,
+        "test": "shifted paired bootstrap, two-sided (uqcore.stability.compare)",
+        "n_resamples": opts["n_resamples"],
+        "seed": opts["seed"],
+        "level": opts["level"],
+        "method": request["method"],
+        "unit": opts["unit"],
+        "warnings": warnings,
+    }
+    return dict(json_safe(doc, "comparison", warnings))
+
+
+def run_comparison(store: Store, cmp_id: str) -> str:
+    """Compute comparison ``cmp_id`` and store its result; returns its final status."""
+    record = store.get_comparison(cmp_id)
+    if record is None:
+        return "missing"
+    if record["status"] in TERMINAL:
+        return str(record["status"])  # a re-delivered task
+    store.set_comparison_status(cmp_id, "running")
+    try:
+        result = _compute(store, record["request"])
+    except UQValidationError as exc:
+        store.set_comparison_status(cmp_id, "failed", error=f"invalid comparison: {exc}")
+        return "failed"
+    except Exception as exc:
+        log.exception("comparison %s crashed", cmp_id)
+        store.set_comparison_status(
+            cmp_id,
+            "failed",
+            error=f"internal error while comparing ({type(exc).__name__}); please report it "
+            "with the comparison id",
+        )
+        return "failed"
+    store.set_comparison_status(cmp_id, "succeeded", result=result)
+    return "succeeded"

@@ -1,0 +1,174 @@
+"""Rank intervals and separability flags of a leaderboard, computed by a worker.
+
+For the board of (benchmark, metric, rule), with the benchmark's seed, B, level and resampling
+unit:
+
+- :func:`uqcore.stability.rank_distribution` over every ranked submission gives each one's rank
+  interval (``rank_low``..``rank_high``, marginal at the benchmark's level) and ``p_best``; an
+  entry is *not separable from the leader* when its rank interval reaches rank 1;
+- :func:`uqcore.stability.compare` of each entry with the baseline gives the paired bootstrap
+  interval of the difference; the entry is *not separable from the baseline* when it contains
+  0 (``p_value_vs_baseline`` is that comparison's two-sided p-value, uncorrected: the flags
+  are per entry, see the multiple-comparison note stored with them).
+
+The document is stored with the board version it describes, so the API can tell whether it
+is current.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from service.kinds import KIND_FIELDS, build_prediction
+from service.store import BenchmarkRecord, Store, StoreUnavailable
+from uqcore.report import json_safe
+from uqcore.stability import compare, rank_distribution
+from uqcore.stability.compare import MULTIPLE_COMPARISON_NOTE
+
+__all__ = ["compute_ranks", "resampling"]
+
+log = logging.getLogger(__name__)
+
+#: What the API reports as the method of the flags.
+METHOD = (
+    "rank intervals: uqcore.stability.rank_distribution (paired bootstrap of every ranked "
+    "submission); separable from the baseline: the uqcore.stability.compare interval of the "
+    "difference excludes 0"
+)
+
+
+def resampling(bench: BenchmarkRecord, targets: dict[str, Any]) -> dict[str, Any]:
+    """The bootstrap options of the benchmark, as keyword arguments of uqcore.stability."""
+    b = bench.bootstrap
+    unit = b.get("unit", "row")
+    return {
+        "n_resamples": int(b.get("n_resamples") or 0) or 1000,
+        "seed": bench.seed,
+        "level": float(b.get("level", 0.95)),
+        "unit": unit,
+        "groups": targets.get("groups") if unit == "cluster" else None,
+    }
+
+
+def _prediction(store: Store, sub_id: str) -> Any | None:
+    record = store.get_submission(sub_id)
+    arrays = store.load_arrays(sub_id)
+    if record is None or arrays is None:
+        return None
+    return build_prediction(record.kind, {f: arrays[f] for f in KIND_FIELDS[record.kind]})
+
+
+def compute_ranks(
+    store: Store, bench_id: str, metric: str, rule: str, limit: int = 100
+) -> dict[str, Any] | None:
+    """Compute and store the rank document of one board; None when the benchmark is gone.
+
+    Only the first ``limit`` teams of the board enter the rank distribution (every
+    prediction is held in memory at once); the others get no rank interval, and a warning
+    says so.
+
+    A computation that fails (e.g. the metric is undefined on every resample) stores a
+    document without entries and with the reason, for this board version: it is not retried
+    until the board changes.
+    """
+    bench = store.get_benchmark(bench_id)
+    targets = store.load_benchmark_arrays(bench_id)
+    if bench is None or targets is None:
+        store.release_ranks(bench_id, metric, rule)
+        return None
+    version = store.leaderboard_version(bench_id)
+    try:
+        return _compute(store, bench, targets, metric, rule, version, limit)
+    except StoreUnavailable:
+        raise
+    except Exception as exc:
+        log.exception("rank job of %s/%s/%s failed", bench_id, metric, rule)
+        doc = {
+            "version": version,
+            "metric": metric,
+            "rule": rule,
+            "entries": {},
+            "warnings": [f"rank intervals unavailable: {type(exc).__name__}: {exc}"],
+        }
+        store.put_ranks(bench_id, metric, rule, doc)
+        return doc
+
+
+def _compute(
+    store: Store,
+    bench: BenchmarkRecord,
+    targets: dict[str, Any],
+    metric: str,
+    rule: str,
+    version: int,
+    limit: int,
+) -> dict[str, Any]:
+    bench_id = bench.id
+    board = store.leaderboard_board(bench_id, metric, rule)
+    notes: list[str] = []
+    if len(board) > limit:
+        notes.append(
+            f"rank intervals are computed for the first {limit} of {len(board)} teams "
+            "(leaderboard_rank_limit)"
+        )
+        board = board[:limit]
+    opts = resampling(bench, targets)
+    params = dict(bench.params.get(metric, {}))
+    y = np.asarray(targets["y"])
+    preds: dict[str, Any] = {}
+    for _, sub_id in board:
+        pred = _prediction(store, sub_id)
+        if pred is None:
+            notes.append(f"{sub_id}: arrays no longer stored; left out of the rank intervals")
+            continue
+        preds[sub_id] = pred
+    entries: dict[str, dict[str, Any]] = {}
+    if len(preds) >= 2:
+        rd = rank_distribution(preds, y, metric=metric, params=params, **opts)
+        notes.extend(rd.warnings)
+        for sub_id in preds:
+            e = rd[sub_id]
+            entries[sub_id] = {k: e[k] for k in ("rank_low", "rank_high", "rank_mean", "p_best")}
+    elif len(preds) == 1:
+        entries[next(iter(preds))] = {
+            "rank_low": 1,
+            "rank_high": 1,
+            "rank_mean": 1.0,
+            "p_best": 1.0,
+        }
+    for e in entries.values():
+        e["separable_from_leader"] = None if e["rank_low"] is None else e["rank_low"] > 1
+    baseline_pred = _prediction(store, bench.baseline) if bench.baseline else None
+    if bench.baseline and baseline_pred is None:
+        notes.append("the baseline's arrays are not stored; no baseline flags")
+    if baseline_pred is not None:
+        for sub_id, pred in preds.items():
+            if sub_id == bench.baseline:
+                continue
+            c = compare(pred, baseline_pred, y, [metric], params={metric: params}, **opts)
+            r = c[metric]
+            low, high = r.get("low"), r.get("high")
+            entry = entries.setdefault(sub_id, {})
+            entry["separable_from_baseline"] = (
+                None if low is None or high is None else not (low <= 0.0 <= high)
+            )
+            entry["p_value_vs_baseline"] = r.get("p_value")
+    doc = {
+        "version": version,
+        "metric": metric,
+        "rule": rule,
+        "n_resamples": opts["n_resamples"],
+        "seed": opts["seed"],
+        "level": opts["level"],
+        "unit": opts["unit"],
+        "method": METHOD,
+        "multiple_comparison_note": MULTIPLE_COMPARISON_NOTE,
+        "entries": entries,
+        "warnings": notes,
+    }
+    safe = json_safe(doc, "ranks", notes)
+    store.put_ranks(bench_id, metric, rule, safe)
+    return dict(safe)
