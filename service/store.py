@@ -288,6 +288,14 @@ end
 """
 
 # ARGV: id, now_iso, now_ts, token, hb_ttl_ms, max_attempts, retention_s, worker_name
+# KEYS: the token-hash key; ARGV: the key-record prefix. One round trip for authentication:
+# the key id the hash points at, then that key's record.
+_AUTHENTICATE = """
+local key_id = redis.call('GET', KEYS[1])
+if not key_id then return false end
+return redis.call('HGETALL', ARGV[1] .. key_id)
+"""
+
 _START = (
     _END_HELPERS
     + """
@@ -613,6 +621,7 @@ class Store:
         self._scripts = {
             name: client.register_script(src)
             for name, src in {
+                "authenticate": _AUTHENTICATE,
                 "start": _START,
                 "finish": _FINISH,
                 "fail": _FAIL,
@@ -771,12 +780,14 @@ class Store:
         if not token:
             return None
         digest = sha256_hex(token)
-        key_id = self._call(lambda: self.client.get(keys.api_key_hash(digest)))
-        if key_id is None:
+        flat = self._call(
+            lambda: self._scripts["authenticate"](
+                keys=[keys.api_key_hash(digest)], args=[keys.api_key("")]
+            )
+        )
+        if not flat:
             return None
-        raw = self._call(lambda: self.client.hgetall(keys.api_key(_decode(key_id))))
-        if not raw:
-            return None
+        raw = dict(zip(flat[::2], flat[1::2], strict=True))
         record, stored = self._key_record(raw)
         if not hmac.compare_digest(stored.encode(), digest.encode()) or record.revoked:
             return None
@@ -1332,6 +1343,21 @@ class Store:
                         matching.append(_decode(sub_id))
             page = matching[offset : offset + limit]
             return fetch([s.encode() for s in page]), len(matching)
+
+        return self._call(read)
+
+    def get_submission_and_result(
+        self, sub_id: str
+    ) -> tuple[SubmissionRecord | None, bytes | None]:
+        """The record and the stored result document (raw JSON bytes, NaN-free as written by
+        the worker; None until the job succeeded), in one round trip."""
+
+        def read() -> tuple[SubmissionRecord | None, bytes | None]:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(keys.submission(sub_id))
+            pipe.get(keys.result(sub_id))
+            raw, result = pipe.execute()
+            return (SubmissionRecord.from_hash(raw) if raw else None), result
 
         return self._call(read)
 

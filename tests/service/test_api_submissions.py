@@ -206,3 +206,21 @@ def test_failed_job_reason_and_cancel_of_finished(
     assert r.status_code == 409
     assert api.delete(f"/v1/submissions/{doc['id']}", headers=submitter).status_code == 204
     assert api.get(f"/v1/submissions/{doc['id']}", headers=submitter).status_code == 404
+
+
+def test_result_read_is_the_documented_model(api: TestClient, submitter: dict[str, str], worker):
+    """A succeeded submission's response (the stored result spliced in as raw JSON) parses as
+    ``SubmissionDetail`` and equals that model's own serialisation: nothing added or lost."""
+    from service.api.schemas import SubmissionDetail
+
+    body = gaussian_json(80, analyses={"metrics": "all", "bootstrap": {"n_resamples": 20}})
+    r = api.post("/v1/submissions", json=body, headers=submitter)
+    assert r.status_code == 202, r.text
+    doc = wait_terminal(api, submitter, r.json()["id"])
+    assert doc["status"] == "succeeded", doc
+    raw = api.get(f"/v1/submissions/{doc['id']}", headers=submitter)
+    assert raw.headers["content-type"] == "application/json"
+    parsed = json.loads(raw.content)
+    assert parsed == SubmissionDetail.model_validate(parsed).model_dump(mode="json")
+    assert parsed["result"]["metrics"]["mae"]["interval"]["n_resamples"] == 20
+    assert parsed["result"] == api.app.state.store.get_result(doc["id"])
