@@ -100,7 +100,8 @@ def nll(batch: ClassificationBatch) -> float | None:
 def _brier_terms(batch: ClassificationBatch) -> Any:
     p = batch.probs
     py = p[np.arange(batch.n), batch.y]
-    return np.sum(p * p, axis=1) - 2.0 * py + 1.0
+    # Σ_c p_c² without an N×C temporary
+    return np.einsum("nc,nc->n", p, p) - 2.0 * py + 1.0
 
 
 @register(

@@ -235,20 +235,45 @@ def compute(pred: ClassificationPrediction, name: str) -> dict[str, NDArray]:
 
 
 def entropy(p: NDArray, axis: int = -1) -> NDArray:
-    """H(p) = −Σ p log p along ``axis`` (0 log 0 = 0)."""
-    return np.asarray(np.sum(sps.entr(p), axis=axis))
+    """H(p) = −Σ p log p along ``axis`` (0 log 0 = 0), for p >= 0.
+
+    Computed as −Σ p · log max(p, tiny) (the product is 0 where p = 0), which numpy
+    vectorises; ``scipy.special.entr`` gives the same values to rounding, several times slower.
+    """
+    p = np.moveaxis(np.asarray(p, dtype=np.float64), axis, -1)
+    out = np.empty(p.shape[:-1])
+    flat_p = p.reshape(-1, p.shape[-1]) if p.ndim != 1 else p[None]
+    flat_out = out.reshape(-1) if p.ndim != 1 else out.reshape(1)
+    step = max(1, (1 << 18) // max(p.shape[-1], 1))
+    for lo in range(0, flat_p.shape[0], step):
+        chunk = flat_p[lo : lo + step]
+        flat_out[lo : lo + step] = _entropy_from_log(chunk, np.log(np.maximum(chunk, _TINY)))
+    return out
 
 
 def _top_two(p: NDArray) -> tuple[NDArray, NDArray]:
-    part = np.partition(p, -2, axis=-1)
-    return part[..., -1], part[..., -2]
+    """The largest and the second largest value of each row (equal when the top is tied)."""
+    rows = np.arange(p.shape[0])
+    top = np.argmax(p, axis=-1)
+    first = p[rows, top]
+    rest = p.copy()
+    rest[rows, top] = -np.inf
+    return first, np.max(rest, axis=-1)
 
 
-def _from_bma(pbar: NDArray) -> dict[str, NDArray]:
+def _entropy_from_log(p: NDArray, log_p: NDArray) -> NDArray:
+    """H(p) = −Σ_c p_c log p_c from a log that is finite where p = 0 (0 log 0 = 0)."""
+    return np.asarray(-np.einsum("nc,nc->n", p, log_p))
+
+
+def _from_bma(pbar: NDArray, log_pbar: NDArray | None = None) -> dict[str, NDArray]:
+    """The BMA's aggregators; ``log_pbar`` is log max(p̄, tiny) when the caller has it."""
     first, second = _top_two(pbar)
+    if log_pbar is None:
+        log_pbar = np.log(np.maximum(pbar, _TINY))
     return {
         "one_minus_max_prob_bma": 1.0 - first,
-        "entropy_bma": entropy(pbar),
+        "entropy_bma": _entropy_from_log(pbar, log_pbar),
         "margin": 1.0 - (first - second),
     }
 
@@ -269,43 +294,83 @@ def _first_order(pred: Probs | Logits) -> dict[str, NDArray]:
     return out
 
 
-def _dual(mean_log: NDArray) -> tuple[NDArray, NDArray, NDArray]:
-    """From G_c = E[log p_c]: the dual BMA p̃, −log Z (expected divergence), −Σ p̃ G."""
+def _dual(mean_log: NDArray) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+    """From G_c = E[log p_c]: the dual BMA p̃ = exp(G − log Z), −log Z (expected
+    divergence), −Σ p̃ G (Bregman total) and H(p̃) = −Σ p̃ (G − log Z)."""
     top = np.max(mean_log, axis=-1, keepdims=True)
-    q = np.exp(mean_log - top)
+    shifted = mean_log - top
+    q = np.exp(shifted)
     zs = np.sum(q, axis=-1, keepdims=True)
     dual = q / zs
-    log_z = (np.log(zs) + top)[..., 0]
-    total = -np.sum(dual * mean_log, axis=-1)
-    return dual, -log_z, total
+    log_zs = np.log(zs)
+    log_z = (log_zs + top)[..., 0]
+    total = -np.einsum("nc,nc->n", dual, mean_log)
+    shifted -= log_zs
+    return dual, -log_z, total, _entropy_from_log(dual, shifted)
 
 
 def _ensemble(pred: Ensemble) -> dict[str, NDArray]:
+    """Every ensemble aggregator (and the BMA) in one chunked pass over the members.
+
+    Per element of the M×N×C input the pass takes one logarithm, L = log max(p, tiny), and
+    a few multiply-adds: Σ_c p L (expected entropy), Σ_c p (L − log p̄) (mutual
+    information, as the mean KL divergence of the members from the BMA), Σ_m (p − p̄)²
+    (variance) and Σ_m L (the dual BMA); everything else works on N×C arrays. Scratch
+    buffers of one chunk's size are reused, so the pass allocates nothing per chunk that
+    grows with M.
+    """
     n = pred.n
+    m = pred.n_members
     names = applicable(pred)
     out = {k: np.empty(n) for k in names}
     bma = np.empty((n, pred.n_classes))
-    single = pred.n_members == 1
+    single = m == 1
+    scratch: dict[str, NDArray] = {}
+
+    def buffer(name: str, shape: tuple[int, ...]) -> NDArray:
+        buf = scratch.get(name)
+        if buf is None or buf.shape[1] < shape[1]:
+            buf = scratch[name] = np.empty(shape)
+        return buf[:, : shape[1]]
+
+    # np.add.reduce(x, axis) / m is what np.mean computes, without its per-call overhead
+    add = np.add.reduce
+    no_clamp = pred.min_member is not None and pred.min_member >= _TINY
     for lo, hi, p, z in pred.member_chunks():
-        pbar = np.mean(p, axis=0)
-        bma[lo:hi] = pbar
-        for k, v in _from_bma(pbar).items():
+        pbar = add(p, axis=0, out=bma[lo:hi])
+        pbar /= m
+        log_pbar = np.log(np.maximum(pbar, _TINY))
+        for k, v in _from_bma(pbar, log_pbar).items():
             out[k][lo:hi] = v
-        out["one_minus_expected_max_prob"][lo:hi] = 1.0 - np.mean(np.max(p, axis=-1), axis=0)
-        out["expected_entropy"][lo:hi] = np.mean(entropy(p), axis=0)
-        out["mutual_information"][lo:hi] = np.mean(
-            np.sum(sps.rel_entr(p, pbar[None]), axis=-1), axis=0
-        )
-        out["mean_variance_probs"][lo:hi] = np.mean(np.var(p, axis=0), axis=-1)
+        out["one_minus_expected_max_prob"][lo:hi] = 1.0 - add(np.max(p, axis=-1), axis=0) / m
+        log_p = buffer("log_p", p.shape)
+        if no_clamp or float(np.min(p)) >= _TINY:  # the usual case: no clamp pass needed
+            np.log(p, out=log_p)
+        else:
+            np.log(np.maximum(p, _TINY, out=log_p), out=log_p)
+        # entr(p) = −p log p, with 0 log 0 = 0: p · log max(p, tiny) is 0 at p = 0
+        plogp = np.einsum("mnc,mnc->mn", p, log_p)
+        out["expected_entropy"][lo:hi] = -add(plogp, axis=0) / m
+        work = np.subtract(log_p, log_pbar[None], out=buffer("work", p.shape))
+        work *= p
+        # Σ_c p_m (log p_m − log p̄) = KL(p_m ‖ p̄); exactly 0 when every member equals p̄
+        out["mutual_information"][lo:hi] = add(add(work, axis=-1), axis=0) / m
+        np.subtract(p, pbar[None], out=work)
+        work *= work
+        var = add(work, axis=0)
+        var /= m
+        out["mean_variance_probs"][lo:hi] = add(var, axis=-1) / var.shape[-1]
         if single:
             dual = p[0]
-            log_p = np.log(np.maximum(dual, _TINY))
             div = np.zeros(hi - lo)
-            total = -np.sum(dual * log_p, axis=-1)
+            total = _entropy_from_log(dual, log_p[0])
+            dual_entropy = total
         else:
-            dual, div, total = _dual(np.mean(np.log(np.maximum(p, _TINY)), axis=0))
+            mean_log = add(log_p, axis=0)
+            mean_log /= m
+            dual, div, total, dual_entropy = _dual(mean_log)
         out["one_minus_max_prob_dual_bma"][lo:hi] = 1.0 - np.max(dual, axis=-1)
-        out["entropy_dual_bma"][lo:hi] = entropy(dual)
+        out["entropy_dual_bma"][lo:hi] = dual_entropy
         out["expected_divergence"][lo:hi] = div
         out["bregman_total"][lo:hi] = total
         if z is not None:
@@ -323,9 +388,9 @@ def _dirichlet(pred: Dirichlet) -> dict[str, NDArray]:
     exp_ent = sps.digamma(a0 + 1.0) - np.sum(pbar * sps.digamma(a + 1.0), axis=1)
     out["expected_entropy"] = exp_ent
     out["mutual_information"] = out["entropy_bma"] - exp_ent
-    dual, div, total = _dual(sps.digamma(a) - sps.digamma(a0)[:, None])
+    dual, div, total, dual_entropy = _dual(sps.digamma(a) - sps.digamma(a0)[:, None])
     out["one_minus_max_prob_dual_bma"] = 1.0 - np.max(dual, axis=1)
-    out["entropy_dual_bma"] = entropy(dual)
+    out["entropy_dual_bma"] = dual_entropy
     out["expected_divergence"] = div
     out["bregman_total"] = total
     c = a.shape[1]

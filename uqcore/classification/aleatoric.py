@@ -14,7 +14,7 @@ from typing import Any
 
 from uqcore._validation import UQValidationError
 from uqcore.batch import ClassificationBatch, host_weights
-from uqcore.classification._ranking import auroc, spearman
+from uqcore.classification._ranking import auroc, cached_order, estimate_order, spearman
 from uqcore.classification.aggregators import DEFAULT_ESTIMATOR, entropy
 from uqcore.predictions.classification import ClassificationPrediction
 from uqcore.registry import register, undefined
@@ -56,7 +56,12 @@ def aleatoric_rank_corr(
     ρ = Pearson correlation of the mid-ranks of u_i and H(s_i). Undefined when either is
     constant (e.g. all soft labels one-hot). Best value 1 (not reachable with ties in H(s)).
     """
-    value = spearman(batch.estimate(estimator), _gt_entropy(batch), batch.weights)
+    gt = _gt_entropy(batch)
+    orders = (
+        estimate_order(batch, estimator),
+        cached_order(batch, "soft_label_entropy", lambda: gt),
+    )
+    value = spearman(batch.estimate(estimator), gt, batch.weights, orders)
     if value is None:
         undefined("aleatoric_rank_corr", "the estimate or the soft-label entropy is constant")
     return value
@@ -80,7 +85,9 @@ def auroc_aleatoric(
     Positives are the samples whose soft label is not one-hot. Undefined when all or none are.
     Best value 1.
     """
-    value = auroc(batch.estimate(estimator), (_gt_entropy(batch) > 0).astype(float), batch.weights)
+    ambiguous = (_gt_entropy(batch) > 0).astype(float)
+    u = batch.estimate(estimator)
+    value = auroc(u, ambiguous, batch.weights, estimate_order(batch, estimator))
     if value is None:
         undefined("auroc_aleatoric", "needs samples with and without label disagreement")
     return value
@@ -108,7 +115,8 @@ def disentanglement_rank_corr(
     decomposition). Any two estimators can be named, user-supplied ones included. Undefined
     when either is constant. Target value 0.
     """
-    value = spearman(batch.estimate(aleatoric), batch.estimate(epistemic), batch.weights)
+    orders = (estimate_order(batch, aleatoric), estimate_order(batch, epistemic))
+    value = spearman(batch.estimate(aleatoric), batch.estimate(epistemic), batch.weights, orders)
     if value is None:
         undefined("disentanglement_rank_corr", f"{aleatoric!r} or {epistemic!r} is constant")
     return value

@@ -13,7 +13,7 @@ import numpy as np
 
 from uqcore._validation import UQValidationError
 from uqcore.batch import ClassificationBatch
-from uqcore.classification._ranking import auroc, average_precision, blocks
+from uqcore.classification._ranking import auroc, average_precision, blocks, estimate_order
 from uqcore.classification.aggregators import DEFAULT_ESTIMATOR
 from uqcore.registry import register, undefined
 
@@ -45,7 +45,8 @@ def auroc_ood(batch: ClassificationBatch, *, estimator: str = DEFAULT_ESTIMATOR)
     AUROC = P(u_ood > u_id) + ½ P(u_ood = u_id) under the weights. Undefined when all rows are
     OOD or none is. Best value 1; 0.5 is chance.
     """
-    value = auroc(batch.estimate(estimator), _flags(batch), batch.weights)
+    u = batch.estimate(estimator)
+    value = auroc(u, _flags(batch), batch.weights, estimate_order(batch, estimator))
     if value is None:
         undefined("auroc_ood", "needs both OOD and ID samples")
     return value
@@ -67,7 +68,8 @@ def aupr_ood(batch: ClassificationBatch, *, estimator: str = DEFAULT_ESTIMATOR) 
     AP = Σ_k (R_k − R_{k−1}) P_k over the distinct thresholds (scikit-learn's definition).
     Undefined when no row is OOD. Best value 1.
     """
-    value = average_precision(batch.estimate(estimator), _flags(batch), batch.weights)
+    u = batch.estimate(estimator)
+    value = average_precision(u, _flags(batch), batch.weights, estimate_order(batch, estimator))
     if value is None:
         undefined("aupr_ood", "no sample is OOD")
     return value
@@ -94,7 +96,8 @@ def fpr_at_95tpr(
     """
     if not 0.0 < float(tpr) <= 1.0:
         raise UQValidationError(f"tpr must lie in (0, 1], found {tpr!r}")
-    b = blocks(batch.estimate(estimator), _flags(batch), batch.weights)
+    u = batch.estimate(estimator)
+    b = blocks(u, _flags(batch), batch.weights, estimate_order(batch, estimator))
     pos = b.positive[::-1]
     neg = (b.weight - b.positive)[::-1]
     wp, wn = float(np.sum(pos)), float(np.sum(neg))

@@ -27,7 +27,13 @@ import scipy.special as sps
 
 from uqcore._validation import UQValidationError
 from uqcore.batch import ClassificationBatch
-from uqcore.classification._ranking import Blocks, auroc, average_precision, blocks
+from uqcore.classification._ranking import (
+    Blocks,
+    auroc,
+    average_precision,
+    blocks,
+    estimate_order,
+)
 from uqcore.classification.aggregators import DEFAULT_ESTIMATOR
 from uqcore.registry import register, undefined
 
@@ -61,7 +67,8 @@ def _errors(batch: ClassificationBatch) -> NDArray:
 def _blocks(batch: ClassificationBatch, estimator: str) -> Blocks:
     u = batch.estimate(estimator)
     return batch.weighted(
-        f"selective:{estimator}", lambda: blocks(u, _errors(batch), batch.weights)
+        f"selective:{estimator}",
+        lambda: blocks(u, _errors(batch), batch.weights, estimate_order(batch, estimator)),
     )
 
 
@@ -124,7 +131,8 @@ def auroc_correctness(
     Undefined (``None`` with a warning) when all predictions are correct or all wrong.
     Best value 1; 0.5 is chance.
     """
-    value = auroc(batch.estimate(estimator), _errors(batch), batch.weights)
+    u = batch.estimate(estimator)
+    value = auroc(u, _errors(batch), batch.weights, estimate_order(batch, estimator))
     if value is None:
         undefined("auroc_correctness", "all predictions are correct, or all are wrong")
     return value
@@ -147,7 +155,8 @@ def aupr_error(batch: ClassificationBatch, *, estimator: str = DEFAULT_ESTIMATOR
     (scikit-learn's ``average_precision_score``). Undefined when there is no error.
     Best value 1.
     """
-    value = average_precision(batch.estimate(estimator), _errors(batch), batch.weights)
+    u = batch.estimate(estimator)
+    value = average_precision(u, _errors(batch), batch.weights, estimate_order(batch, estimator))
     if value is None:
         undefined("aupr_error", "there is no wrong prediction")
     return value

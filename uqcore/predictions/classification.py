@@ -91,9 +91,11 @@ def _float_input(x: Any, name: str, ndim: int) -> NDArray:
 
 
 def _chunk_rows(arr: NDArray) -> int:
-    """Rows (along N) per chunk so that a float64 chunk holds about 2**21 values (16 MB)."""
+    """Rows (along N) per chunk so that a float64 chunk holds about 2**18 values (2 MB: the
+    chunk and its derived arrays stay in the cache and below the allocator's mmap
+    threshold)."""
     per_row = int(np.prod(arr.shape)) // int(arr.shape[-2])
-    return max(1, (1 << 21) // max(per_row, 1))
+    return max(1, (1 << 18) // max(per_row, 1))
 
 
 def _check_finite(arr: NDArray, name: str, lo: int, hi: int) -> None:
@@ -104,28 +106,41 @@ def _check_finite(arr: NDArray, name: str, lo: int, hi: int) -> None:
         raise UQValidationError(f"{name} must be finite; {name}[{_idx(full)}] = {_fmt(arr[full])}")
 
 
-def _check_simplex(arr: NDArray, name: str) -> None:
-    """Non-negative rows summing to 1 within PROBS_ATOL, checked chunk by chunk over N."""
+def _check_simplex(arr: NDArray, name: str) -> float:
+    """Non-negative rows summing to 1 within PROBS_ATOL, checked chunk by chunk over N; returns
+    the smallest value.
+
+    A chunk whose minimum is >= 0 (False for NaN) and whose float64 row sums are within the
+    tolerance (False for ±inf and NaN) is valid; only a chunk that fails is checked element
+    by element, to name the first offending value.
+    """
     step = _chunk_rows(arr)
     n = arr.shape[-2]
+    smallest = np.inf
     for lo in range(0, n, step):
         hi = min(n, lo + step)
-        _check_finite(arr, name, lo, hi)
         chunk = arr[..., lo:hi, :]
+        sums: NDArray = np.asarray(np.sum(chunk, axis=-1, dtype=np.float64))
+        sums_ok = np.abs(sums - 1.0) <= PROBS_ATOL
+        low = float(np.min(chunk))
+        if low >= 0 and bool(np.all(sums_ok)):
+            smallest = min(smallest, low)
+            continue
+        _check_finite(arr, name, lo, hi)
         idx = _first(chunk >= 0)
         if idx is not None:
             full = (*idx[:-2], idx[-2] + lo, idx[-1])
             raise UQValidationError(
                 f"{name} must be >= 0; {name}[{_idx(full)}] = {_fmt(arr[full])}"
             )
-        sums: NDArray = np.asarray(np.sum(chunk, axis=-1, dtype=np.float64))
-        idx = _first(np.abs(sums - 1.0) <= PROBS_ATOL)
+        idx = _first(sums_ok)
         if idx is not None:
             full = (*idx[:-1], idx[-1] + lo)
             raise UQValidationError(
                 f"{name} rows must sum to 1 (tolerance {PROBS_ATOL:g}); "
                 f"sum({name}[{_idx(full)}]) = {float(sums[idx]):.10g}"
             )
+    return smallest
 
 
 def _check_all_finite(arr: NDArray, name: str) -> None:
@@ -349,11 +364,14 @@ class Ensemble(ClassificationPrediction):
             raise UQValidationError("give exactly one of member_probs and member_logits")
         if member_probs is not None:
             arr = _float_input(member_probs, "member_probs", 3)
-            _check_simplex(arr, "member_probs")
+            #: the smallest member probability (``None`` for logits): the aggregator pass
+            #: needs no clamp before its logarithm when it is positive and normal
+            self.min_member: float | None = _check_simplex(arr, "member_probs")
             self.from_logits = False
         else:
             arr = _float_input(member_logits, "member_logits", 3)
             _check_all_finite(arr, "member_logits")
+            self.min_member = None
             self.from_logits = True
         self._members = arr
         self.n_members = int(arr.shape[0])
@@ -368,11 +386,17 @@ class Ensemble(ClassificationPrediction):
 
     def member_chunks(self) -> Any:
         """Yield ``(lo, hi, p, z)``: float64 member probabilities M×(hi−lo)×C of rows lo:hi and
-        the member logits of those rows (``None`` for probability input)."""
+        the member logits of those rows (``None`` for probability input).
+
+        The float64 copy of a chunk lives in one buffer that the next chunk overwrites: use
+        ``p`` and ``z`` before asking for the next chunk.
+        """
         step = _chunk_rows(self._members)
+        buf = np.empty((self.n_members, min(step, self.n), self.n_classes))
         for lo in range(0, self.n, step):
             hi = min(self.n, lo + step)
-            raw = np.asarray(self._members[:, lo:hi, :], dtype=np.float64)
+            raw = buf[:, : hi - lo]
+            np.copyto(raw, self._members[:, lo:hi, :], casting="unsafe")
             if self.from_logits:
                 yield lo, hi, softmax(raw), raw
             else:
@@ -380,10 +404,12 @@ class Ensemble(ClassificationPrediction):
 
     def probs(self) -> NDArray:
         if "__bma__" not in self._cache:
-            out = np.empty((self.n, self.n_classes))
-            for lo, hi, p, _ in self.member_chunks():
-                out[lo:hi] = np.mean(p, axis=0)
-            self._cache["__bma__"] = out
+            # The BMA comes out of the one pass that computes every aggregator: reading the
+            # M×N×C members once for the BMA and again for the estimates would cost a second
+            # read of the largest array (metrics="all" needs both).
+            from uqcore.classification.aggregators import compute
+
+            self._cache.update(compute(self, "one_minus_max_prob_bma"))
         return self._cache["__bma__"]
 
     def arrays(self) -> dict[str, Any]:

@@ -496,7 +496,7 @@ _PREPARE: dict[str, Callable[[Keys, Mapping[str, Any]], BlockEvaluator | None]] 
 
 
 def prepare(
-    batch: Batch, chosen: Sequence[tuple[str, Mapping[str, Any]]]
+    batch: Any, chosen: Sequence[tuple[str, Mapping[str, Any]]]
 ) -> tuple[Keys | None, dict[str, BlockEvaluator]]:
     """Block evaluators for the metrics of ``chosen`` (name, params) that have one and whose
     conditions hold on this batch (regression batches of numpy arrays only)."""

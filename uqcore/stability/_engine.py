@@ -37,7 +37,7 @@ import numpy as np
 from uqcore import registry
 from uqcore._backend import _from_numpy, to_numpy
 from uqcore._validation import UQValidationError
-from uqcore.batch import Batch
+from uqcore.batch import Batch, ClassificationBatch
 from uqcore.registry import MetricSpec, UndefinedMetricWarning
 from uqcore.report import json_safe
 from uqcore.stability import _blocks
@@ -47,12 +47,14 @@ __all__ = [
     "Engine",
     "Resample",
     "StabilityResult",
+    "batch_targets",
     "make_batch",
     "scalar",
     "select_metrics",
 ]
 
 FloatArray = np.ndarray[Any, np.dtype[np.float64]]
+AnyBatch = Batch | ClassificationBatch
 
 #: Metrics with a known finite-sample bias (binned or rank-based estimators): their percentile
 #: intervals may be shifted and under-cover at small N (xiong2024 §V-A; see the stability docs).
@@ -108,14 +110,19 @@ class Resample:
 
 @dataclass
 class Chosen:
-    """A metric to compute and its resolved options."""
+    """A metric to compute and its resolved options.
+
+    ``label`` names the entry when one metric is computed for several estimators
+    (``"auroc_ood[mutual_information]"``); it defaults to the metric's name.
+    """
 
     spec: MetricSpec
     params: dict[str, Any]
+    label: str | None = None
 
     @property
     def name(self) -> str:
-        return self.spec.name
+        return self.label or self.spec.name
 
 
 def scalar(value: Any) -> float:
@@ -136,9 +143,22 @@ def select_metrics(
     predictions: Sequence[Any],
     metrics: str | Sequence[str],
     params: Mapping[str, Mapping[str, Any]] | None,
+    *,
+    targets: frozenset[str] = frozenset(),
+    estimators: str | Sequence[str] | None = None,
 ) -> tuple[list[Chosen], dict[str, str]]:
-    """The metrics to compute (applicable to every prediction) and, for "all", those skipped."""
+    """The metrics to compute (applicable to every prediction) and, for "all", those skipped.
+
+    Metrics are looked up in the predictions' task (``"ece"`` and ``"nll"`` exist for both);
+    ``targets`` names the optional classification targets given (``"ood"``,
+    ``"soft_labels"``). With ``estimators`` (classification, as in :func:`uqcore.evaluate`)
+    every metric that takes an ``estimator`` option is computed once more for each named
+    estimator other than its own, as the entry ``"metric[estimator]"``.
+    """
     params = dict(params or {})
+    task = _task(predictions[0])
+    if any(_task(p) != task for p in predictions):
+        raise UQValidationError("the predictions must all be of the same task")
     not_applicable: dict[str, str] = {}
     chosen: list[MetricSpec] = []
     if isinstance(metrics, str):
@@ -146,8 +166,8 @@ def select_metrics(
             raise UQValidationError(
                 f"metrics must be 'all' or a list of metric names, found {metrics!r}"
             )
-        for spec in registry.specs(_task(predictions[0])):
-            reasons = [r for r in (spec.why_not(p) for p in predictions) if r is not None]
+        for spec in registry.specs(task):
+            reasons = [r for r in (spec.why_not(p, targets) for p in predictions) if r is not None]
             if reasons:
                 not_applicable[spec.name] = reasons[0]
             else:
@@ -156,9 +176,9 @@ def select_metrics(
         if len(metrics) == 0:
             raise UQValidationError("metrics must name at least one metric")
         for name in dict.fromkeys(metrics):
-            spec = registry.get(name)
+            spec = registry.get(name, task)
             for p in predictions:
-                reason = spec.why_not(p)
+                reason = spec.why_not(p, targets)
                 if reason is not None:
                     raise UQValidationError(reason)
             chosen.append(spec)
@@ -168,32 +188,62 @@ def select_metrics(
         raise UQValidationError(
             f"params given for metric(s) not requested: {', '.join(map(repr, stray))}"
         )
-    return [Chosen(s, s.resolve_params(params.get(s.name))) for s in chosen], not_applicable
+    out = [Chosen(s, s.resolve_params(params.get(s.name))) for s in chosen]
+    est_names = _estimators(predictions, estimators)
+    for c in list(out):
+        if not est_names or "estimator" not in c.spec.defaults:
+            continue
+        for est in est_names:
+            if est != c.params["estimator"]:
+                out.append(Chosen(c.spec, {**c.params, "estimator": est}, f"{c.name}[{est}]"))
+    return out, not_applicable
 
 
-def _batch_parameters() -> set[str]:
-    return set(inspect.signature(Batch.__init__).parameters) - {"self"}
+def _estimators(predictions: Sequence[Any], estimators: str | Sequence[str] | None) -> list[str]:
+    """The estimator names (those every prediction provides, for ``"all"``)."""
+    if estimators is None:
+        return []
+    from uqcore.report import _estimator_names
+
+    lists = [_estimator_names(p, estimators) for p in predictions]
+    return [e for e in lists[0] if all(e in other for other in lists[1:])]
 
 
-def batch_extra(kwargs: Mapping[str, Any], groups: Any) -> dict[str, Any]:
-    """The extra keyword arguments for :class:`Batch`: ``kwargs``, plus ``groups`` where the
-    batch takes them (group labels serve both the resampling unit and group metrics)."""
+def _batch_class(prediction: Any = None) -> type[Batch] | type[ClassificationBatch]:
+    return ClassificationBatch if _task(prediction) == "classification" else Batch
+
+
+def _batch_parameters(prediction: Any = None) -> set[str]:
+    return set(inspect.signature(_batch_class(prediction).__init__).parameters) - {"self"}
+
+
+def batch_extra(kwargs: Mapping[str, Any], groups: Any, prediction: Any = None) -> dict[str, Any]:
+    """The extra keyword arguments for the batch of ``prediction``'s task (:class:`Batch` or
+    :class:`ClassificationBatch`, whose extras are ``ood`` and ``soft_labels``): ``kwargs``,
+    plus ``groups`` where the batch takes them (group labels serve both the resampling unit
+    and group metrics)."""
     extra = dict(kwargs)
-    if groups is not None and "groups" in _batch_parameters():
+    if groups is not None and "groups" in _batch_parameters(prediction):
         extra["groups"] = groups
     return extra
 
 
-def make_batch(prediction: Any, y: Any, sample_weight: Any, extra: Mapping[str, Any]) -> Batch:
-    """A :class:`Batch`, passing through the extra keyword arguments that ``Batch`` accepts."""
-    accepted = _batch_parameters()
+def make_batch(prediction: Any, y: Any, sample_weight: Any, extra: Mapping[str, Any]) -> AnyBatch:
+    """The batch of ``prediction``'s task, passing through the extra keyword arguments that it
+    accepts (an unknown one is an error naming those it accepts)."""
+    accepted = _batch_parameters(prediction)
     unknown = sorted(set(extra) - accepted)
     if unknown:
         raise UQValidationError(
             f"unknown keyword argument(s) {', '.join(map(repr, unknown))}; this batch accepts "
-            f"{', '.join(sorted(accepted - {'prediction', 'y'}))}"
+            f"{', '.join(sorted(accepted - {'prediction', 'y', 'labels'}))}"
         )
-    return Batch(prediction, y, sample_weight, **extra)
+    return _batch_class(prediction)(prediction, y, sample_weight, **extra)
+
+
+def batch_targets(batch: AnyBatch) -> frozenset[str]:
+    """The optional targets a batch holds (classification: ``"ood"``, ``"soft_labels"``)."""
+    return frozenset(getattr(batch, "targets", frozenset()))
 
 
 def _take_rows(value: Any, idx: Any, n: int, xp: Any) -> Any:
@@ -232,7 +282,7 @@ class Engine:
 
     def __init__(
         self,
-        batch: Batch,
+        batch: AnyBatch,
         chosen: Sequence[Chosen],
         extra: Mapping[str, Any] | None = None,
         *,
@@ -303,7 +353,7 @@ class Engine:
     def _to_xp(self, a: FloatArray) -> Any:
         return _from_numpy(self.xp, self.batch.y, np.ascontiguousarray(a, dtype=np.float64))
 
-    def _gathered(self, idx: np.ndarray[Any, Any], w: FloatArray) -> Batch:
+    def _gathered(self, idx: np.ndarray[Any, Any], w: FloatArray) -> AnyBatch:
         """A batch of rows ``idx`` with weights ``w`` (already multiplied by the base)."""
         xp = self.xp
         idx_x = _from_numpy(xp, self.batch.y, idx.astype(np.int64))
@@ -311,7 +361,7 @@ class Engine:
         y = xp.take(self.batch.y, idx_x, axis=0)
         weights = None if bool(np.all(w == 1.0)) else self._to_xp(w)
         extra = {k: _take_rows(v, idx_x, self.n, xp) for k, v in self.extra.items()}
-        return Batch(pred, y, weights, **extra)
+        return _batch_class(pred)(pred, y, weights, **extra)
 
     # -- evaluation ------------------------------------------------------------------------
     def _record(self, name: str, caught: list[warnings.WarningMessage]) -> None:
@@ -326,7 +376,7 @@ class Engine:
             elif msg not in self.other_warnings and len(self.other_warnings) < 20:
                 self.other_warnings.append(msg)
 
-    def _call(self, c: Chosen, batch: Batch | None) -> float:
+    def _call(self, c: Chosen, batch: AnyBatch | None) -> float:
         if batch is None:
             return math.nan
         with warnings.catch_warnings(record=True) as caught:
@@ -344,7 +394,7 @@ class Engine:
             self._record(c.name, caught)
         return scalar(value)
 
-    def _weighted_batch(self, r: Resample) -> Batch | None:
+    def _weighted_batch(self, r: Resample) -> AnyBatch | None:
         w = r.dense(self.n)
         if self.base is not None:
             w = w * self.base
@@ -353,7 +403,7 @@ class Engine:
             return None
         return self.batch.with_weights(self._to_xp(w))
 
-    def _gather_batch(self, r: Resample) -> Batch | None:
+    def _gather_batch(self, r: Resample) -> AnyBatch | None:
         idx, w = r.sparse()
         if self.base is not None:
             w = w * self.base[idx]
@@ -363,7 +413,7 @@ class Engine:
             return None
         return self._gathered(idx[keep], w[keep])
 
-    def _expanded_batch(self, r: Resample) -> Batch | None:
+    def _expanded_batch(self, r: Resample) -> AnyBatch | None:
         idx, c = r.sparse()
         if np.any(c != np.round(c)):
             raise UQValidationError(

@@ -42,6 +42,7 @@ from uqcore.stability._engine import (
     Resample,
     StabilityResult,
     batch_extra,
+    batch_targets,
     default_block,
     finish,
     make_batch,
@@ -177,6 +178,7 @@ def bootstrap(
     jackknife_blocks: int = 100,
     block_size: int | None = None,
     keep_values: bool = False,
+    estimators: str | Sequence[str] | None = None,
     **kwargs: Any,
 ) -> StabilityResult:
     """Bootstrap confidence intervals of registered metrics at the full test-set size.
@@ -210,8 +212,13 @@ def bootstrap(
         the matrix product of mean-type metrics may round differently (~1e-16 relative).
     keep_values : bool
         Also return the B bootstrap values per metric (``"values"``; ``None`` where undefined).
+    estimators : "all" or list of str, optional
+        Classification: also compute every metric that takes an ``estimator`` option for each
+        of these estimators, as the entry ``"metric[estimator]"`` (as in
+        :func:`uqcore.evaluate`; the metric's own estimator keeps the entry ``"metric"``).
     **kwargs
-        Further keyword arguments of :class:`uqcore.Batch` (e.g. ``estimators``), passed through.
+        Further keyword arguments of the prediction's batch, passed through: for
+        classification ``ood`` and ``soft_labels`` (as in :func:`uqcore.evaluate`).
 
     Returns
     -------
@@ -233,9 +240,11 @@ def bootstrap(
     if method not in ("percentile", "bca"):
         raise UQValidationError(f"method must be 'percentile' or 'bca', found {method!r}")
     jackknife_blocks = check_resamples(jackknife_blocks, "jackknife_blocks")
-    extra = batch_extra(kwargs, groups)
+    extra = batch_extra(kwargs, groups, prediction)
     batch = make_batch(prediction, y, sample_weight, extra)
-    chosen, not_applicable = select_metrics([prediction], metrics, params)
+    chosen, not_applicable = select_metrics(
+        [prediction], metrics, params, targets=batch_targets(batch), estimators=estimators
+    )
     resampler = Resampler(batch.n, scheme=scheme, unit=unit, groups=groups)
     engine = Engine(batch, chosen, extra)
     full = engine.compute_full()

@@ -32,6 +32,7 @@ from uqcore.stability._engine import (
     Resample,
     StabilityResult,
     batch_extra,
+    batch_targets,
     default_block,
     finish,
     make_batch,
@@ -103,8 +104,9 @@ def _setup(
     unit: Unit,
     groups: Any,
     kwargs: Mapping[str, Any],
+    estimators: str | Sequence[str] | None = None,
 ) -> tuple[list[Engine], Any, Resampler, dict[str, str]]:
-    extra = batch_extra(kwargs, groups)
+    extra = batch_extra(kwargs, groups, predictions[0])
     batches = [make_batch(p, y, sample_weight, extra) for p in predictions]
     n = batches[0].n
     for p, b in zip(predictions, batches, strict=True):
@@ -112,7 +114,13 @@ def _setup(
             raise UQValidationError(
                 f"all predictions must have the same number of rows ({n}), found {p.n}"
             )
-    chosen, not_applicable = select_metrics(list(predictions), metrics, params)
+    chosen, not_applicable = select_metrics(
+        list(predictions),
+        metrics,
+        params,
+        targets=batch_targets(batches[0]),
+        estimators=estimators,
+    )
     engines = [Engine(b, chosen, extra) for b in batches]
     return engines, chosen, Resampler(n, scheme=scheme, unit=unit, groups=groups), not_applicable
 
@@ -152,6 +160,7 @@ def compare(
     sample_weight: Any = None,
     jackknife_blocks: int = 100,
     block_size: int | None = None,
+    estimators: str | Sequence[str] | None = None,
     **kwargs: Any,
 ) -> StabilityResult:
     """Paired bootstrap comparison of two predictions of the same targets.
@@ -193,6 +202,7 @@ def compare(
         unit,
         groups,
         kwargs,
+        estimators,
     )
     full_a, full_b = engines[0].compute_full(), engines[1].compute_full()
     boot_a, boot_b = _paired_values(engines, resampler, seed, b_count, block_size)

@@ -43,6 +43,7 @@ from uqcore.stability._engine import (
     Resample,
     StabilityResult,
     batch_extra,
+    batch_targets,
     default_block,
     finish,
     make_batch,
@@ -143,6 +144,7 @@ def convergence(
     groups: Any = None,
     unit: SubsetUnit = "row",
     block_size: int | None = None,
+    estimators: str | Sequence[str] | None = None,
     **kwargs: Any,
 ) -> StabilityResult:
     """Metrics on nested and on independent random subsets of growing size.
@@ -168,6 +170,13 @@ def convergence(
         Define the minimum reliable size (see the module docstring): the central ``coverage``
         range of the subset values must lie within ``tolerance`` (relative to |full value|, or
         absolute) of the full-set value.
+    estimators : "all" or list of str, optional
+        Classification: also compute every metric that takes an ``estimator`` option for each
+        of these estimators, as the entry ``"metric[estimator]"`` (as in
+        :func:`uqcore.evaluate`; the metric's own estimator keeps the entry ``"metric"``).
+    **kwargs
+        Further keyword arguments of the prediction's batch, passed through: for
+        classification ``ood`` and ``soft_labels`` (as in :func:`uqcore.evaluate`).
 
     Returns
     -------
@@ -199,14 +208,16 @@ def convergence(
         raise UQValidationError(f"coverage must be in (0, 1], found {coverage!r}")
     if unit not in ("row", "group"):
         raise UQValidationError(f"unit must be 'row' or 'group', found {unit!r}")
-    extra = batch_extra(kwargs, groups)
+    extra = batch_extra(kwargs, groups, prediction)
     batch = make_batch(prediction, y, sample_weight, extra)
     n_rows = batch.n
     grouping: _GroupRows | None = None
     if unit == "group":
         grouping = _GroupRows(*group_codes(groups, n_rows))
     n = n_rows if grouping is None else grouping.n_groups  # the number of units
-    chosen, not_applicable = select_metrics([prediction], metrics, params)
+    chosen, not_applicable = select_metrics(
+        [prediction], metrics, params, targets=batch_targets(batch), estimators=estimators
+    )
     size_list = _check_sizes(sizes, n)
     engine = Engine(batch, chosen, extra)
     full = engine.compute_full()

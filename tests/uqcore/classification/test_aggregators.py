@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 import scipy.special as sps
 
-from uqcore import UQValidationError
+from uqcore import UQValidationError, evaluate
 from uqcore import predictions as P
 from uqcore.classification import AGGREGATORS, decompose_bregman, decompose_it
 from uqcore.predictions import classification as pc
@@ -172,3 +173,26 @@ def test_every_aggregator_is_described() -> None:
 def test_decompositions_need_second_order_predictions() -> None:
     with pytest.raises(UQValidationError, match="needs a second-order prediction"):
         decompose_it(P.Probs(np.array([[0.5, 0.5]])))
+
+
+def test_members_are_read_once_for_the_bma_and_every_aggregator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """evaluate(metrics="all", estimators="all") traverses the M×N×C members once (after
+    validation), whether the BMA or an estimate is asked for first."""
+    traversals = []
+    chunks = pc.Ensemble.member_chunks
+
+    def counted(ens: Any) -> Any:
+        traversals.append(ens.n)
+        yield from chunks(ens)
+
+    monkeypatch.setattr(pc.Ensemble, "member_chunks", counted)
+    members = _members(12, 3, 40, 5)
+    labels = np.random.default_rng(12).integers(0, 5, size=40)
+    evaluate(P.Ensemble(member_probs=members), labels, metrics="all", estimators="all")
+    assert traversals == [40]
+    ens = P.Ensemble(member_probs=members)
+    ens.probs()
+    ens.estimate("mutual_information")
+    assert traversals == [40, 40]

@@ -147,6 +147,28 @@ def test_classwise_ece_matches_reference() -> None:
     )
 
 
+@pytest.mark.parametrize("n_bins", [1, 4, 15])
+def test_classwise_ece_with_many_classes_matches_reference(n_bins: int) -> None:
+    """Most probabilities below the first edge 1/B (the bulk path), some exactly on edges."""
+    rng = np.random.default_rng(11)
+    n, c = 60, 40
+    p = rng.dirichlet(np.full(c, 0.1), size=n)
+    p[0] = 0.0
+    p[0, :n_bins] = 1.0 / n_bins  # exactly on the first edge (and every edge after it)
+    p[1] = 0.0
+    p[1, 0] = 1.0
+    y = rng.integers(0, c, size=n)
+    y[:3] = 0
+    w = rng.uniform(0.5, 2.0, size=n)
+    w[5] = 0.0
+    total = 0.0
+    for k in range(c):
+        pk = p[:, k]
+        total += _ref_ece(pk, (y == k).astype(float), w, _ref_bins_width(pk, n_bins), n_bins)
+    got = metric("ece_classwise", P.Probs(p), y, sample_weight=w, n_bins=n_bins)
+    assert got == pytest.approx(total / c, rel=1e-12)
+
+
 def test_ece_l2_plugin_and_debiased() -> None:
     p, y = _probs(8, 200, 3)
     conf = p.max(axis=1)
