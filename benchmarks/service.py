@@ -27,12 +27,25 @@ Measured (every loop bounded; loopback only):
   the workers drain the queue, with 1 and with 2 worker processes; jobs per minute from the
   first POST to the last finish, and between the first and the last finish (M = 200).
 
+Then, on a fresh stack with 2 workers (``--leaderboard``: these phases only):
+
+* leaderboard: a benchmark (N = 1,000, metrics mae and crps, B = 100), 1,000 submitter keys
+  without a team (each key is then its own team), one public submission each; once the board
+  lists all 1,000 with ``ranks.status`` current, 50 minimal closed-loop clients GET its first
+  page (limit 50) for ``--read-seconds`` (target p99 < 100 ms, zero errors); a cProfile of
+  the route's body (``leaderboards._read``) against the stack's Redis shows where a read's
+  time goes;
+* comparison: 10 submissions at N = 10^5 on one benchmark, then POST /v1/comparisons of all
+  of them with B = 1000 (metric crps); time from the POST until a GET shows the result.
+
 Run from the repository root:
 
-    python benchmarks/service.py            # default counts, reads for 30 s (about 3 minutes)
-    python benchmarks/service.py --quick    # a smoke run (about 1 minute)
+    python benchmarks/service.py                  # everything (about 5 minutes)
+    python benchmarks/service.py --quick          # a smoke run (about 1 minute)
+    python benchmarks/service.py --leaderboard    # the leaderboard and comparison phases
 
-Writes the "Service" section of ``benchmarks/RESULTS.md`` (``--no-write``: print only).
+Writes the "Service" and the "Service: leaderboards and comparisons" sections of
+``benchmarks/RESULTS.md`` (``--no-write``: print only).
 """
 
 from __future__ import annotations
@@ -610,6 +623,271 @@ def throughput(stack: Stack, jobs: int, n: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------
+# leaderboards and comparisons
+# ------------------------------------------------------------------------------------------
+
+LEADERBOARD_ROUTE = "/v1/benchmarks/{bench_id}/leaderboard"
+
+
+def benchmark_npz(y: np.ndarray, request: dict[str, Any]) -> bytes:
+    """An NPZ benchmark upload: hidden targets ``y`` and the JSON ``request`` member."""
+    buf = io.BytesIO()
+    np.savez(buf, request=np.array(json.dumps(request)), y=y)
+    return buf.getvalue()
+
+
+def bench_submission_npz(mean: np.ndarray, std: np.ndarray, bench_id: str, name: str) -> bytes:
+    """An NPZ submission to a benchmark: the prediction only (the benchmark holds ``y``)."""
+    request = {
+        "kind": "gaussian",
+        "model_name": name,
+        "benchmark_id": bench_id,
+        "visibility": "public",
+    }
+    buf = io.BytesIO()
+    np.savez(buf, request=np.array(json.dumps(request)), mean=mean, std=std)
+    return buf.getvalue()
+
+
+def create_benchmark(client: httpx.Client, y: np.ndarray, request: dict[str, Any]) -> str:
+    r = client.post(
+        "/v1/benchmarks",
+        content=benchmark_npz(y, request),
+        headers={"Authorization": f"Bearer {ADMIN_KEY}", **NPZ},
+    )
+    if r.status_code != 201:
+        raise RuntimeError(f"POST /v1/benchmarks answered {r.status_code}: {r.text[:500]}")
+    return str(r.json()["id"])
+
+
+def redis_url(stack: Stack) -> str:
+    """The managed Redis of the stack (redis-server shows ``host:port`` as its title)."""
+    for pid, cmd in stack.pids.items():
+        if _role(cmd) == "redis":
+            with contextlib.suppress(OSError):
+                full = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                port = full.split(":")[-1].split()[0]
+                if port.isdigit():
+                    return f"redis://127.0.0.1:{port}/0"
+    raise RuntimeError("no redis-server process in the stack")
+
+
+def profile_leaderboard(stack: Stack, bench_id: str, calls: int) -> dict[str, Any]:
+    """cProfile of the route's body (``service.api.routes.leaderboards._read``) run in this
+    process against the stack's Redis: where one read's time goes, by function."""
+    import cProfile
+    import pstats
+
+    from service.api.routes.leaderboards import _read
+    from service.settings import Settings
+    from service.store import Store
+
+    settings = Settings()
+    store = Store.from_url(redis_url(stack), settings)
+    _read(store, settings, bench_id, None, 0, 50)  # warm
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        _read(store, settings, bench_id, None, 0, 50)
+    plain = (time.perf_counter() - t0) / calls
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    for _ in range(calls):
+        _read(store, settings, bench_id, None, 0, 50)
+    prof.disable()
+    wall = (time.perf_counter() - t0) / calls
+    stats = pstats.Stats(prof)
+    rows = []
+    for (file, line, func), (_cc, nc, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append((ct / calls, tt / calls, nc / calls, f"{Path(file).name}:{line} {func}"))
+    # JSON encoding of the answer, as the route does after _read.
+    board = _read(store, settings, bench_id, None, 0, 50)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        json.dumps(board.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
+    encode = (time.perf_counter() - t0) / calls
+    return {
+        "calls": calls,
+        "wall": wall,
+        "plain": plain,
+        "encode": encode,
+        "cum": sorted(rows, reverse=True)[:14],
+        "self": sorted(rows, key=lambda r: r[1], reverse=True)[:8],
+    }
+
+
+def leaderboard(
+    stack: Stack, entries: int, n: int, b: int, clients: int, seconds: float
+) -> dict[str, Any]:
+    """``entries`` teams (one key each, no team: a key's own submissions are its team) each
+    submit one N = ``n`` Gaussian prediction; once the board lists them all with current rank
+    intervals, ``clients`` minimal closed-loop readers GET its first page for ``seconds``."""
+    rng = np.random.default_rng(11)
+    y = rng.normal(size=n)
+    with httpx.Client(base_url=stack.base, timeout=60.0) as client:
+        bench_id = create_benchmark(
+            client,
+            y,
+            {
+                "name": "bench-board",
+                "primary_metric": "mae",
+                "metrics": ["mae", "crps"],
+                "bootstrap": {"n_resamples": b},
+                "seed": 1,
+            },
+        )
+        admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+        t0 = time.perf_counter()
+        keys = []
+        for i in range(entries):
+            r = client.post("/v1/admin/keys", json={"name": f"team-{i}"}, headers=admin)
+            r.raise_for_status()
+            keys.append({"Authorization": f"Bearer {r.json()['key']}"})
+        keys_s = time.perf_counter() - t0
+        scales = rng.uniform(0.1, 2.0, size=entries)
+        errors: list[str] = []
+        t0 = time.perf_counter()
+        for i, key in enumerate(keys):
+            mean = y + scales[i] * rng.normal(size=n)
+            body = bench_submission_npz(mean, np.full(n, 0.5 + scales[i]), bench_id, f"m{i}")
+            try:
+                post(client, key, body, NPZ)
+            except (httpx.HTTPError, RuntimeError) as exc:
+                errors.append(str(exc)[:200])
+        posting_s = time.perf_counter() - t0
+        path = f"/v1/benchmarks/{bench_id}/leaderboard"
+        deadline = time.monotonic() + 120 + 0.5 * entries
+        doc: dict[str, Any] = {}
+        board_s = ranks_s = float("nan")
+        while time.monotonic() < deadline:
+            doc = client.get(path, headers=stack.key).json()
+            if doc["total"] >= entries - len(errors) and board_s != board_s:
+                board_s = time.perf_counter() - t0
+            if board_s == board_s and doc["ranks"]["status"] == "current":
+                ranks_s = time.perf_counter() - t0
+                break
+            time.sleep(0.25)
+        if ranks_s != ranks_s:
+            raise RuntimeError(
+                f"board not complete and current: {doc.get('total')}, {doc['ranks']}"
+            )
+        size = len(client.get(path, headers=stack.key).content)
+        hist0, sum0 = server_latency(client, LEADERBOARD_ROUTE)
+    cpu0, me0 = stack.cpu(), time.process_time()
+    lat: list[float] = []
+    read_errors: list[str] = []
+
+    async def run() -> None:
+        stop_at = time.perf_counter() + seconds
+        await asyncio.gather(
+            *(
+                _raw_reader(stack.base, stack.key, path, stop_at, lat, read_errors, "current")
+                for _ in range(clients)
+            )
+        )
+
+    t1 = time.perf_counter()
+    asyncio.run(run())
+    elapsed = time.perf_counter() - t1
+    cpu1, me1 = stack.cpu(), time.process_time()
+    with httpx.Client(base_url=stack.base, timeout=60.0) as client:
+        hist1, sum1 = server_latency(client, LEADERBOARD_ROUTE)
+        single = []
+        for _ in range(50):  # one reader alone: the unloaded latency
+            t2 = time.perf_counter()
+            client.get(path, headers=stack.key).raise_for_status()
+            single.append(time.perf_counter() - t2)
+    hist = {le: hist1[le] - hist0.get(le, 0.0) for le in hist1}
+    n_server = hist.get(float("inf"), 0.0)
+    return {
+        "entries": entries,
+        "total": doc["total"],
+        "ranked": sum(e["rank_low"] is not None for e in doc["entries"]),
+        "rank_status": doc["ranks"]["status"],
+        "n": n,
+        "b": b,
+        "keys_s": keys_s,
+        "posting_s": posting_s,
+        "board_s": board_s,
+        "ranks_s": ranks_s,
+        "post_errors": errors,
+        "limit": doc["limit"],
+        "size": size,
+        "clients": clients,
+        "elapsed": elapsed,
+        "lat": lat,
+        "errors": read_errors,
+        "single": single,
+        "cpu": {k: cpu1[k] - cpu0.get(k, 0.0) for k in cpu1},
+        "client_cpu": me1 - me0,
+        "server_mean": (sum1 - sum0) / n_server if n_server else float("nan"),
+        "server_p50": bucket_quantile(hist, 0.5),
+        "server_p99": bucket_quantile(hist, 0.99),
+        "profile": profile_leaderboard(stack, bench_id, 200),
+        "load": loadavg(),
+    }
+
+
+def comparison(stack: Stack, subs: int, n: int, b: int) -> dict[str, Any]:
+    """``subs`` N = ``n`` submissions on one benchmark, then POST /v1/comparisons of all of
+    them with B = ``b`` (metric crps); time from the POST until a GET shows it done."""
+    rng = np.random.default_rng(21)
+    y = rng.normal(size=n)
+    with httpx.Client(base_url=stack.base, timeout=120.0) as client:
+        bench_id = create_benchmark(
+            client,
+            y,
+            {
+                "name": "bench-compare",
+                "primary_metric": "crps",
+                "metrics": ["crps", "mae"],
+                "bootstrap": {"n_resamples": 0},
+                "seed": 2,
+            },
+        )
+        ids = []
+        for i in range(subs):
+            scale = 0.2 + 0.05 * i
+            mean = y + scale * rng.normal(size=n)
+            body = bench_submission_npz(mean, np.full(n, 0.5 + scale), bench_id, f"c{i}")
+            ids.append(post(client, stack.key, body, NPZ))
+        for sub_id in ids:
+            doc, _ = wait_done(client, stack.key, sub_id, 0.05, 300.0)
+            if doc["status"] != "succeeded":
+                raise RuntimeError(f"comparison input {sub_id} {doc['status']}: {doc['error']}")
+        times = []
+        for _ in range(1):
+            t0 = time.perf_counter()
+            r = client.post(
+                "/v1/comparisons",
+                json={
+                    "benchmark_id": bench_id,
+                    "submission_ids": ids,
+                    "metrics": ["crps"],
+                    "n_resamples": b,
+                },
+                headers=stack.key,
+            )
+            if r.status_code != 202:
+                raise RuntimeError(f"POST /v1/comparisons answered {r.status_code}: {r.text}")
+            accept_s = time.perf_counter() - t0
+            cmp_id = r.json()["id"]
+            deadline = time.monotonic() + 600
+            while True:
+                doc = client.get(f"/v1/comparisons/{cmp_id}", headers=stack.key).json()
+                if doc["status"] in TERMINAL:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"comparison {cmp_id} still {doc['status']}")
+                time.sleep(0.05)
+            total = time.perf_counter() - t0
+            if doc["status"] != "succeeded":
+                raise RuntimeError(f"comparison {cmp_id} {doc['status']}: {doc.get('error')}")
+            times.append({"total": total, "accept": accept_s, "doc": doc})
+    return {"subs": subs, "n": n, "b": b, "runs": times, "load": loadavg()}
+
+
+# ------------------------------------------------------------------------------------------
 # report
 # ------------------------------------------------------------------------------------------
 
@@ -805,6 +1083,111 @@ def report(res: dict[str, Any], args: argparse.Namespace, started: str, minutes:
     return "\n".join(lines)
 
 
+def report_boards(
+    res: dict[str, Any], args: argparse.Namespace, started: str, minutes: float
+) -> str:
+    """The "Service: leaderboards and comparisons" section."""
+    lb, cm = res["leaderboard"], res["comparison"]
+    lat, n_err = lb["lat"], len(lb["errors"])
+    r99 = pct(lat, 99)
+    n_reads = max(len(lat), 1)
+    run = "python benchmarks/service.py --leaderboard" + (" --quick" if args.quick else "")
+    if args.read_seconds is not None:
+        run += f" --read-seconds {args.read_seconds:g}"
+    st = res["stacks"][0]
+    cmp_run = cm["runs"][0]
+    kinds = ", ".join(sorted(set(lb["errors"])))
+    prof = lb["profile"]
+    lines = [
+        f"Run: `{run}` on {started}, {minutes:.1f} min. Machine: {machine()}; {versions()}.",
+        "",
+        "One stack, `uqeval serve --workers 2` (default settings, as in the Service section; "
+        f"started in {st['start_s']:.1f} s, stopped with SIGTERM in {st['stop_s']:.1f} s, "
+        + ("no process left" if not st["survivors"] else f"LEFT (killed by pid): {st['survivors']}")
+        + "). The same 2 shared cores run the stack and the benchmark's clients "
+        f"(1-minute load average {res['load_start']} at the start, {res['load_end']} at the "
+        "end).",
+        "",
+        "### Targets",
+        "",
+        "| quantity | target | measured | verdict |",
+        "|---|---|---|---|",
+        f"| leaderboard read, {lb['total']:,} entries, {lb['clients']} concurrent readers, "
+        f"page of {lb['limit']} | p99 < 100 ms | p50 {fmt_s(pct(lat, 50))}, p99 {fmt_s(r99)}, "
+        f"{n_err} errors, {len(lat):,} reads in {lb['elapsed']:.0f} s | "
+        f"{verdict(r99 < 0.1 and n_err == 0)} |",
+        f"| comparison of {cm['subs']} submissions, N = {cm['n']:,}, B = {cm['b']}, "
+        f"POST to result | (measure) | {fmt_s(cmp_run['total'])} | — |",
+        "",
+        f"### Leaderboard ({lb['total']:,} entries)",
+        "",
+        f"A benchmark with N = {lb['n']:,} hidden targets, metrics mae (primary, rule `best`) "
+        f"and crps, bootstrap B = {lb['b']}. {lb['entries']:,} submitter keys without a team "
+        "(each key's submissions are then its own team), created through the admin API in "
+        f"{fmt_s(lb['keys_s'])}; each posted one Gaussian NPZ prediction (one client, back to "
+        f"back: {fmt_s(lb['posting_s'])}, {len(lb['post_errors'])} errors). The board listed "
+        f"all {lb['total']:,} entries {fmt_s(lb['board_s'])} after the first POST and its "
+        f"rank intervals were `{lb['rank_status']}` at {fmt_s(lb['ranks_s'])} (intervals for "
+        f"the first {lb['ranked']} of the page; the rank job covers the leading teams up to "
+        "`UQEVAL_LEADERBOARD_RANK_LIMIT`, 100 by default).",
+        "",
+        f"Reads: {lb['clients']} minimal asyncio HTTP/1.1 clients (the Reads phase's client: "
+        "one keep-alive connection each, closed loop, no think time) GET "
+        f"`/v1/benchmarks/{{id}}/leaderboard` (default page: offset 0, limit {lb['limit']}, "
+        f"{lb['size']:,} bytes of JSON) for {lb['elapsed']:.0f} s; an answer counts as an "
+        "error unless it is a 200 with `ranks.status` `current`.",
+        "",
+        "| reads/s | p50 | p90 | p99 | max | errors | inside the API: mean, p50 ≤, p99 ≤ | "
+        "CPU per read: API, Redis, client | one reader alone: p50, p99 |",
+        "|---:|---:|---:|---:|---:|---:|---|---|---|",
+        f"| {len(lat) / lb['elapsed']:.0f} | {fmt_s(pct(lat, 50))} | {fmt_s(pct(lat, 90))} | "
+        f"{fmt_s(r99)} | {fmt_s(max(lat) if lat else float('nan'))} | "
+        f"{n_err}{f' ({kinds})' if kinds else ''} | {fmt_s(lb['server_mean'])}, "
+        f"{fmt_s(lb['server_p50'])}, {fmt_s(lb['server_p99'])} | "
+        f"{lb['cpu'].get('api', 0) / n_reads * 1e3:.1f} ms, "
+        f"{lb['cpu'].get('redis', 0) / n_reads * 1e3:.2f} ms, "
+        f"{lb['client_cpu'] / n_reads * 1e3:.2f} ms | {fmt_s(pct(lb['single'], 50))}, "
+        f"{fmt_s(pct(lb['single'], 99))} |",
+        "",
+        "Where a read's time goes: cProfile of the route's body "
+        "(`service/api/routes/leaderboards.py::_read`, the same page) called "
+        f"{prof['calls']} times in the benchmark process against the stack's Redis, unloaded: "
+        f"{prof['plain'] * 1e3:.2f} ms per call ({prof['wall'] * 1e3:.2f} ms under the "
+        "profiler), plus "
+        f"{prof['encode'] * 1e3:.2f} ms to dump and encode the answer as the route does "
+        "(`model_dump` + `json.dumps`). Cumulative time per call of the largest entries:",
+        "",
+        "| function | cumulative per read | own per read | calls per read |",
+        "|---|---:|---:|---:|",
+    ]
+    for cum, own, calls, name in prof["cum"]:
+        lines.append(f"| `{name}` | {cum * 1e3:.2f} ms | {own * 1e3:.2f} ms | {calls:g} |")
+    lines += [
+        "",
+        "Largest own time per read: "
+        + "; ".join(f"`{name}` {own * 1e3:.2f} ms" for _, own, _, name in prof["self"])
+        + ".",
+        "",
+        "With a closed loop, mean latency ≈ clients × time per read in the single uvicorn "
+        "process: the readers queue behind one event loop and one thread pool.",
+        "",
+        f"### Comparison ({cm['subs']} submissions, N = {cm['n']:,}, B = {cm['b']})",
+        "",
+        f"A benchmark with N = {cm['n']:,} targets (primary metric crps, no per-submission "
+        f"bootstrap), {cm['subs']} Gaussian NPZ submissions, all succeeded; then POST "
+        f"`/v1/comparisons` of all {cm['subs']} on crps with `n_resamples` {cm['b']}, GET "
+        "every 50 ms until it is done. The worker runs `uqcore.stability.compare` for each of "
+        f"the {cm['subs'] * (cm['subs'] - 1) // 2} pairs and one `rank_distribution` "
+        "(`worker/comparisons.py::_compute`), in one Celery task on one worker.",
+        "",
+        "| POST → 202 | POST → result | pairs | load |",
+        "|---:|---:|---:|---:|",
+        f"| {fmt_s(cmp_run['accept'])} | {fmt_s(cmp_run['total'])} | "
+        f"{len(cmp_run['doc']['result']['pairs'])} | {cm['load']} |",
+    ]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small counts (a smoke run)")
@@ -812,7 +1195,15 @@ def main() -> None:
         "--read-seconds", type=float, default=None, help="duration of the reads (default 30)"
     )
     parser.add_argument("--no-write", action="store_true", help="do not write RESULTS.md")
+    parser.add_argument(
+        "--leaderboard",
+        action="store_true",
+        help="run only the leaderboard and comparison phases (part of the full run)",
+    )
     args = parser.parse_args()
+    if args.leaderboard:
+        boards_main(args)
+        return
     quick = args.quick
     repeats = 3 if quick else 10
     read_s = args.read_seconds if args.read_seconds is not None else (5.0 if quick else 30.0)
@@ -887,6 +1278,50 @@ def main() -> None:
         print("WARNING: processes were left behind (killed by pid)", file=sys.stderr)
     if not args.no_write:
         write_section("Service", text)
+    boards_main(args)
+
+
+def boards_main(args: argparse.Namespace) -> None:
+    """The leaderboard and comparison phases on their own stack (2 workers)."""
+    quick = args.quick
+    read_s = args.read_seconds if args.read_seconds is not None else (5.0 if quick else 30.0)
+    entries = 50 if quick else 1000
+    cmp_n, cmp_b = (10_000, 100) if quick else (100_000, 1000)
+    started = datetime.now().strftime("%Y-%m-%d")
+    t_start = time.perf_counter()
+    res: dict[str, Any] = {"load_start": loadavg()}
+
+    def step(title: str, fn: Callable[[], Any]) -> Any:
+        t0 = time.perf_counter()
+        print(f"{title} ... (load {loadavg()})", flush=True)
+        out = fn()
+        print(f"  done in {time.perf_counter() - t0:.1f} s", flush=True)
+        return out
+
+    with tempfile.TemporaryDirectory(prefix="uqeval-bench-") as tmp:
+        st = Stack(2, Path(tmp))
+        try:
+            step("start uqeval serve --workers 2", st.start)
+            res["leaderboard"] = step(
+                f"leaderboard: {entries} submissions, 50 readers for {read_s:g} s",
+                lambda: leaderboard(st, entries, 1000, 100, 50, read_s),
+            )
+            res["comparison"] = step(
+                f"comparison: 10 submissions, N = {cmp_n}, B = {cmp_b}",
+                lambda: comparison(st, 10, cmp_n, cmp_b),
+            )
+        finally:
+            step("stop", st.stop)
+        res["stacks"] = [
+            {"workers": 2, "start_s": st.start_s, "stop_s": st.stop_s, "survivors": st.survivors}
+        ]
+    res["load_end"] = loadavg()
+    text = report_boards(res, args, started, (time.perf_counter() - t_start) / 60)
+    print(text)
+    if st.survivors:
+        print("WARNING: processes were left behind (killed by pid)", file=sys.stderr)
+    if not args.no_write:
+        write_section("Service: leaderboards and comparisons", text)
 
 
 if __name__ == "__main__":
