@@ -18,7 +18,14 @@ from typing import Any
 import numpy as np
 
 import uqcore
-from service.kinds import KIND_FIELDS, build_prediction
+from service.kinds import (
+    CLASSIFICATION_KINDS,
+    ESTIMATE_PREFIX,
+    KIND_FIELDS,
+    build_prediction,
+    target_field,
+    task_of,
+)
 from uqcore import registry
 from uqcore._backend import to_numpy
 from uqcore.regression.calibration import calibration_curve
@@ -50,6 +57,8 @@ def normalise_analyses(analyses: Mapping[str, Any] | None) -> dict[str, Any]:
         "stability": {**DEFAULT_ANALYSES["stability"], **dict(a.get("stability") or {})},
         "seed": int(a.get("seed", 0) or 0),
     }
+    if a.get("estimators") is not None:
+        out["estimators"] = a["estimators"]
     return out
 
 
@@ -95,25 +104,48 @@ def compute(
 ) -> dict[str, Any]:
     """The result document of one submission.
 
-    ``arrays`` holds the prediction fields of ``KIND_FIELDS[kind]``, ``y`` and optionally
-    ``sample_weight`` and ``groups``. Bad input raises :class:`uqcore.UQValidationError`.
+    ``arrays`` holds the prediction fields of ``KIND_FIELDS[kind]``, the targets (``y``, or
+    ``labels`` for a classification kind) and optionally ``sample_weight`` and ``groups``; a
+    classification kind also ``soft_labels``, ``ood`` and estimates ``estimate:<name>``. The
+    metrics are those of the kind's task; with ``analyses["estimators"]`` the metric ×
+    estimator table is ``by_estimator`` (metric -> estimator -> value) and, when bootstrapped,
+    ``by_estimator_intervals`` (metric -> estimator -> interval). Bad input raises
+    :class:`uqcore.UQValidationError`.
     ``checkpoint(p)`` is called with the progress p (0..100) after each phase and may raise to
     stop the computation.
     """
     start = time.perf_counter()
     a = normalise_analyses(analyses)
-    fields = {f: arrays[f] for f in KIND_FIELDS.get(kind, ()) if f in arrays}
-    if "y" not in arrays:
-        raise uqcore.UQValidationError("y (the targets) is missing")
-    build_prediction(kind, fields)  # validation on the host, identical to the API's
-    dev = {name: backend.asarray(np.asarray(v)) for name, v in arrays.items()}
-    pred = (
-        build_prediction(kind, {f: dev[f] for f in fields})
-        if backend.name == "numpy"
-        else (uqcore.predictions.KINDS[kind](*(dev[f] for f in KIND_FIELDS[kind])))
-    )
-    y = dev["y"]
+    task = task_of(kind)
+    classification = kind in CLASSIFICATION_KINDS
+    tname = target_field(kind)
+    fields = {
+        f: v
+        for f, v in arrays.items()
+        if f in KIND_FIELDS.get(kind, ()) or (classification and f.startswith(ESTIMATE_PREFIX))
+    }
+    if tname not in arrays:
+        raise uqcore.UQValidationError(f"{tname} (the targets) is missing")
+    extra: dict[str, Any] = {}
+    if classification:
+        # Classification is computed on the host, chunk by chunk over N, in the arrays' own
+        # dtype (a float32 ensemble is never copied to float64 whole).
+        pred = build_prediction(kind, fields)
+        dev = dict(arrays)
+        extra = {k: arrays[k] for k in ("ood", "soft_labels") if k in arrays}
+    else:
+        build_prediction(kind, fields)  # validation on the host, identical to the API's
+        dev = {name: backend.asarray(np.asarray(v)) for name, v in arrays.items()}
+        pred = (
+            build_prediction(kind, {f: dev[f] for f in fields})
+            if backend.name == "numpy"
+            else (uqcore.predictions.KINDS[kind](*(dev[f] for f in KIND_FIELDS[kind])))
+        )
+    y = dev[tname]
     weights = dev.get("sample_weight")
+    estimators = a.get("estimators")
+    if estimators is not None:
+        extra["estimators"] = estimators
     metrics = a["metrics"]
     params = a["params"]
     seed = a["seed"]
@@ -122,7 +154,7 @@ def compute(
     checkpoint(5.0)
 
     t0 = time.perf_counter()
-    report = uqcore.evaluate(pred, y, metrics, params=params, sample_weight=weights)
+    report = uqcore.evaluate(pred, y, metrics, params=params, sample_weight=weights, **extra)
     timings["metrics"] = time.perf_counter() - t0
     notes.extend(report.warnings)
     n_resamples = int(a["bootstrap"].get("n_resamples", 0) or 0)
@@ -135,7 +167,7 @@ def compute(
     names = list(report)
     result_metrics: dict[str, Any] = {}
     for name in names:
-        spec = registry.get(name)
+        spec = registry.get(name, task)
         value = report[name]
         entry: dict[str, Any] = {
             "value": report.scalar(name),
@@ -148,6 +180,7 @@ def compute(
             entry["details"] = {k: v for k, v in value.items() if k != "value"}
         result_metrics[name] = entry
 
+    by_est_ci: dict[str, dict[str, Any]] = {}
     if n_resamples > 0 and names:
         t0 = time.perf_counter()
         b = a["bootstrap"]
@@ -164,6 +197,7 @@ def compute(
             groups=dev.get("groups") if unit != "row" else None,
             params={k: v for k, v in params.items() if k in names},
             sample_weight=weights,
+            **extra,
         )
         for name in names:
             if name not in ci:
@@ -179,12 +213,29 @@ def compute(
                 "n_valid": r.get("n_valid"),
             }
             notes.extend(f"{name} bootstrap: {w}" for w in r.get("warnings", []))
+        if estimators is not None:
+            for metric_name, row in report.by_estimator.items():
+                own = report.params.get(metric_name, {}).get("estimator")
+                for est in row:
+                    key = metric_name if est == own else f"{metric_name}[{est}]"
+                    if key not in ci:
+                        continue
+                    r = ci[key]
+                    by_est_ci.setdefault(metric_name, {})[est] = {
+                        "low": r.get("low"),
+                        "high": r.get("high"),
+                        "std": r.get("std"),
+                        "method": r.get("method"),
+                        "level": r.get("level"),
+                        "n_resamples": n_resamples,
+                        "n_valid": r.get("n_valid"),
+                    }
         timings["bootstrap"] = time.perf_counter() - t0
         done += per_phase
         checkpoint(done)
 
     t0 = time.perf_counter()
-    curves = _curves(pred, y, weights, notes)
+    curves = {} if classification else _curves(pred, y, weights, notes)
     timings["curves"] = time.perf_counter() - t0
 
     stability: Any = None
@@ -198,6 +249,7 @@ def compute(
             seed=seed,
             params={k: v for k, v in params.items() if k in names},
             sample_weight=weights,
+            **extra,
         )
         stability = _host(st.to_dict())
         timings["stability"] = time.perf_counter() - t0
@@ -213,15 +265,22 @@ def compute(
         "stability": stability,
         "provenance": {
             "uqcore_version": uqcore.__version__,
-            "backend": backend.name,
-            "device": backend.device,
+            # Classification computes on the host (numpy), whatever backend the worker has.
+            "backend": "numpy" if classification else backend.name,
+            "device": "cpu" if classification else backend.device,
             "input_hash": input_hash,
-            "n": int(np.asarray(arrays["y"]).shape[0]),
+            "n": int(np.asarray(arrays[tname]).shape[0]),
             "kind": kind,
+            "task": task,
             "seed": seed,
             "timings_s": timings,
         },
     }
+    if estimators is not None:
+        doc["estimators"] = list(report.meta.get("estimators", []))
+        doc["by_estimator"] = report.by_estimator
+        if by_est_ci:
+            doc["by_estimator_intervals"] = by_est_ci
     safe = json_safe(doc, "result", notes)
     safe["warnings"] = list(dict.fromkeys(notes))
     return dict(safe)

@@ -10,7 +10,12 @@ Two body formats are accepted by ``POST /v1/submissions``:
     * the prediction arrays, named by the kind's fields (``mean``, ``std``; ``loc``, ``scale``,
       ``df``; ``weights``, ``means``, ``stds``; ``draws``; ``levels``, ``values``;
       ``prediction``, ``uncertainty``),
-    * ``y`` (targets), optionally ``sample_weight`` and ``groups`` (integers),
+      for classification ``probs``; ``logits``; ``member_probs`` or ``member_logits`` (M×N×C,
+      kept in their dtype: a float32 ensemble stays float32); ``alpha``,
+    * ``y`` (regression targets) or ``labels`` (classification: N integers in [0, C)),
+      optionally ``sample_weight`` and ``groups`` (integers); for classification optionally
+      ``soft_labels`` (N×C), ``ood`` (N booleans or 0/1) and named estimates
+      ``estimate:<name>`` (N values each),
     * ``request``: a 0-d string array holding the JSON of
       :class:`~service.api.schemas.SubmissionRequest` (``kind``, ``model_name``, ``metadata``,
       ``analyses``), e.g. ``numpy.savez(f, request=json.dumps({...}), mean=..., std=..., y=...)``.
@@ -46,7 +51,15 @@ from service.api.schemas import (
     SubmissionCreate,
     SubmissionRequest,
 )
-from service.kinds import KIND_FIELDS, MATRIX_FIELDS
+from service.kinds import (
+    CLASSIFICATION_KINDS,
+    CLASSIFICATION_TARGETS,
+    ESTIMATE_PREFIX,
+    KIND_FIELDS,
+    MATRIX_FIELDS,
+    TENSOR_FIELDS,
+    target_field,
+)
 
 JSON_TYPES = frozenset({"application/json"})
 NPZ_TYPES = frozenset({"application/x-npz", "application/octet-stream"})
@@ -73,9 +86,25 @@ class DecodedSubmission:
     body_hash: str = ""
     visibility: Literal["private", "public"] = "private"
     benchmark_id: str | None = None
+    #: Classification: the class labels (the targets; ``y`` is then None), soft labels, OOD
+    #: flags, and named estimates (name -> N values).
+    labels: np.ndarray | None = field(repr=False, default=None)
+    soft_labels: np.ndarray | None = field(repr=False, default=None)
+    ood: np.ndarray | None = field(repr=False, default=None)
+    estimates: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
+
+    @property
+    def targets(self) -> np.ndarray | None:
+        """The targets: ``labels`` for a classification kind, else ``y``."""
+        return self.labels if self.kind in CLASSIFICATION_KINDS else self.y
 
     def field_path(self, name: str) -> str:
-        """Where array ``name`` lives in the body as sent (``prediction.std`` in JSON)."""
+        """Where array ``name`` lives in the body as sent (``prediction.std`` in JSON;
+        an estimate is ``prediction.estimates.<name>`` in JSON, ``estimate:<name>`` in NPZ)."""
+        if name.startswith(ESTIMATE_PREFIX):
+            if self.format == "json":
+                return f"prediction.estimates.{name[len(ESTIMATE_PREFIX) :]}"
+            return name
         if self.format == "json" and name in KIND_FIELDS.get(self.kind, ()):
             return f"prediction.{name}"
         return name
@@ -233,6 +262,20 @@ def _rectangular(name: str, rows: list[list[float]]) -> np.ndarray:
     return np.asarray(rows, dtype=np.float64)
 
 
+def _tensor(name: str, members: list[list[list[float]]]) -> np.ndarray:
+    """An M×N×C array from nested lists (every member N×C, every row of length C)."""
+    rows, width = len(members[0]), len(members[0][0])
+    for m, member in enumerate(members):
+        if len(member) != rows or any(len(r) != width for r in member):
+            raise ApiError(
+                422,
+                f"{name} must be an M×N×C array; member {m} is not {rows}×{width} as member 0 is",
+                field=name,
+                index=m,
+            )
+    return np.asarray(members, dtype=np.float64)
+
+
 def decode_json(body: bytes) -> DecodedSubmission:
     """A :class:`SubmissionCreate` JSON document as arrays."""
     if not body.strip():
@@ -251,11 +294,18 @@ def decode_json(body: bytes) -> DecodedSubmission:
     arrays: dict[str, np.ndarray] = {}
     for f in KIND_FIELDS[kind]:
         value = getattr(pred, f)
-        arrays[f] = (
-            _rectangular(f"prediction.{f}", value)
-            if f in MATRIX_FIELDS
-            else np.asarray(value, dtype=np.float64)
-        )
+        if value is None:  # the unused alternative field of an ensemble
+            continue
+        if f in TENSOR_FIELDS:
+            arrays[f] = _tensor(f"prediction.{f}", value)
+        elif f in MATRIX_FIELDS:
+            arrays[f] = _rectangular(f"prediction.{f}", value)
+        else:
+            arrays[f] = np.asarray(value, dtype=np.float64)
+    estimates = {
+        name: np.asarray(v, dtype=np.float64)
+        for name, v in (getattr(pred, "estimates", None) or {}).items()
+    }
     return DecodedSubmission(
         format="json",
         kind=kind,
@@ -270,6 +320,12 @@ def decode_json(body: bytes) -> DecodedSubmission:
         groups=None if doc.groups is None else np.asarray(doc.groups, dtype=np.int64),
         visibility=doc.visibility,
         benchmark_id=doc.benchmark_id,
+        labels=None if doc.labels is None else np.asarray(doc.labels, dtype=np.int64),
+        soft_labels=None
+        if doc.soft_labels is None
+        else _rectangular("soft_labels", doc.soft_labels),
+        ood=None if doc.ood is None else np.asarray(doc.ood, dtype=bool),
+        estimates=estimates,
     )
 
 
@@ -367,23 +423,36 @@ def decode_npz(
                 ) from None
             raise pydantic_error([dict(e) for e in errors], prefix="request") from None
         kind = req.kind
+        classification = kind in CLASSIFICATION_KINDS
         with_targets = req.benchmark_id is None
-        targets = ("y", *OPTIONAL_ARRAYS) if with_targets else ()
+        extra_targets = CLASSIFICATION_TARGETS if classification else ()
+        targets = (target_field(kind), *OPTIONAL_ARRAYS, *extra_targets) if with_targets else ()
         wanted = (*KIND_FIELDS[kind], *targets)
-        unexpected = sorted(set(infos) - set(wanted))
+        unexpected = sorted(
+            n
+            for n in set(infos) - set(wanted)
+            if not (
+                classification and n.startswith(ESTIMATE_PREFIX) and len(n) > len(ESTIMATE_PREFIX)
+            )
+        )
         if unexpected:
             raise ApiError(
                 422,
                 f"NPZ member(s) {unexpected} are not fields of a {kind} submission"
                 f"{'' if with_targets else ' against a benchmark (its targets are hidden)'}; "
-                f"expected {list(wanted)} and 'request'",
+                f"expected {list(wanted)}"
+                f"{', estimate:<name>' if classification else ''} and 'request'",
                 field=unexpected[0],
             )
-        for f in (*KIND_FIELDS[kind], *targets[:1]):
+        # An ensemble's one-of fields are checked with the kind's rules (validation).
+        needed = () if kind == "ensemble" else KIND_FIELDS[kind]
+        for f in (*needed, *targets[:1]):
             if f not in infos:
                 raise ApiError(422, f"NPZ upload of kind {kind!r} needs a member {f!r}", field=f)
         arrays = {name: _read_member(zf, info, name) for name, info in infos.items()}
     for name, a in arrays.items():
+        if name == "ood" and a.dtype.kind == "b":
+            continue
         if a.dtype.kind not in "iuf":
             raise ApiError(
                 422,
@@ -401,12 +470,18 @@ def decode_npz(
         model_name=req.model_name,
         metadata=req.metadata,
         analyses=req.analyses,
-        prediction={f: arrays[f] for f in KIND_FIELDS[kind]},
+        prediction={f: arrays[f] for f in KIND_FIELDS[kind] if f in arrays},
         y=arrays.get("y"),
         sample_weight=arrays.get("sample_weight"),
         groups=groups,
         visibility=req.visibility,
         benchmark_id=req.benchmark_id,
+        labels=arrays.get("labels"),
+        soft_labels=arrays.get("soft_labels"),
+        ood=arrays.get("ood"),
+        estimates={
+            n[len(ESTIMATE_PREFIX) :]: a for n, a in arrays.items() if n.startswith(ESTIMATE_PREFIX)
+        },
     )
 
 

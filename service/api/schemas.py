@@ -23,7 +23,14 @@ from pydantic import (
     model_validator,
 )
 
-from service.kinds import KIND_FIELDS, MATRIX_FIELDS
+from service.kinds import (
+    CLASSIFICATION_KINDS,
+    KIND_FIELDS,
+    MATRIX_FIELDS,
+    ONE_OF,
+    REGRESSION_KINDS,
+    TENSOR_FIELDS,
+)
 
 # --------------------------------------------------------------------------------------------
 # shared pieces
@@ -32,9 +39,24 @@ from service.kinds import KIND_FIELDS, MATRIX_FIELDS
 #: The prediction kinds, in the order of KIND_FIELDS.
 KINDS: tuple[str, ...] = tuple(KIND_FIELDS)
 Kind = Literal[
-    "gaussian", "laplace", "student_t", "mixture", "samples", "quantiles", "point_uncertainty"
+    "gaussian",
+    "laplace",
+    "student_t",
+    "mixture",
+    "samples",
+    "quantiles",
+    "point_uncertainty",
+    "probs",
+    "logits",
+    "ensemble",
+    "dirichlet",
 ]
 assert set(Kind.__args__) == set(KINDS), "schemas.Kind is out of step with service.kinds"  # type: ignore[attr-defined]
+#: The kinds a benchmark accepts (benchmarks hold regression targets only).
+RegressionKind = Literal[
+    "gaussian", "laplace", "student_t", "mixture", "samples", "quantiles", "point_uncertainty"
+]
+assert set(RegressionKind.__args__) == set(REGRESSION_KINDS)  # type: ignore[attr-defined]
 
 Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
@@ -135,6 +157,16 @@ class Analyses(StrictModel):
     bootstrap: BootstrapOptions = Field(default_factory=BootstrapOptions)
     stability: StabilityOptions = Field(default_factory=StabilityOptions)
     seed: int = Field(default=0, ge=0, le=2**63 - 1, description="Seed of every random draw.")
+    estimators: (
+        Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]], Field(min_length=1)]
+        | Literal["all"]
+        | None
+    ) = Field(
+        default=None,
+        description="Classification only: also evaluate every metric that takes an estimator "
+        'for each of these uncertainty estimators ("all": every one the prediction provides, '
+        "built-in aggregators then the submitted estimates); the result's by_estimator table.",
+    )
 
     @field_validator("params")
     @classmethod
@@ -156,6 +188,7 @@ class Analyses(StrictModel):
 
 Vector = Annotated[list[float], Field(min_length=1)]
 Matrix = Annotated[list[Annotated[list[float], Field(min_length=1)]], Field(min_length=1)]
+Tensor = Annotated[list[Matrix], Field(min_length=1)]
 
 #: What each array field holds (documentation of the prediction models).
 FIELD_DOCS: dict[str, str] = {
@@ -172,6 +205,11 @@ FIELD_DOCS: dict[str, str] = {
     "values": "Predicted quantiles, N×Q, non-decreasing along each row.",
     "prediction": "Point prediction, N values.",
     "uncertainty": "Scalar uncertainty score, N values, each >= 0 (larger = less certain).",
+    "probs": "Class probabilities, N×C, rows non-negative and summing to 1 (± 1e-4).",
+    "logits": "Logits, N×C, finite (probabilities by softmax).",
+    "member_probs": "Ensemble member probabilities, M×N×C (give this or member_logits).",
+    "member_logits": "Ensemble member logits, M×N×C (give this or member_probs).",
+    "alpha": "Dirichlet concentrations, N×C, each > 0.",
 }
 
 EXAMPLE_ARRAYS: dict[str, Any] = {
@@ -188,6 +226,22 @@ EXAMPLE_ARRAYS: dict[str, Any] = {
     "values": [[-0.5, 0.1, 0.7], [1.4, 1.9, 2.4], [2.4, 3.2, 4.0]],
     "prediction": [0.1, 1.9, 3.2],
     "uncertainty": [0.5, 0.4, 0.6],
+    "probs": [[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]],
+    "logits": [[2.0, 0.5, -1.0], [-1.0, 2.5, 0.0], [0.1, 0.2, 0.4]],
+    "member_probs": [
+        [[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]],
+        [[0.6, 0.3, 0.1], [0.2, 0.7, 0.1], [0.2, 0.3, 0.5]],
+    ],
+    "member_logits": [
+        [[2.0, 0.5, -1.0], [-1.0, 2.5, 0.0], [0.1, 0.2, 0.4]],
+        [[1.5, 0.5, -1.0], [-0.5, 2.0, 0.0], [0.0, 0.2, 0.6]],
+    ],
+    "alpha": [[7.0, 2.0, 1.0], [1.0, 8.0, 1.0], [3.0, 3.0, 4.0]],
+}
+
+#: The fields of an example prediction of each kind (the first of alternative fields).
+EXAMPLE_FIELDS: dict[str, tuple[str, ...]] = {
+    k: ONE_OF[k][:1] if k in ONE_OF else KIND_FIELDS[k] for k in KIND_FIELDS
 }
 
 
@@ -198,9 +252,21 @@ def _camel(kind: str) -> str:
 def _prediction_model(kind: str) -> type[StrictModel]:
     fields: dict[str, Any] = {"kind": (Literal[kind], Field(description="The prediction kind."))}
     for f in KIND_FIELDS[kind]:
-        typ = Matrix if f in MATRIX_FIELDS else Vector
-        fields[f] = (typ, Field(description=FIELD_DOCS.get(f, f)))
-    example = {"kind": kind, **{f: EXAMPLE_ARRAYS[f] for f in KIND_FIELDS[kind]}}
+        typ: Any = Tensor if f in TENSOR_FIELDS else Matrix if f in MATRIX_FIELDS else Vector
+        if kind in ONE_OF:
+            fields[f] = (typ | None, Field(default=None, description=FIELD_DOCS.get(f, f)))
+        else:
+            fields[f] = (typ, Field(description=FIELD_DOCS.get(f, f)))
+    if kind in CLASSIFICATION_KINDS:
+        fields["estimates"] = (
+            dict[Annotated[str, Field(min_length=1, max_length=200)], Vector] | None,
+            Field(
+                default=None,
+                description="Optional named uncertainty estimates, name -> N values "
+                "(higher = more uncertain).",
+            ),
+        )
+    example = {"kind": kind, **{f: EXAMPLE_ARRAYS[f] for f in EXAMPLE_FIELDS[kind]}}
     model: type[StrictModel] = create_model(
         f"{_camel(kind)}Prediction",
         __base__=StrictModel,
@@ -292,7 +358,22 @@ class SubmissionCreate(SubmissionFields):
 
     prediction: Prediction = Field(description='The prediction; its "kind" selects the arrays.')
     y: Vector | None = Field(
-        default=None, description="Targets, N finite values (required without a benchmark_id)."
+        default=None,
+        description="Regression targets, N finite values (required for a regression kind "
+        "without a benchmark_id).",
+    )
+    labels: Annotated[list[int], Field(min_length=1)] | None = Field(
+        default=None,
+        description="Classification targets: N class indices in [0, C) (required for a "
+        "classification kind).",
+    )
+    soft_labels: Matrix | None = Field(
+        default=None,
+        description="Classification only, optional: label distributions, N×C rows on the simplex.",
+    )
+    ood: Annotated[list[bool], Field(min_length=1)] | None = Field(
+        default=None,
+        description="Classification only, optional: N flags, true = out-of-distribution sample.",
     )
     sample_weight: Vector | None = Field(
         default=None, description="Optional frequency weights, N values >= 0, not all zero."
@@ -303,7 +384,24 @@ class SubmissionCreate(SubmissionFields):
 
     @model_validator(mode="after")
     def _targets_xor_benchmark(self) -> SubmissionCreate:
-        if self.benchmark_id is None and self.y is None:
+        classification = self.prediction.kind in CLASSIFICATION_KINDS
+        if classification:
+            if self.benchmark_id is not None:
+                raise ValueError(
+                    "a classification prediction cannot be sent with a benchmark_id: "
+                    "benchmarks hold regression targets"
+                )
+            if self.labels is None:
+                raise ValueError(
+                    "labels (the class indices) are required for a classification kind"
+                )
+            if self.y is not None:
+                raise ValueError("a classification kind takes labels, not y")
+        else:
+            for name in ("labels", "soft_labels", "ood"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} apply to classification kinds only")
+        if self.benchmark_id is None and self.y is None and not classification:
             raise ValueError("y (the targets) is required unless a benchmark_id is given")
         if self.benchmark_id is not None:
             for name in ("y", "sample_weight", "groups"):
@@ -332,6 +430,15 @@ class SubmissionRequest(SubmissionFields):
     )
 
     kind: Kind = Field(description="The prediction kind; the NPZ holds its arrays.")
+
+    @model_validator(mode="after")
+    def _classification_inline(self) -> SubmissionRequest:
+        if self.kind in CLASSIFICATION_KINDS and self.benchmark_id is not None:
+            raise ValueError(
+                "a classification prediction cannot be sent with a benchmark_id: "
+                "benchmarks hold regression targets"
+            )
+        return self
 
 
 class SubmissionAccepted(BaseModel):
@@ -405,7 +512,12 @@ class Provenance(BaseModel):
 
 
 class Result(BaseModel):
-    """The result document of a succeeded submission."""
+    """The result document of a succeeded submission.
+
+    A classification submission with ``analyses.estimators`` adds ``estimators`` (the names,
+    built-in aggregators then submitted estimates), ``by_estimator`` (metric -> estimator ->
+    value, for every metric that takes an estimator) and, when bootstrapped,
+    ``by_estimator_intervals`` (metric -> estimator -> interval)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -567,7 +679,7 @@ class MetricCatalogue(BaseModel):
                             "summary": "Mean absolute error.",
                             "reference": "",
                             "structured": False,
-                            "kinds": list(KINDS),
+                            "kinds": list(REGRESSION_KINDS),
                         }
                     ]
                 }
@@ -739,7 +851,7 @@ class BenchmarkRequest(BenchmarkSettings):
     )
 
     task: Literal["regression"] = "regression"
-    kinds: Annotated[list[Kind], Field(min_length=1)] | None = Field(
+    kinds: Annotated[list[RegressionKind], Field(min_length=1)] | None = Field(
         default=None, description="Prediction kinds accepted (default: every kind)."
     )
     params: dict[MetricName, dict[str, JsonValue]] = Field(default_factory=dict)

@@ -13,10 +13,18 @@ from typing import Any, Literal
 
 from service.api.errors import ApiError
 from service.api.payload import DecodedSubmission
-from service.kinds import KIND_FIELDS, build_prediction
+from service.kinds import (
+    CLASSIFICATION_KINDS,
+    ESTIMATE_PREFIX,
+    KIND_FIELDS,
+    build_prediction,
+    target_field,
+    task_of,
+)
 from service.settings import Settings
 from service.store import BenchmarkRecord
-from uqcore import Batch, UQValidationError, registry
+from uqcore import UQValidationError, registry
+from uqcore.batch import make_batch
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,7 @@ class ValidSubmission:
     benchmark_id: str | None = None
 
 
-_ARRAY_FIELDS = ("y", "sample_weight", "groups")
+_ARRAY_FIELDS = ("y", "labels", "sample_weight", "groups", "soft_labels", "ood")
 
 
 def _uq_error(exc: UQValidationError, sub: DecodedSubmission) -> ApiError:
@@ -47,12 +55,20 @@ def _uq_error(exc: UQValidationError, sub: DecodedSubmission) -> ApiError:
         first = listed.group(1).split(",")[0].strip().strip("'\"")
         field = first or None
     else:
+        est = re.match(r"\s*estimates\['([^']*)'\]", message)
         m = re.match(r"\s*(\w+)", message)
-        if m and m.group(1) in names:
+        if est:
+            field = f"{ESTIMATE_PREFIX}{est.group(1)}"
+        elif m and m.group(1) in names:
             field = m.group(1)
     index: int | None = None
     if field is not None:
-        found = re.search(rf"{re.escape(field)}\[(\d+)", message)
+        label = (
+            f"estimates['{field[len(ESTIMATE_PREFIX) :]}']"
+            if field.startswith(ESTIMATE_PREFIX)
+            else field
+        )
+        found = re.search(rf"{re.escape(label)}\[(\d+)", message)
         if found:
             index = int(found.group(1))
         path = sub.field_path(field)
@@ -63,15 +79,19 @@ def _uq_error(exc: UQValidationError, sub: DecodedSubmission) -> ApiError:
 
 
 def _check_sizes(sub: DecodedSubmission, settings: Settings) -> None:
-    n = 0 if sub.y is None else int(sub.y.shape[0]) if sub.y.ndim >= 1 else 1
+    t = sub.targets
+    tname = target_field(sub.kind)
+    n = 0 if t is None else int(t.shape[0]) if t.ndim >= 1 else 1
     if n > settings.max_points:
         raise ApiError(
             422,
-            f"y has N = {n} targets; at most {settings.max_points} are accepted per submission",
-            field="y",
+            f"{tname} has N = {n} targets; at most {settings.max_points} are accepted per "
+            "submission",
+            field=tname,
             code="too_many_points",
         )
-    for name, arr in sub.prediction.items():
+    extra = {"soft_labels": sub.soft_labels} if sub.soft_labels is not None else {}
+    for name, arr in {**sub.prediction, **extra}.items():
         if arr.size > settings.max_elements:
             raise ApiError(
                 422,
@@ -116,18 +136,52 @@ def _param_type_error(default: Any, value: Any) -> str | None:
     return None
 
 
-def _check_analyses(sub: DecodedSubmission, prediction: Any) -> dict[str, Any]:
+def _check_estimators(sub: DecodedSubmission, prediction: Any) -> None:
+    wanted = sub.analyses.estimators
+    if wanted is None:
+        return
+    if sub.kind not in CLASSIFICATION_KINDS:
+        raise ApiError(
+            422,
+            "estimators apply to classification predictions only",
+            field="analyses.estimators",
+        )
+    if wanted == "all":
+        return
+    available = prediction.estimator_names()
+    for i, name in enumerate(wanted):
+        if name not in available:
+            raise ApiError(
+                422,
+                f"estimator {name!r} does not apply to this {sub.kind} prediction; available: "
+                f"{', '.join(available)}",
+                field="analyses.estimators",
+                index=i,
+            )
+        if name in wanted[:i]:
+            raise ApiError(
+                422,
+                f"estimator {name!r} is listed twice",
+                field="analyses.estimators",
+                index=i,
+            )
+
+
+def _check_analyses(
+    sub: DecodedSubmission, prediction: Any, targets: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     analyses = sub.analyses
+    task = task_of(sub.kind)
     wanted = analyses.metrics
     if wanted != "all":
         for i, name in enumerate(wanted):
             try:
-                spec = registry.get(name)
+                spec = registry.get(name, task)
             except UQValidationError as exc:
                 raise ApiError(
                     422, str(exc), field="analyses.metrics", index=i, code="unknown_metric"
                 ) from None
-            why = spec.why_not(prediction)
+            why = spec.why_not(prediction, targets)
             if why is not None:
                 raise ApiError(
                     422,
@@ -139,7 +193,7 @@ def _check_analyses(sub: DecodedSubmission, prediction: Any) -> dict[str, Any]:
     for name, params in analyses.params.items():
         where = f"analyses.params.{name}"
         try:
-            spec = registry.get(name)
+            spec = registry.get(name, task)
         except UQValidationError as exc:
             raise ApiError(422, str(exc), field=where, code="unknown_metric") from None
         if wanted != "all" and name not in wanted:
@@ -161,7 +215,21 @@ def _check_analyses(sub: DecodedSubmission, prediction: Any) -> dict[str, Any]:
                     f"{spec.defaults[key]!r}); found {value!r}",
                     field=f"{where}.{key}",
                 )
-    return analyses.model_dump(mode="json")
+        est = params.get("estimator")
+        if task == "classification" and est is not None:
+            available = prediction.estimator_names()
+            if est not in available:
+                raise ApiError(
+                    422,
+                    f"estimator {est!r} of metric {name!r} does not apply to this {sub.kind} "
+                    f"prediction; available: {', '.join(available)}",
+                    field=f"{where}.estimator",
+                )
+    _check_estimators(sub, prediction)
+    out = analyses.model_dump(mode="json")
+    if out.get("estimators") is None:
+        out.pop("estimators", None)  # regression documents stay as they were
+    return out
 
 
 def validate(
@@ -171,21 +239,26 @@ def validate(
     submission against ``benchmark`` also against the benchmark's N, kinds and metrics."""
     if benchmark is not None:
         return _validate_for_benchmark(sub, settings, benchmark)
-    assert sub.y is not None, "the request models require y without a benchmark_id"
+    targets = sub.targets
+    tname = target_field(sub.kind)
+    assert targets is not None, "the request models require targets without a benchmark_id"
     _check_sizes(sub, settings)
+    estimates = {f"{ESTIMATE_PREFIX}{k}": v for k, v in sub.estimates.items()}
     try:
-        prediction = build_prediction(sub.kind, sub.prediction)
-        Batch(prediction, sub.y, sub.sample_weight)
+        prediction = build_prediction(sub.kind, {**sub.prediction, **estimates})
+        batch = make_batch(
+            prediction, targets, sub.sample_weight, ood=sub.ood, soft_labels=sub.soft_labels
+        )
     except UQValidationError as exc:
         raise _uq_error(exc, sub) from None
     n = int(prediction.n)
     _check_groups(sub, n)
-    analyses = _check_analyses(sub, prediction)
-    arrays: dict[str, Any] = {**sub.prediction, "y": sub.y}
-    if sub.sample_weight is not None:
-        arrays["sample_weight"] = sub.sample_weight
-    if sub.groups is not None:
-        arrays["groups"] = sub.groups
+    analyses = _check_analyses(sub, prediction, getattr(batch, "targets", frozenset()))
+    arrays: dict[str, Any] = {**sub.prediction, **estimates, tname: targets}
+    for name in ("sample_weight", "groups", "soft_labels", "ood"):
+        value = getattr(sub, name)
+        if value is not None:
+            arrays[name] = value
     return ValidSubmission(
         kind=sub.kind,
         n=n,

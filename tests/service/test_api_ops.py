@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from service.api.app import create_app
-from service.api.schemas import KINDS
+from service.kinds import CLASSIFICATION_KINDS, REGRESSION_KINDS
 from service.settings import Settings
 from service.store import Store
 from tests.service._api import ADMIN, TestClient, error_of, gaussian_json, wait_terminal
@@ -21,15 +21,27 @@ pytest_plugins = ["tests.service._api"]
 def test_catalogue_lists_the_registry(api: TestClient):
     r = api.get("/v1/metrics")
     assert r.status_code == 200
-    metrics = {m["name"]: m for m in r.json()["metrics"]}
-    assert list(metrics) == [s.name for s in registry.specs("regression")]
+    entries = r.json()["metrics"]
+    # Regression first, then classification; "ece" and "nll" exist in both tasks.
+    assert [(m["task"], m["name"]) for m in entries] == [
+        (s.task, s.name) for t in ("regression", "classification") for s in registry.specs(t)
+    ]
+    metrics = {m["name"]: m for m in entries if m["task"] == "regression"}
+    cls = {m["name"]: m for m in entries if m["task"] == "classification"}
     mae = metrics["mae"]
     assert (mae["task"], mae["direction"], mae["needs"]) == ("regression", "lower", ["point"])
-    assert mae["kinds"] == list(KINDS)
+    assert mae["kinds"] == list(REGRESSION_KINDS)
     assert metrics["nmerci"]["defaults"]["alpha"] == 0.95
     assert "point_uncertainty" not in metrics["nll"]["kinds"]
-    for m in metrics.values():
+    # Classification metrics list the classification kinds only; second-order metrics only
+    # the second-order kinds; OOD metrics apply when the submission sends OOD flags.
+    assert cls["nll"]["kinds"] == ["probs", "logits", "ensemble", "dirichlet"]
+    assert cls["disentanglement_rank_corr"]["kinds"] == ["ensemble", "dirichlet"]
+    assert cls["auroc_ood"]["kinds"] == ["probs", "logits", "ensemble", "dirichlet"]
+    for m in entries:
         assert m["summary"] and m["kinds"], m["name"]
+        kinds = CLASSIFICATION_KINDS if m["task"] == "classification" else set(REGRESSION_KINDS)
+        assert set(m["kinds"]) <= kinds, m["name"]
 
 
 def test_catalogue_filters(api: TestClient):
@@ -42,9 +54,13 @@ def test_catalogue_filters(api: TestClient):
     assert names == spec_ok
     reg = api.get("/v1/metrics?task=regression").json()["metrics"]
     assert len(reg) == len(registry.specs("regression"))
-    # uqcore's classification metrics are not listed until the service accepts those kinds
-    r = api.get("/v1/metrics?task=classification")
-    assert r.status_code == 422
+    cls = api.get("/v1/metrics?task=classification").json()["metrics"]
+    assert [m["name"] for m in cls] == [s.name for s in registry.specs("classification")]
+    assert {m["task"] for m in cls} == {"classification"}
+    second = [m["name"] for m in api.get("/v1/metrics?kind=dirichlet").json()["metrics"]]
+    assert "disentanglement_rank_corr" in second and "mae" not in second
+    first = [m["name"] for m in api.get("/v1/metrics?kind=probs").json()["metrics"]]
+    assert "disentanglement_rank_corr" not in first and "accuracy" in first
     r = api.get("/v1/metrics?task=astrology")
     assert r.status_code == 422
     assert error_of(r)["field"] == "task"

@@ -5,9 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.kinds import KIND_FIELDS, MATRIX_FIELDS, build_prediction
+from service.kinds import CLASSIFICATION_KINDS, KIND_FIELDS, MATRIX_FIELDS, build_prediction
 from uqcore import UQValidationError
 from uqcore import predictions as P
+from uqcore.predictions import classification as PC
+
+ALL_KINDS = {**P.KINDS, **PC.KINDS}
 
 RNG = np.random.default_rng(7)
 N = 5
@@ -31,18 +34,51 @@ def _arrays(kind: str) -> dict[str, np.ndarray]:
             "values": np.sort(RNG.normal(size=(N, 3)), axis=1),
         },
         "point_uncertainty": {"prediction": vec, "uncertainty": pos},
+        "probs": {"probs": RNG.dirichlet(np.ones(3), size=N)},
+        "logits": {"logits": RNG.normal(size=(N, 3))},
+        "ensemble": {
+            "member_probs": RNG.dirichlet(np.ones(3), size=(4, N)).astype(np.float32),
+            "estimate:score": pos,
+        },
+        "dirichlet": {"alpha": RNG.uniform(0.5, 3.0, size=(N, 3))},
     }[kind]
 
 
 def test_fields_cover_every_uqcore_kind() -> None:
-    assert set(KIND_FIELDS) == set(P.KINDS)
+    assert set(KIND_FIELDS) == set(ALL_KINDS)
+    assert set(PC.KINDS) == CLASSIFICATION_KINDS
 
 
 @pytest.mark.parametrize("kind", sorted(KIND_FIELDS))
 def test_builds_the_uqcore_kind(kind: str) -> None:
     pred = build_prediction(kind, _arrays(kind))
-    assert isinstance(pred, P.KINDS[kind])
+    assert isinstance(pred, ALL_KINDS[kind])
     assert pred.kind == kind
+
+
+def test_ensemble_stays_float32_and_takes_estimates() -> None:
+    arrays = _arrays("ensemble")
+    pred = build_prediction("ensemble", arrays)
+    assert pred.arrays()["member_probs"].dtype == np.float32
+    assert pred.arrays()["member_probs"] is arrays["member_probs"]
+    assert pred.estimator_names()[-1] == "score"
+    np.testing.assert_array_equal(pred.estimate("score"), arrays["estimate:score"])
+
+
+def test_classification_rules() -> None:
+    members = RNG.dirichlet(np.ones(3), size=(2, N))
+    with pytest.raises(UQValidationError, match=r"exactly one of them; found \[\]"):
+        build_prediction("ensemble", {})
+    with pytest.raises(UQValidationError, match="exactly one"):
+        build_prediction("ensemble", {"member_probs": members, "member_logits": members})
+    with pytest.raises(UQValidationError, match=r"member_probs must be an M×N×C array"):
+        build_prediction("ensemble", {"member_probs": members[0]})
+    bad = RNG.dirichlet(np.ones(3), size=N)
+    bad[2] *= 1.5
+    with pytest.raises(UQValidationError, match=r"sum\(probs\[2\]\)"):
+        build_prediction("probs", {"probs": bad})
+    with pytest.raises(UQValidationError, match=r"unexpected field\(s\) \['estimate:x'\]"):
+        build_prediction("gaussian", {"mean": np.zeros(2), "std": np.ones(2), "estimate:x": [1, 2]})
 
 
 def test_unknown_kind() -> None:

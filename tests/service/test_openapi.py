@@ -108,4 +108,12 @@ def test_response_and_request_models_carry_examples(doc: dict[str, Any]):
         "samples",
         "quantiles",
         "point_uncertainty",
+        "probs",
+        "logits",
+        "ensemble",
+        "dirichlet",
     }
+    ens = schemas["EnsemblePrediction"]
+    assert set(ens["properties"]) == {"kind", "member_probs", "member_logits", "estimates"}
+    assert ens["required"] == ["kind"]
+    assert {"labels", "soft_labels", "ood"} <= set(schemas["SubmissionCreate"]["properties"])

@@ -26,12 +26,12 @@ from service.api.payload import (
 )
 from service.api.routes.common import errors
 from service.api.schemas import (
-    KINDS,
     BenchmarkInfo,
     BenchmarkList,
     BenchmarkUpdate,
     QuotaOptions,
 )
+from service.kinds import REGRESSION_KINDS
 from service.settings import Settings
 from service.store import BenchmarkRecord, Store, now_iso
 from uqcore import UQValidationError, registry
@@ -162,7 +162,7 @@ def _create(store: Store, settings: Settings, fmt: BodyFormat, raw: bytes) -> Be
         primary_metric=names[0],
         metrics=names,
         rule=body.rule,
-        kinds=list(body.kinds) if body.kinds is not None else list(KINDS),
+        kinds=list(body.kinds) if body.kinds is not None else list(REGRESSION_KINDS),
         n=int(y.shape[0]),
         has_groups=groups is not None,
         params=params,

@@ -5,35 +5,52 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Annotated, Any
 
+import numpy as np
 from fastapi import APIRouter, Query
 
 from service.api.errors import ApiError
 from service.api.routes.common import errors
-from service.api.schemas import EXAMPLE_ARRAYS, KINDS, Kind, MetricCatalogue, MetricInfo
-from service.kinds import KIND_FIELDS, build_prediction
+from service.api.schemas import (
+    EXAMPLE_ARRAYS,
+    EXAMPLE_FIELDS,
+    KINDS,
+    Kind,
+    MetricCatalogue,
+    MetricInfo,
+)
+from service.kinds import CLASSIFICATION_TARGETS, build_prediction
 from uqcore import registry
 
 router = APIRouter(tags=["metrics"])
 
-#: The tasks whose prediction kinds the service accepts. uqcore also registers classification
-#: metrics; they join the catalogue when the service accepts classification kinds.
-SERVICE_TASKS: tuple[str, ...] = ("regression",)
+#: The tasks whose prediction kinds the service accepts.
+SERVICE_TASKS: tuple[str, ...] = ("regression", "classification")
+
+#: Optional targets a submission may send: a metric that needs one (OOD flags, soft labels)
+#: applies to a kind when the submission sends it.
+_OPTIONAL_TARGETS = frozenset(CLASSIFICATION_TARGETS)
 
 
 @lru_cache(maxsize=1)
 def _kind_examples() -> dict[str, Any]:
     """One small valid prediction per kind: applicability is decided by the kind's capabilities."""
-    return {k: build_prediction(k, {f: EXAMPLE_ARRAYS[f] for f in KIND_FIELDS[k]}) for k in KINDS}
+    return {
+        k: build_prediction(k, {f: np.asarray(EXAMPLE_ARRAYS[f]) for f in EXAMPLE_FIELDS[k]})
+        for k in KINDS
+    }
 
 
 def catalogue(task: str | None = None, kind: str | None = None) -> list[MetricInfo]:
-    """The registry's metrics (of ``task``, applicable to ``kind``), with their kinds."""
+    """The registry's metrics (of ``task``, applicable to ``kind``), with their kinds: the
+    regression metrics first, then the classification ones (``ece`` and ``nll`` exist in both
+    tasks: an entry is identified by its task and name)."""
     examples = _kind_examples()
     out = []
-    for spec in registry.specs(task):
+    specs = [s for t in (SERVICE_TASKS if task is None else (task,)) for s in registry.specs(t)]
+    for spec in specs:
         if spec.task not in SERVICE_TASKS:
             continue
-        kinds = [k for k, pred in examples.items() if spec.why_not(pred) is None]
+        kinds = [k for k, pred in examples.items() if spec.why_not(pred, _OPTIONAL_TARGETS) is None]
         if kind is not None and kind not in kinds:
             continue
         out.append(MetricInfo(**spec.describe(), kinds=kinds))
@@ -58,8 +75,9 @@ def list_metrics(
     """Every registered metric: task, what it needs, direction, bounds, defaults, summary,
     reference, and the prediction kinds it applies to. No API key needed.
 
-    A kind "applies" when it provides what the metric needs; a Student-t prediction with some
-    df <= 2 has no finite std, so std-based metrics do not apply to that batch.
+    A kind "applies" when it provides what the metric needs (classification metrics that need
+    OOD flags or soft labels apply when the submission sends them); a Student-t prediction with
+    some df <= 2 has no finite std, so std-based metrics do not apply to that batch.
     """
     if task is not None:
         tasks = list(SERVICE_TASKS)

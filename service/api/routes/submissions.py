@@ -53,10 +53,14 @@ Two body formats:
   `numpy.savez_compressed`) whose members are the prediction arrays named by the kind's
   fields (gaussian: `mean`, `std`; laplace: `loc`, `scale`; student_t: `loc`, `scale`, `df`;
   mixture: `weights`, `means`, `stds` (N×K); samples: `draws` (N×S); quantiles: `levels` (Q),
-  `values` (N×Q); point_uncertainty: `prediction`, `uncertainty`), the targets `y`, optionally
-  `sample_weight` and `groups`, and `request`: a 0-d string array holding the JSON of a
-  `SubmissionRequest` (`kind`, `model_name`, `metadata`, `analyses`). Object (pickled) arrays
-  are refused.
+  `values` (N×Q); point_uncertainty: `prediction`, `uncertainty`; classification: probs:
+  `probs` (N×C); logits: `logits` (N×C); ensemble: `member_probs` or `member_logits` (M×N×C,
+  kept in their dtype, float32 stays float32); dirichlet: `alpha` (N×C)), the targets `y`
+  (regression) or `labels` (classification, N class indices), optionally `sample_weight` and
+  `groups`, for classification optionally `soft_labels` (N×C), `ood` (N booleans) and named
+  estimates `estimate:<name>` (N values), and `request`: a 0-d string array holding the JSON
+  of a `SubmissionRequest` (`kind`, `model_name`, `metadata`, `analyses`). Object (pickled)
+  arrays are refused.
 
 Either may be sent with `Content-Encoding: gzip`; the body size limit applies to the bytes
 received and to the decompressed content, while the body streams in (413, chunked bodies
