@@ -362,10 +362,11 @@ def _entry(
             "under-cover at small N (see the stability docs)"
         )
     elif entry["std"] > 0 and abs(entry["bias"]) > 0.25 * entry["std"]:
-        notes.append(
-            f"bootstrap bias {entry['bias']:.3g} exceeds 0.25 standard errors: the "
-            "percentile interval may be shifted; prefer method='bca'"
-        )
+        if entry["method"] == "percentile":
+            advice = "the percentile interval may be shifted; prefer method='bca'"
+        else:  # BCa corrects for the bias through z0
+            advice = "the BCa interval corrects for it (see z0)"
+        notes.append(f"bootstrap bias {entry['bias']:.3g} exceeds 0.25 standard errors: {advice}")
     if not all(math.isfinite(v) for v in (low, high)):
         entry["low"], entry["high"] = none_if_nan(low), none_if_nan(high)
     entry["warnings"] = notes

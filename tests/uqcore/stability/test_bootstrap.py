@@ -399,3 +399,22 @@ def test_block_evaluators_report_undefined_resamples() -> None:
     got = engine.values([Resample(r) for r in counts])
     assert math.isnan(got["ause"][0]) and math.isfinite(got["ause"][1])
     assert any("every error is zero" in m for m in engine.undefined_reasons["ause"])
+
+
+def test_bias_note_advises_bca_only_for_the_percentile_interval() -> None:
+    rng = np.random.default_rng(0)
+    n = 12
+    mu = rng.normal(size=n)
+    sd = rng.uniform(0.5, 2.0, size=n)
+    y = mu + sd * rng.standard_t(2, size=n)
+    pred = P.Gaussian(mu, sd)
+    notes = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for method in ("percentile", "bca"):
+            res = bootstrap(pred, y, metrics=["r2"], n_resamples=200, seed=0, method=method)
+            entry = res.to_dict()["results"]["r2"]
+            assert abs(entry["bias"]) > 0.25 * entry["std"]  # a biased case
+            notes[method] = [w for w in entry["warnings"] if "standard errors" in w]
+    assert len(notes["percentile"]) == 1 and "prefer method='bca'" in notes["percentile"][0]
+    assert len(notes["bca"]) == 1 and "BCa interval corrects" in notes["bca"][0]
