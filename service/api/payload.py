@@ -37,11 +37,11 @@ import zipfile
 import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.lib.format as npy_format
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from service.api.errors import ApiError, pydantic_error
 from service.api.schemas import (
@@ -276,19 +276,31 @@ def _tensor(name: str, members: list[list[list[float]]]) -> np.ndarray:
     return np.asarray(members, dtype=np.float64)
 
 
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def parse_json(model: type[_M], raw: bytes, *, member: str | None = None) -> _M:
+    """``model`` parsed from the JSON bytes ``raw`` — the request body (invalid JSON: 400) or
+    the NPZ member ``member`` (422) — with validation errors as 422 naming the field."""
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        errors = exc.errors()
+        if errors and errors[0].get("type") == "json_invalid":
+            what = "body" if member is None else f"NPZ member {member!r}"
+            raise ApiError(
+                400 if member is None else 422,
+                f"{what} is not valid JSON: {errors[0].get('msg')}",
+                field=member or "body",
+            ) from None
+        raise pydantic_error([dict(e) for e in errors], prefix=member) from None
+
+
 def decode_json(body: bytes) -> DecodedSubmission:
     """A :class:`SubmissionCreate` JSON document as arrays."""
     if not body.strip():
         raise ApiError(400, "body is empty; expected a JSON submission", field="body")
-    try:
-        doc = SubmissionCreate.model_validate_json(body)
-    except ValidationError as exc:
-        errors = exc.errors()
-        if errors and errors[0].get("type") == "json_invalid":
-            raise ApiError(
-                400, f"body is not valid JSON: {errors[0].get('msg')}", field="body"
-            ) from None
-        raise pydantic_error([dict(e) for e in errors]) from None
+    doc = parse_json(SubmissionCreate, body)
     pred = doc.prediction
     kind = pred.kind
     arrays: dict[str, np.ndarray] = {}
@@ -411,17 +423,7 @@ def decode_npz(
         raw = text.encode() if isinstance(text, str) else bytes(text)
         if len(raw) > max_request_bytes:
             raise _too_large("NPZ member 'request'", max_request_bytes)
-        try:
-            req = SubmissionRequest.model_validate_json(raw)
-        except ValidationError as exc:
-            errors = exc.errors()
-            if errors and errors[0].get("type") == "json_invalid":
-                raise ApiError(
-                    422,
-                    f"NPZ member 'request' is not valid JSON: {errors[0].get('msg')}",
-                    field="request",
-                ) from None
-            raise pydantic_error([dict(e) for e in errors], prefix="request") from None
+        req = parse_json(SubmissionRequest, raw, member="request")
         kind = req.kind
         classification = kind in CLASSIFICATION_KINDS
         with_targets = req.benchmark_id is None
@@ -500,15 +502,7 @@ def decode_benchmark(
     if fmt == "json":
         if not body.strip():
             raise ApiError(400, "body is empty; expected a JSON benchmark", field="body")
-        try:
-            doc = BenchmarkCreate.model_validate_json(body)
-        except ValidationError as exc:
-            errors = exc.errors()
-            if errors and errors[0].get("type") == "json_invalid":
-                raise ApiError(
-                    400, f"body is not valid JSON: {errors[0].get('msg')}", field="body"
-                ) from None
-            raise pydantic_error([dict(e) for e in errors]) from None
+        doc = parse_json(BenchmarkCreate, body)
         req = BenchmarkRequest.model_validate(doc.model_dump(exclude={"y", "groups"}))
         y = np.asarray(doc.y, dtype=np.float64)
         groups = None if doc.groups is None else np.asarray(doc.groups, dtype=np.int64)
@@ -538,17 +532,7 @@ def decode_benchmark(
         raise ApiError(422, "NPZ member 'request' must be a 0-d string array", field="request")
     text = req_arr.item()
     raw = text.encode() if isinstance(text, str) else bytes(text)
-    try:
-        req = BenchmarkRequest.model_validate_json(raw)
-    except ValidationError as exc:
-        errors = exc.errors()
-        if errors and errors[0].get("type") == "json_invalid":
-            raise ApiError(
-                422,
-                f"NPZ member 'request' is not valid JSON: {errors[0].get('msg')}",
-                field="request",
-            ) from None
-        raise pydantic_error([dict(e) for e in errors], prefix="request") from None
+    req = parse_json(BenchmarkRequest, raw, member="request")
     y = arrays["y"]
     if y.dtype.kind not in "iuf" or y.ndim != 1 or y.shape[0] == 0:
         raise ApiError(
