@@ -7,12 +7,14 @@ the request's B, seed, level and method — so the numbers equal a direct call w
 seed. With k submissions there are k(k−1)/2 pairs per metric, so the p-values are also
 reported adjusted by Holm's step-down method within each metric (controls the family-wise
 error rate over that metric's pairs). :func:`uqcore.stability.rank_distribution` gives each
-metric's rank distribution over the k submissions.
+metric's rank distribution over the k submissions. All of it comes from one
+:func:`uqcore.stability.compare_all` call, which draws each resample once and evaluates each
+submission once on it (k evaluations per resample rather than k(k−1) + k per metric), with
+results equal to those per-pair and per-metric calls.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -22,7 +24,7 @@ import numpy as np
 from service.store import TERMINAL, Store
 from uqcore import UQValidationError
 from uqcore.report import json_safe
-from uqcore.stability import compare, rank_distribution
+from uqcore.stability import compare_all
 from worker.ranks import _prediction, resampling
 
 __all__ = ["CORRECTION", "holm", "run_comparison"]
@@ -70,10 +72,12 @@ def _compute(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     opts.update(n_resamples=request["n_resamples"], seed=request["seed"], level=request["level"])
     params = {m: dict(bench.params.get(m, {})) for m in metrics}
     y = np.asarray(targets["y"])
+    # Every pair and every rank distribution from one set of resamples: each submission is
+    # evaluated once per resample (equal to compare()/rank_distribution() per pair/metric).
+    done = compare_all(preds, y, metrics, method=request["method"], params=params, **opts)
     pairs: list[dict[str, Any]] = []
     warnings: list[str] = []
-    for a, b in itertools.combinations(subs, 2):
-        c = compare(preds[a], preds[b], y, metrics, method=request["method"], params=params, **opts)
+    for (a, b), c in done.pairs.items():
         pairs.append({"a": a, "b": b, "metrics": {m: dict(c[m]) for m in c}})
         warnings.extend(f"{a} vs {b}: {w}" for w in c.warnings)
     for m in metrics:
@@ -84,7 +88,7 @@ def _compute(store: Store, request: dict[str, Any]) -> dict[str, Any]:
                 e["p_value_adjusted"] = adj
     ranks = {}
     for m in metrics:
-        rd = rank_distribution(preds, y, metric=m, params=params[m], **opts)
+        rd = done.ranks[m]
         ranks[m] = dict(rd.entries)
         warnings.extend(f"ranks {m}: {w}" for w in rd.warnings)
     doc = {

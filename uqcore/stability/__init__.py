@@ -8,14 +8,16 @@ that are means of per-row terms as one matrix product per block of resamples.
 
 from uqcore.stability._engine import BIASED_METRICS, StabilityResult
 from uqcore.stability.bootstrap import bootstrap
-from uqcore.stability.compare import compare, rank_distribution
+from uqcore.stability.compare import Comparisons, compare, compare_all, rank_distribution
 from uqcore.stability.convergence import convergence, minimum_reliable_size
 
 __all__ = [
     "BIASED_METRICS",
+    "Comparisons",
     "StabilityResult",
     "bootstrap",
     "compare",
+    "compare_all",
     "convergence",
     "minimum_reliable_size",
     "rank_distribution",

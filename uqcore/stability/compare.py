@@ -18,8 +18,10 @@ the same seed) weight all predictions at once, so the differences keep the pairi
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,6 +30,7 @@ from uqcore._validation import UQValidationError
 from uqcore.registry import MetricSpec
 from uqcore.stability._engine import (
     BIASED_METRICS,
+    Chosen,
     Engine,
     Resample,
     StabilityResult,
@@ -50,7 +53,14 @@ from uqcore.stability.bootstrap import (
 )
 from uqcore.stability.weights import Resampler, Scheme, Unit
 
-__all__ = ["MULTIPLE_COMPARISON_NOTE", "compare", "rank_distribution", "target_value"]
+__all__ = [
+    "MULTIPLE_COMPARISON_NOTE",
+    "Comparisons",
+    "compare",
+    "compare_all",
+    "rank_distribution",
+    "target_value",
+]
 
 MULTIPLE_COMPARISON_NOTE = (
     "Rank intervals and P(best) are marginal, per model, at the stated level; they are not "
@@ -206,13 +216,51 @@ def compare(
     )
     full_a, full_b = engines[0].compute_full(), engines[1].compute_full()
     boot_a, boot_b = _paired_values(engines, resampler, seed, b_count, block_size)
-    accel: dict[str, float | None] = {}
+    jk: list[dict[str, np.ndarray[Any, Any]]] = []
     jk_blocks = 0
     if method == "bca":
-        jk_a, jk_blocks = jackknife_values(engines[0], chosen, resampler, seed, jackknife_blocks)
-        jk_b, _ = jackknife_values(engines[1], chosen, resampler, seed, jackknife_blocks)
+        for e in engines:
+            values, jk_blocks = jackknife_values(e, chosen, resampler, seed, jackknife_blocks)
+            jk.append(values)
+    return _pair_result(
+        chosen,
+        (full_a, full_b),
+        (boot_a, boot_b),
+        jk,
+        jk_blocks,
+        engines,
+        resampler,
+        not_applicable,
+        seed=seed,
+        b_count=b_count,
+        method=method,
+        level=level,
+    )
+
+
+def _pair_result(
+    chosen: Sequence[Chosen],
+    full: tuple[Mapping[str, Any], Mapping[str, Any]],
+    boot: tuple[Mapping[str, np.ndarray[Any, Any]], Mapping[str, np.ndarray[Any, Any]]],
+    jk: Sequence[Mapping[str, np.ndarray[Any, Any]]],
+    jk_blocks: int,
+    engines: Sequence[Engine],
+    resampler: Resampler,
+    not_applicable: Mapping[str, str],
+    *,
+    seed: int,
+    b_count: int,
+    method: Method,
+    level: float,
+) -> StabilityResult:
+    """The :func:`compare` result of A = ``engines[0]`` against B = ``engines[1]`` from their
+    full-data values, bootstrap values (the same resamples) and, for BCa, jackknife values."""
+    full_a, full_b = full
+    boot_a, boot_b = boot
+    accel: dict[str, float | None] = {}
+    if method == "bca":
         for c in chosen:
-            d_jk = jk_a[c.name] - jk_b[c.name]
+            d_jk = jk[0][c.name] - jk[1][c.name]
             accel[c.name] = jackknife_acceleration(d_jk) if d_jk.shape[0] else None
     entries: dict[str, Any] = {}
     warnings_: list[str] = [*engines[0].full_notes, *engines[1].full_notes]
@@ -289,11 +337,11 @@ def compare(
     if method == "bca":
         meta["jackknife"] = {
             "acceleration": f"delete-a-block jackknife of A − B, {jk_blocks} blocks of "
-            f"{'groups' if unit == 'cluster' else 'rows'} (seeded random partition, the same "
-            "blocks for A and B)",
+            f"{'groups' if resampler.unit == 'cluster' else 'rows'} (seeded random partition, "
+            "the same blocks for A and B)",
             "blocks": jk_blocks,
         }
-    return finish(entries, meta, warnings_, not_applicable)
+    return finish(entries, meta, warnings_, dict(not_applicable))
 
 
 def rank_distribution(
@@ -365,18 +413,49 @@ def rank_distribution(
         groups,
         kwargs,
     )
-    spec = chosen[0].spec
     full = np.array([scalar(e.compute_full()[metric]) for e in engines])
     boot = np.stack(
         [v[metric] for v in _paired_values(engines, resampler, seed, b_count, block_size)]
     )
+    notes = [n for e in engines for n in e.full_notes]
+    return _rank_result(
+        names,
+        chosen[0],
+        full,
+        boot,
+        notes,
+        resampler,
+        seed=seed,
+        b_count=b_count,
+        level=level,
+        simultaneous=simultaneous,
+    )
+
+
+def _rank_result(
+    names: Sequence[str],
+    chosen: Chosen,
+    full: np.ndarray[Any, Any],
+    boot: np.ndarray[Any, Any],
+    notes: Sequence[str],
+    resampler: Resampler,
+    *,
+    seed: int,
+    b_count: int,
+    level: float,
+    simultaneous: bool,
+) -> StabilityResult:
+    """The :func:`rank_distribution` result from the k full-data values and the k × B
+    bootstrap values (the same resamples for every model) of one metric entry."""
+    metric = chosen.name
+    spec = chosen.spec
     k = len(names)
     ok = np.all(np.isfinite(boot), axis=0)
-    bad = _badness(spec, boot[:, ok], chosen[0].params)  # k × B'
+    bad = _badness(spec, boot[:, ok], chosen.params)  # k × B'
     probs = _rank_probabilities(bad)  # k × k
     ranks = _average_ranks(bad)  # k × B'
     full_ranks = (
-        _average_ranks(_badness(spec, full, chosen[0].params)[:, None])[:, 0]
+        _average_ranks(_badness(spec, full, chosen.params)[:, None])[:, 0]
         if np.all(np.isfinite(full))
         else np.full(k, math.nan)
     )
@@ -401,13 +480,13 @@ def rank_distribution(
             "p_best": float(probs[i, 0]) if bad.shape[1] else None,
             "rank_probabilities": [float(p) for p in probs[i]] if bad.shape[1] else None,
         }
-    warnings_ = [n for e in engines for n in e.full_notes]
+    warnings_ = list(notes)
     n_undef = int((~ok).sum())
     if n_undef:
         warnings_.append(
             f"{metric} undefined for some model on {n_undef} of {b_count} resamples (left out)"
         )
-    if metric in BIASED_METRICS:
+    if spec.name in BIASED_METRICS:
         warnings_.append(
             f"{metric} has a finite-sample bias; ranks are comparable at equal N but intervals "
             "may under-cover at small N"
@@ -427,9 +506,135 @@ def rank_distribution(
         "resampling": resampler.describe(),
         "ties": "tied models share the tied ranks equally (average ranks)",
         "multiple_comparison_note": MULTIPLE_COMPARISON_NOTE,
-        "params": chosen[0].params,
+        "params": chosen.params,
     }
     return finish(entries, meta, warnings_, {})
+
+
+@dataclass(frozen=True)
+class Comparisons:
+    """Every pairwise comparison and every metric's rank distribution of k predictions.
+
+    Attributes
+    ----------
+    names : tuple of str
+        The models, in the order given.
+    pairs : dict
+        (name_a, name_b) -> the :func:`compare` result of A against B, for every pair with A
+        before B in ``names``.
+    ranks : dict
+        metric entry -> the :func:`rank_distribution` result over the k models.
+    """
+
+    names: tuple[str, ...]
+    pairs: dict[tuple[str, str], StabilityResult]
+    ranks: dict[str, StabilityResult]
+
+
+def compare_all(
+    predictions: Mapping[str, Any],
+    y: Any,
+    metrics: str | Sequence[str] = "all",
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    method: Method = "percentile",
+    level: float = 0.95,
+    simultaneous: bool = False,
+    scheme: Scheme = "multinomial",
+    unit: Unit = "row",
+    groups: Any = None,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    sample_weight: Any = None,
+    jackknife_blocks: int = 100,
+    block_size: int | None = None,
+    estimators: str | Sequence[str] | None = None,
+    **kwargs: Any,
+) -> Comparisons:
+    """All k(k−1)/2 paired comparisons and the rank distributions of k predictions at once.
+
+    The results equal :func:`compare` on every pair and :func:`rank_distribution` on every
+    metric with the same arguments and seed (up to the rounding of the matrix product that
+    evaluates mean-type metrics, ~1e-16 relative), because every call with one seed draws the
+    same resamples. Here each resample is drawn once and each model evaluated once on it:
+    k model evaluations per resample instead of k(k−1) for the pairs plus k per metric for
+    the ranks. ``metrics="all"`` (and ``estimators="all"``) means those applicable to all k
+    models.
+
+    Returns
+    -------
+    Comparisons
+
+    Examples
+    --------
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> y = np.random.default_rng(0).normal(size=300)
+    >>> preds = {f"m{i}": P.Gaussian(np.full(300, i / 2), np.ones(300)) for i in range(3)}
+    >>> c = compare_all(preds, y, ["mae"], n_resamples=200)
+    >>> sorted(c.pairs), c.ranks["mae"]["m0"]["p_best"]
+    ([('m0', 'm1'), ('m0', 'm2'), ('m1', 'm2')], 1.0)
+    """
+    if not isinstance(predictions, Mapping) or len(predictions) < 2:
+        raise UQValidationError("predictions must be a mapping of at least 2 named predictions")
+    b_count = check_resamples(n_resamples)
+    level = check_level(level)
+    if method not in ("percentile", "bca"):
+        raise UQValidationError(f"method must be 'percentile' or 'bca', found {method!r}")
+    jackknife_blocks = check_resamples(jackknife_blocks, "jackknife_blocks")
+    names = [str(k) for k in predictions]
+    engines, chosen, resampler, not_applicable = _setup(
+        list(predictions.values()),
+        y,
+        metrics,
+        params,
+        sample_weight,
+        scheme,
+        unit,
+        groups,
+        kwargs,
+        estimators,
+    )
+    full = [e.compute_full() for e in engines]
+    boot = _paired_values(engines, resampler, seed, b_count, block_size)
+    jk: list[dict[str, np.ndarray[Any, Any]]] = []
+    jk_blocks = 0
+    if method == "bca":
+        for e in engines:
+            values, jk_blocks = jackknife_values(e, chosen, resampler, seed, jackknife_blocks)
+            jk.append(values)
+    pairs: dict[tuple[str, str], StabilityResult] = {}
+    for i, j in itertools.combinations(range(len(names)), 2):
+        pairs[(names[i], names[j])] = _pair_result(
+            chosen,
+            (full[i], full[j]),
+            (boot[i], boot[j]),
+            [jk[i], jk[j]] if jk else [],
+            jk_blocks,
+            [engines[i], engines[j]],
+            resampler,
+            not_applicable,
+            seed=seed,
+            b_count=b_count,
+            method=method,
+            level=level,
+        )
+    notes = [n for e in engines for n in e.full_notes]
+    ranks = {
+        c.name: _rank_result(
+            names,
+            c,
+            np.array([scalar(f[c.name]) for f in full]),
+            np.stack([v[c.name] for v in boot]),
+            notes,
+            resampler,
+            seed=seed,
+            b_count=b_count,
+            level=level,
+            simultaneous=simultaneous,
+        )
+        for c in chosen
+    }
+    return Comparisons(tuple(names), pairs, ranks)
 
 
 def _average_ranks(bad: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
