@@ -9,8 +9,10 @@ die between the two steps, the submission stays in the ``pending`` index and :fu
 removes it later.
 
 :func:`reap` is the safety net against stranded jobs, run periodically by every worker (and
-callable from the API): running jobs whose heartbeat expired are re-queued (up to
-``settings.max_attempts``, then failed with the reason), and their task is published again.
+callable from the API): running jobs — evaluations and comparisons — whose heartbeat expired
+are re-queued (up to ``settings.max_attempts``, then failed with the reason), and their task is
+published again. (A rank job needs no sweep: its board's claim expires with its heartbeat, and
+the next leaderboard read queues it again.)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from service.store import Quota, Store, StoreUnavailable, SubmissionRecord, now_
 __all__ = [
     "choose_queue",
     "enqueue",
+    "enqueue_comparison",
     "enqueue_ranks",
     "input_hash",
     "new_submission_id",
@@ -110,20 +113,25 @@ def enqueue_ranks(settings: Settings, bench_id: str, metric: str, rule: str) -> 
     )
 
 
+def enqueue_comparison(settings: Settings, cmp_id: str) -> None:
+    """Publish the task of comparison ``cmp_id`` on the ``cpu`` queue; raises on failure."""
+    producer(settings).send_task(
+        COMPARE_TASK_NAME,
+        args=[cmp_id],
+        queue="cpu",
+        routing_key="cpu",
+        retry=False,
+        ignore_result=True,
+        timeout=settings.enqueue_timeout_s,
+    )
+
+
 def submit_comparison(store: Store, settings: Settings, record: Mapping[str, Any]) -> None:
     """Store a comparison and publish its task; on failure remove it and raise
     :class:`~service.store.StoreUnavailable`."""
     store.create_comparison(record)
     try:
-        producer(settings).send_task(
-            COMPARE_TASK_NAME,
-            args=[record["id"]],
-            queue="cpu",
-            routing_key="cpu",
-            retry=False,
-            ignore_result=True,
-            timeout=settings.enqueue_timeout_s,
-        )
+        enqueue_comparison(settings, record["id"])
     except Exception as exc:
         try:
             store.delete_comparison(record["id"])
@@ -224,11 +232,21 @@ def reap(store: Store, settings: Settings) -> dict[str, list[str]]:
       (``requeued``), or failed once it has used ``settings.max_attempts`` (``failed``), or
       cancelled when a cancel was requested (``cancelled``);
     - a submission stored but never enqueued (its producer died) for longer than twice the
-      enqueue budget: deleted (``rolled_back``).
+      enqueue budget: deleted (``rolled_back``);
+    - a running comparison whose heartbeat expired: re-queued and its task published again
+      (``comparisons_requeued``), or failed once it has used ``settings.max_attempts``
+      (``comparisons_failed``).
 
     Safe to run concurrently from several processes: each transition is one atomic script.
     """
-    out: dict[str, list[str]] = {"requeued": [], "failed": [], "cancelled": [], "rolled_back": []}
+    out: dict[str, list[str]] = {
+        "requeued": [],
+        "failed": [],
+        "cancelled": [],
+        "rolled_back": [],
+        "comparisons_requeued": [],
+        "comparisons_failed": [],
+    }
     for sub_id in store.orphaned():
         outcome = store.requeue_orphan(sub_id, settings.max_attempts, settings.heartbeat_ttl_s)
         if outcome in out:
@@ -247,4 +265,18 @@ def reap(store: Store, settings: Settings) -> dict[str, list[str]]:
         if store.delete_submission(sub_id, refund=True):
             out["rolled_back"].append(sub_id)
         store.mark_enqueued(sub_id)
+    for cmp_id in store.orphaned_comparisons():
+        outcome = store.requeue_comparison(cmp_id, settings.max_attempts, settings.heartbeat_ttl_s)
+        if outcome in ("requeued", "failed"):
+            out[f"comparisons_{outcome}"].append(cmp_id)
+            log.warning("comparison %s had no heartbeat: %s", cmp_id, outcome)
+    for cmp_id in store.comparisons_to_resend():
+        doc = store.get_comparison(cmp_id)
+        if doc is not None and doc["status"] == "queued":
+            try:
+                enqueue_comparison(settings, cmp_id)
+            except Exception as exc:  # the broker is down: stays in the set for the next pass
+                log.warning("could not re-enqueue comparison %s: %s", cmp_id, exc)
+                continue
+        store.mark_comparison_resent(cmp_id)
     return out

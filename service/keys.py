@@ -9,7 +9,10 @@ database.
 key                                             type       holds
 ==============================================  =========  ===================================
 ``sub:{id}``                                    hash       the submission record (strings;
-                                                           ``metadata``/``analyses`` as JSON)
+                                                           ``metadata``/``analyses`` as JSON;
+                                                           a succeeded benchmark submission's
+                                                           board entries as ``ranking``, JSON,
+                                                           kept whatever its visibility)
 ``sub:{id}:arrays``                             hash       ``manifest`` (JSON: name -> dtype,
                                                            shape, chunk count, codec) and the
                                                            compressed chunks ``{name}:{i}``;
@@ -25,33 +28,47 @@ key                                             type       holds
 ``team:{team_id}``                              hash       TeamRecord fields
 ``teams``                                       zset       team ids, score = creation time
 ``bench:{id}``                                  string     the benchmark record (JSON)
-``bench:{id}:arrays``                           hash       the hidden targets ``y`` (and
-                                                           ``groups``), stored like
-                                                           ``sub:{id}:arrays``
+``bench:{id}:arrays``                           hash       the hidden targets ``y``, or
+                                                           ``labels`` (+ ``soft_labels``,
+                                                           ``ood``), and ``groups``, stored
+                                                           like ``sub:{id}:arrays``
 ``benchmarks``                                  zset       benchmark ids, score = creation
 ``quota:{bench}:{team_id}``                     zset       the team's submissions counted
                                                            against the benchmark's quota,
                                                            score = creation time (a job
                                                            failed by the system is removed)
-``lb:{bench}:{metric}:subs``                    zset       every ranked (succeeded, public)
+``lb:{bench}:{board}:subs``                     zset       every ranked (succeeded, public)
                                                            submission, score = its badness
                                                            (value, −value or |value − best|
                                                            by the metric's direction)
-``lb:{bench}:{metric}:{rule}``                  zset       one entry per team (rule best or
+``lb:{bench}:{board}:{rule}``                   zset       one entry per team (rule best or
                                                            latest), score = badness
-``lb:{bench}:{metric}:{rule}:sub``              hash       team -> the submission ranked
-``lb:{bench}:{metric}:entry``                   hash       submission -> JSON {value, low,
+``lb:{bench}:{board}:{rule}:sub``               hash       team -> the submission ranked
+``lb:{bench}:{board}:entry``                    hash       submission -> JSON {value, low,
                                                            high, std} shown on the board
 ``lb:{bench}:info``                             hash       submission -> "team|created_ts";
                                                            ``__version``: counts board changes
-``lb:{bench}:{metric}:{rule}:ranks``            string     JSON: the rank distribution and
+``lb:{bench}:{board}:{rule}:ranks``             string     JSON: the rank distribution and
                                                            separability flags of the board at
                                                            one version (computed by a worker)
-``lb:{bench}:{metric}:{rule}:ranks-lock``       string     a queued/running rank job (expires)
+``lb:{bench}:{board}:{rule}:ranks-lock``        string     a queued/running rank job (expires)
+``lb:{bench}:page:{query}``                     hash       a rendered leaderboard answer:
+                                                           ``body`` (JSON or CSV bytes),
+                                                           ``disposition`` (CSV), ``stamp``
+                                                           (the state it shows: served only
+                                                           while that state is current);
+                                                           expires after a few minutes
 ``cmp:{id}``                                    hash       a comparison: id, owner, team,
                                                            status, times, error, ``request``
                                                            (JSON)
 ``cmp:{id}:result``                             string     the comparison's result (JSON)
+``cmp:{id}:hb``                                 string     a running comparison's heartbeat:
+                                                           its task delivery, expires after
+                                                           ``heartbeat_ttl_s``
+``cmps:running``                                zset       running comparison ids, score =
+                                                           start time (the reaper's list)
+``cmps:resend``                                 zset       re-queued comparison ids whose task
+                                                           message is still to be published
 ``rate:{key_id}:{window}``                      string     requests of a key in one window
                                                            (expires with the window)
 ``queued:{queue}``                              zset       queued ids per queue, score =
@@ -75,6 +92,10 @@ key                                             type       holds
 ``stats:duration:{queue}``                      hash       duration histogram: ``le:{bound}``
                                                            counts, ``sum`` and ``count``
 ==============================================  =========  ===================================
+
+A ``{board}`` is a metric name, or ``metric[estimator]`` for a classification metric under an
+estimator other than its own (:mod:`service.leaderboard`); the functions below take it as
+their ``metric`` argument.
 """
 
 from __future__ import annotations
@@ -165,6 +186,12 @@ def ranks_lock(bench_id: str, metric: str, rule: str) -> str:
     return f"{PREFIX}lb:{bench_id}:{metric}:{rule}:ranks-lock"
 
 
+def leaderboard_page_cache(bench_id: str, query: str) -> str:
+    """A rendered answer of the leaderboard route; ``query``: a digest of its parameters (a
+    hexadecimal digest, so never the name of a board's key)."""
+    return f"{PREFIX}lb:{bench_id}:page:{query}"
+
+
 def leaderboard_pattern(bench_id: str) -> str:
     """A SCAN pattern matching every leaderboard key of a benchmark."""
     return f"{PREFIX}lb:{bench_id}:*"
@@ -180,6 +207,18 @@ def comparison(cmp_id: str) -> str:
 
 def comparison_result(cmp_id: str) -> str:
     return f"{PREFIX}cmp:{cmp_id}:result"
+
+
+def comparison_heartbeat(cmp_id: str) -> str:
+    return f"{PREFIX}cmp:{cmp_id}:hb"
+
+
+def running_comparisons() -> str:
+    return f"{PREFIX}cmps:running"
+
+
+def resend_comparisons() -> str:
+    return f"{PREFIX}cmps:resend"
 
 
 def rate(key_id: str, window: int) -> str:
@@ -212,6 +251,11 @@ def api_key(key_id: str) -> str:
 
 def api_key_hash(token_hash: str) -> str:
     return f"{PREFIX}apikey-hash:{token_hash}"
+
+
+def api_key_auth(token_hash: str) -> str:
+    """A copy of the key record under the token's hash: authentication in one HGETALL."""
+    return f"{PREFIX}apikey-auth:{token_hash}"
 
 
 def api_keys() -> str:

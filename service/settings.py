@@ -56,20 +56,24 @@ class Settings(BaseSettings):
         gt=0,
         description="Largest number of prediction values per submission (N×K, N×S or N×Q).",
     )
+    # On by default: one runaway client (a polling loop without a pause, a retry storm) must
+    # not starve the other teams. 1200 per minute (20/s on average) leaves a client polling
+    # several jobs at once, or a leaderboard front end, far below it; 0 turns it off.
     rate_limit: int = Field(
-        default=0,
+        default=1200,
         ge=0,
         description="Requests per submitter key per rate-limit window (0: no limit); over it, "
-        "429 with Retry-After. Admin keys are not limited.",
+        "429 with Retry-After (the seconds until the window ends). Counted in Redis, so the "
+        "limit holds across API processes. Admin keys are not limited.",
+    )
+    rate_limit_window_s: int = Field(
+        default=60, gt=0, description="Length of the fixed rate-limit window (s)."
     )
     leaderboard_rank_limit: int = Field(
         default=100,
         ge=2,
         description="Rank intervals and flags are computed for the first this many teams of a "
         "leaderboard (each needs its prediction in memory); the rest show null.",
-    )
-    rate_limit_window_s: int = Field(
-        default=60, gt=0, description="Length of the rate-limit window (s)."
     )
     enqueue_timeout_s: float = Field(
         default=3.0, gt=0, description="Budget for storing and enqueueing a submission (s)."

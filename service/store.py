@@ -11,6 +11,7 @@ as JSON.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import hmac
@@ -40,8 +41,12 @@ __all__ = [
     "TERMINAL",
     "ApiKeyRecord",
     "BenchmarkRecord",
+    "BoardDeps",
+    "BoardSnapshot",
     "IdempotencyConflict",
+    "PageRead",
     "QuotaExceeded",
+    "RenderedPage",
     "Store",
     "StoreUnavailable",
     "SubmissionRecord",
@@ -123,8 +128,9 @@ class TeamRecord:
 class BenchmarkRecord:
     """A benchmark: metadata of its hidden targets and how its submissions are ranked.
 
-    The targets (``y``, optionally ``groups``) are stored beside it as arrays
-    (:meth:`Store.load_benchmark_arrays`) and are never part of this record.
+    The targets are stored beside it as arrays (:meth:`Store.load_benchmark_arrays`) and are
+    never part of this record: ``y`` (regression) or ``labels`` (classification, with optional
+    ``soft_labels`` and ``ood``), and optionally ``groups``.
     """
 
     id: str
@@ -149,6 +155,18 @@ class BenchmarkRecord:
     baseline: str | None
     created_at: str
     updated_at: str
+    #: Classification: the number of classes C a prediction must have (declared, or the
+    #: width of the soft labels); None: any C above every label.
+    n_classes: int | None = None
+    #: Classification: the largest label (a prediction needs C > label_max). Internal: not
+    #: part of the API's benchmark metadata.
+    label_max: int | None = None
+    #: Classification: whether soft labels / OOD flags are stored with the labels.
+    has_soft_labels: bool = False
+    has_ood: bool = False
+    #: Classification: the estimators with their own boards (``"metric[estimator]"``) besides
+    #: each metric's own; None: only the metrics' own estimators.
+    estimators: list[str] | None = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
@@ -157,15 +175,29 @@ class BenchmarkRecord:
     def from_json(cls, raw: str | bytes) -> BenchmarkRecord:
         return cls(**json.loads(raw))
 
-    def analyses(self, metrics: list[str]) -> dict[str, Any]:
-        """The analyses document of a submission on this benchmark evaluating ``metrics``."""
-        return {
+    @property
+    def targets(self) -> frozenset[str]:
+        """The optional classification targets held (``"ood"``, ``"soft_labels"``), as
+        :meth:`uqcore.registry.MetricSpec.why_not` names them."""
+        return frozenset(
+            name
+            for name, held in (("ood", self.has_ood), ("soft_labels", self.has_soft_labels))
+            if held
+        )
+
+    def analyses(self, metrics: list[str], estimators: list[str] | None = None) -> dict[str, Any]:
+        """The analyses document of a submission on this benchmark evaluating ``metrics``
+        (and, for classification, the metric × estimator table of ``estimators``)."""
+        out: dict[str, Any] = {
             "metrics": list(metrics),
             "params": {k: v for k, v in self.params.items() if k in metrics},
             "bootstrap": dict(self.bootstrap),
             "stability": {"enabled": False, "repeats": 100},
             "seed": self.seed,
         }
+        if estimators:
+            out["estimators"] = list(estimators)
+        return out
 
 
 @dataclass
@@ -268,13 +300,18 @@ local function expire_arrays(retention)
   if retention <= 0 then redis.call('DEL', KEYS[6])
   else redis.call('EXPIRE', KEYS[6], retention) end
 end
-local function refund()
-  -- A job failed by the system does not count against its team's benchmark quota.
+-- A job failed by the system does not count against its team's benchmark quota. The quota
+-- zset is KEYS[k] (the caller read the submission's ``quota_key``, which never changes after
+-- creation): a script touches only declared keys. Called before any other write of its
+-- script, so that a caller passing the wrong key aborts the script with nothing written.
+local function refund(k)
   local qk = redis.call('HGET', KEYS[1], 'quota_key')
-  if qk then
-    redis.call('ZREM', qk, ARGV[1])
-    redis.call('HSET', KEYS[1], 'quota_refunded', '1')
+  if not qk then return end
+  if KEYS[k] ~= qk then
+    error('the quota key of ' .. ARGV[1] .. ' was not passed as KEYS[' .. k .. ']')
   end
+  redis.call('ZREM', KEYS[k], ARGV[1])
+  redis.call('HSET', KEYS[1], 'quota_refunded', '1')
 end
 local function end_as(status, finished_at, retention)
   redis.call('HSET', KEYS[1], 'status', status, 'finished_at', finished_at)
@@ -287,15 +324,8 @@ local function end_as(status, finished_at, retention)
 end
 """
 
+# KEYS as common + 8 the quota zset (when the submission has one).
 # ARGV: id, now_iso, now_ts, token, hb_ttl_ms, max_attempts, retention_s, worker_name
-# KEYS: the token-hash key; ARGV: the key-record prefix. One round trip for authentication:
-# the key id the hash points at, then that key's record.
-_AUTHENTICATE = """
-local key_id = redis.call('GET', KEYS[1])
-if not key_id then return false end
-return redis.call('HGETALL', ARGV[1] .. key_id)
-"""
-
 _START = (
     _END_HELPERS
     + """
@@ -314,11 +344,11 @@ if redis.call('HGET', KEYS[1], 'cancel_requested') == '1' then
 end
 local attempts = tonumber(redis.call('HGET', KEYS[1], 'attempts') or '0')
 if attempts >= tonumber(ARGV[6]) then
+  refund(8)
   redis.call('HSET', KEYS[1], 'error',
     'the job was started ' .. attempts .. ' times and its worker was lost each time ' ..
     '(max_attempts=' .. ARGV[6] .. '); resubmit it, with fewer points or bootstrap ' ..
     'resamples if the workers run out of memory')
-  refund()
   end_as('failed', ARGV[2], ARGV[7])
   return {'terminal', 'failed'}
 end
@@ -368,12 +398,63 @@ local function offer(k, sub, team, created, badness)
 end
 """
 
-# KEYS as common + 8 result, 9 durations:{queue}, 10 leaderboard info, then 6 per metric.
-# ARGV: id, now_iso, result_json, retention_s, duration_s, n_buckets, bucket bounds...,
-#       team, created_ts, then (badness, entry_json) per metric.
+# A submission's board entries, as the finish script stores them in its hash (field
+# ``ranking``, JSON: {"team", "created_ts", "entries": {board: [badness, entry_json]}}), and
+# how they go on the boards and come off them. The board keys from KEYS[11] (6 per board) are
+# those of the boards named ARGV[names_at], ARGV[names_at + 1], ...
+_PUBLISH_HELPERS = """
+local function publish(sub, names_at)
+  local r = cjson.decode(redis.call('HGET', KEYS[1], 'ranking'))
+  redis.call('HSET', KEYS[10], sub, r.team .. '|' .. r.created_ts)
+  redis.call('HINCRBY', KEYS[10], '__version', 1)
+  local m = 0
+  for k = 11, #KEYS, 6 do
+    local e = r.entries[ARGV[names_at + m]]
+    if e then
+      redis.call('HSET', KEYS[k + 5], sub, e[2])
+      offer(k, sub, r.team, tonumber(r.created_ts), tonumber(e[1]))
+    end
+    m = m + 1
+  end
+end
+-- Remove ``sub`` from the boards at KEYS[11..]; a team whose ranked submission it was gets its
+-- next best (or latest) one.
+local function forget(sub)
+  local team = team_of(sub)
+  if not team then return 0 end
+  for k = 11, #KEYS, 6 do
+    redis.call('ZREM', KEYS[k], sub)
+    redis.call('HDEL', KEYS[k + 5], sub)
+    if redis.call('HGET', KEYS[k + 2], team) == sub
+       or redis.call('HGET', KEYS[k + 4], team) == sub then
+      redis.call('ZREM', KEYS[k + 1], team)
+      redis.call('HDEL', KEYS[k + 2], team)
+      redis.call('ZREM', KEYS[k + 3], team)
+      redis.call('HDEL', KEYS[k + 4], team)
+      local members = redis.call('ZRANGE', KEYS[k], 0, -1, 'WITHSCORES')
+      for i = 1, #members, 2 do
+        local other = members[i]
+        if other ~= sub and team_of(other) == team then
+          offer(k, other, team, created_of(other), tonumber(members[i + 1]))
+        end
+      end
+    end
+  end
+  redis.call('HDEL', KEYS[10], sub)
+  redis.call('HINCRBY', KEYS[10], '__version', 1)
+  return 1
+end
+"""
+
+# KEYS as common + 8 result, 9 durations:{queue}, then with a ranking: 10 leaderboard info and
+# 6 per board. ARGV: id, now_iso, result_json, retention_s, duration_s, n_buckets, bucket
+# bounds..., ranking_json ("": not a benchmark submission), then the board names. The ranking
+# is stored whatever the visibility; it goes on the boards only while the submission is public
+# (read here, atomically with the status: a visibility change during the job is honoured).
 _FINISH = (
     _END_HELPERS
     + _LEADERBOARD_HELPERS
+    + _PUBLISH_HELPERS
     + """
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return 'missing' end
@@ -391,16 +472,10 @@ redis.call('HINCRBY', KEYS[9], 'le:+Inf', 1)
 redis.call('HINCRBY', KEYS[9], 'count', 1)
 redis.call('HINCRBYFLOAT', KEYS[9], 'sum', ARGV[5])
 local a = 7 + nb
-if #KEYS > 10 then
-  local team, created = ARGV[a], tonumber(ARGV[a + 1])
-  redis.call('HSET', KEYS[10], ARGV[1], team .. '|' .. ARGV[a + 1])
-  redis.call('HINCRBY', KEYS[10], '__version', 1)
-  local m = 0
-  for k = 11, #KEYS, 6 do
-    local badness = tonumber(ARGV[a + 2 + 2 * m])
-    redis.call('HSET', KEYS[k + 5], ARGV[1], ARGV[a + 3 + 2 * m])
-    offer(k, ARGV[1], team, created, badness)
-    m = m + 1
+if ARGV[a] ~= '' then
+  redis.call('HSET', KEYS[1], 'ranking', ARGV[a])
+  if #KEYS > 10 and redis.call('HGET', KEYS[1], 'visibility') == 'public' then
+    publish(ARGV[1], a + 1)
   end
 end
 return 'succeeded'
@@ -409,35 +484,38 @@ return 'succeeded'
 
 # Remove a submission from a benchmark's boards; a team whose ranked submission it was gets its
 # next best (or latest) one. KEYS: 1-9 unused, 10 info, then 6 per metric. ARGV: id.
-_LEADERBOARD_FORGET = (
+_LEADERBOARD_FORGET = _LEADERBOARD_HELPERS + _PUBLISH_HELPERS + "return forget(ARGV[1])\n"
+
+# Change a submission's visibility; a succeeded benchmark submission enters (public) or leaves
+# (private) its boards in the same script — if its benchmark still exists (a deleted one's
+# boards are not made again). KEYS: 1 sub, 2-8 unused, 9 the benchmark record, then with a
+# benchmark 10 info and 6 per board of its stored ranking. ARGV: id, visibility, the ranking the caller read
+# ("": none), then the board names. Returns "missing", "retry" (the job finished since the
+# caller read its ranking: read again), "unranked" (a succeeded benchmark submission without a
+# stored ranking), "unchanged" or "changed".
+_SET_VISIBILITY = (
     _LEADERBOARD_HELPERS
+    + _PUBLISH_HELPERS
     + """
-local team = team_of(ARGV[1])
-if not team then return 0 end
-for k = 11, #KEYS, 6 do
-  redis.call('ZREM', KEYS[k], ARGV[1])
-  redis.call('HDEL', KEYS[k + 5], ARGV[1])
-  if redis.call('HGET', KEYS[k + 2], team) == ARGV[1]
-     or redis.call('HGET', KEYS[k + 4], team) == ARGV[1] then
-    redis.call('ZREM', KEYS[k + 1], team)
-    redis.call('HDEL', KEYS[k + 2], team)
-    redis.call('ZREM', KEYS[k + 3], team)
-    redis.call('HDEL', KEYS[k + 4], team)
-    local members = redis.call('ZRANGE', KEYS[k], 0, -1, 'WITHSCORES')
-    for i = 1, #members, 2 do
-      local sub = members[i]
-      if sub ~= ARGV[1] and team_of(sub) == team then
-        offer(k, sub, team, created_of(sub), tonumber(members[i + 1]))
-      end
-    end
-  end
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return 'missing' end
+local stored = redis.call('HGET', KEYS[1], 'ranking') or ''
+if stored ~= ARGV[3] then return 'retry' end
+local current = redis.call('HGET', KEYS[1], 'visibility')
+if current ~= 'public' then current = 'private' end
+if current == ARGV[2] then return 'unchanged' end
+local ranked = status == 'succeeded' and redis.call('HEXISTS', KEYS[1], 'benchmark') == 1
+  and redis.call('EXISTS', KEYS[9]) == 1
+if ranked and stored == '' then return 'unranked' end
+redis.call('HSET', KEYS[1], 'visibility', ARGV[2])
+if ranked and #KEYS > 10 then
+  if ARGV[2] == 'public' then publish(ARGV[1], 4) else forget(ARGV[1]) end
 end
-redis.call('HDEL', KEYS[10], ARGV[1])
-redis.call('HINCRBY', KEYS[10], '__version', 1)
-return 1
+return 'changed'
 """
 )
 
+# KEYS as common + 8 the quota zset (when the submission has one).
 # ARGV: id, now_iso, error, retention_s, system ("1": failed by the system, quota refunded)
 _FAIL = (
     _END_HELPERS
@@ -445,8 +523,8 @@ _FAIL = (
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return 'missing' end
 if status ~= 'running' and status ~= 'queued' then return status end
+if ARGV[5] == '1' then refund(8) end
 redis.call('HSET', KEYS[1], 'error', ARGV[3])
-if ARGV[5] == '1' then refund() end
 end_as('failed', ARGV[2], ARGV[4])
 return 'failed'
 """
@@ -482,7 +560,8 @@ return 'cancelled'
 """
 )
 
-# A running job without a heartbeat. KEYS as common + 8 resend.
+# A running job without a heartbeat. KEYS as common + 8 resend, 9 the quota zset (when the
+# submission has one).
 # ARGV: id, now_iso, retention_s, max_attempts, ttl_s, now_ts
 _REQUEUE = (
     _END_HELPERS
@@ -499,12 +578,12 @@ if redis.call('HGET', KEYS[1], 'cancel_requested') == '1' then
 end
 local attempts = tonumber(redis.call('HGET', KEYS[1], 'attempts') or '0')
 if attempts >= tonumber(ARGV[4]) then
+  refund(9)
   redis.call('HSET', KEYS[1], 'error',
     'the worker running this job stopped sending heartbeats (none for ' .. ARGV[5] ..
     ' s) on each of its ' .. attempts .. ' attempts (max_attempts=' .. ARGV[4] ..
     '); the batch may exhaust a worker\\'s memory or time limit: resubmit it smaller ' ..
     'or with fewer bootstrap resamples')
-  refund()
   end_as('failed', ARGV[2], ARGV[3])
   return 'failed'
 end
@@ -522,6 +601,14 @@ return 'requeued'
 
 # ARGV: id, token, hb_ttl_ms. Refreshes the heartbeat only for its holder (or when it lapsed
 # while the job is still running). Returns {status, cancel_requested, holder}.
+# KEYS: a key record's copy under its token hash. Marks it revoked where it exists.
+_REVOKE_COPY = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('HSET', KEYS[1], 'revoked', '1')
+end
+return 1
+"""
+
 _HEARTBEAT = """
 local status = redis.call('HGET', KEYS[1], 'status')
 if not status then return {'missing', '0', ''} end
@@ -541,6 +628,158 @@ return 1
 """
 
 
+# Comparisons: claimed by one task delivery at a time, with a heartbeat, so that a comparison
+# whose worker vanished is found (its heartbeat expired) and queued again, like a submission.
+# KEYS: 1 cmp, 2 cmp heartbeat, 3 running comparisons. ARGV: id, now_iso, now_ts, token,
+# hb_ttl_ms, max_attempts. Returns {outcome, detail} as _START does.
+_CMP_START = """
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return {'missing', ''} end
+if status == 'succeeded' or status == 'failed' or status == 'cancelled' then
+  return {'terminal', status}
+end
+local holder = redis.call('GET', KEYS[2])
+if holder and holder ~= ARGV[4] then return {'busy', holder} end
+local attempts = tonumber(redis.call('HGET', KEYS[1], 'attempts') or '0')
+if attempts >= tonumber(ARGV[6]) then
+  redis.call('HSET', KEYS[1], 'status', 'failed', 'finished_at', ARGV[2], 'error',
+    'the comparison was started ' .. attempts .. ' times and its worker was lost each time ' ..
+    '(max_attempts=' .. ARGV[6] .. '); compare fewer submissions or with fewer resamples')
+  redis.call('DEL', KEYS[2])
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  return {'terminal', 'failed'}
+end
+attempts = attempts + 1
+redis.call('HSET', KEYS[1], 'status', 'running', 'started_at', ARGV[2], 'attempts', attempts)
+redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+return {'started', tostring(attempts)}
+"""
+
+# KEYS: 1 cmp, 2 cmp heartbeat. ARGV: token, hb_ttl_ms. 1 while the delivery holds it, else 0.
+_CMP_HEARTBEAT = """
+if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end
+local holder = redis.call('GET', KEYS[2])
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+# A running comparison without a heartbeat. KEYS: 1 cmp, 2 cmp heartbeat, 3 running
+# comparisons, 4 comparisons to resend. ARGV: id, now_iso, max_attempts, ttl_s, now_ts.
+_CMP_REQUEUE = """
+if redis.call('HGET', KEYS[1], 'status') ~= 'running' then
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  return 'skip'
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then return 'alive' end
+redis.call('ZREM', KEYS[3], ARGV[1])
+local attempts = tonumber(redis.call('HGET', KEYS[1], 'attempts') or '0')
+if attempts >= tonumber(ARGV[3]) then
+  redis.call('HSET', KEYS[1], 'status', 'failed', 'finished_at', ARGV[2], 'error',
+    'the worker running this comparison stopped sending heartbeats (none for ' .. ARGV[4] ..
+    ' s) on each of its ' .. attempts .. ' attempts (max_attempts=' .. ARGV[3] ..
+    '); compare fewer submissions or with fewer resamples')
+  return 'failed'
+end
+redis.call('HSET', KEYS[1], 'status', 'queued')
+redis.call('ZADD', KEYS[4], ARGV[5], ARGV[1])
+return 'requeued'
+"""
+
+# The claim of a rank job. KEYS: 1 the ranks lock. ARGV: token, ttl_ms, "take" (the job
+# starts: the lock is its own from now on) or "keep" (refresh it while the job still holds it).
+_RANKS_HOLD = """
+if ARGV[3] == 'take' or redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0
+"""
+
+# One page of a board. KEYS: 1 the board zset, 2 its team -> submission map, 3 the entry hash.
+# ARGV: offset, limit. Returns {total} or {total, teams strictly better than the page's first,
+# then per row: team, score, submission (false: none), entry JSON (false: none)}. Scores are
+# Redis's own strings (%.17g: exact).
+_LEADERBOARD_ROWS = """
+local total = redis.call('ZCARD', KEYS[1])
+local offset, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+if limit <= 0 or offset >= total then return {total} end
+local page = redis.call('ZRANGE', KEYS[1], offset, offset + limit - 1, 'WITHSCORES')
+if #page == 0 then return {total} end
+local out = {total, redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. page[2])}
+for i = 1, #page, 2 do
+  local sub = redis.call('HGET', KEYS[2], page[i])
+  local entry = false
+  if sub then entry = redis.call('HGET', KEYS[3], sub) end
+  out[#out + 1] = page[i]
+  out[#out + 1] = page[i + 1]
+  out[#out + 1] = sub
+  out[#out + 1] = entry
+end
+return out
+"""
+
+# The stamp of a leaderboard answer: everything it shows besides immutable submission fields,
+# and whether its board's rank job is claimed (a read that finds the rank document out of date
+# and no claim queues the job: such a read must not be answered from the cache). KEYS from k:
+# bench, leaderboard info, the board's rank document, its claim, [the baseline submission].
+# :func:`_page_stamp` computes the same bytes in Python.
+_PAGE_STAMP = """
+local function page_stamp(k, bench)
+  local parts = {redis.sha1hex(bench), redis.call('HGET', KEYS[k + 1], '__version') or '',
+                 KEYS[k + 2]}
+  local ranks = redis.call('GET', KEYS[k + 2])
+  parts[4] = ranks and redis.sha1hex(ranks) or ''
+  parts[5] = tostring(redis.call('EXISTS', KEYS[k + 3]))
+  if #KEYS >= k + 4 then
+    local b = redis.call('HMGET', KEYS[k + 4], 'status', 'visibility')
+    parts[6] = KEYS[k + 4]
+    parts[7] = (b[1] or '') .. '/' .. (b[2] or '')
+  else
+    parts[6] = ''
+    parts[7] = ''
+  end
+  return table.concat(parts, '|')
+end
+"""
+
+# The leaderboard route's read in one round trip: authenticate the key (as
+# :meth:`Store.authenticate`), count the request against its rate limit (as
+# :meth:`Store.hit_rate`: live submitter keys only), then answer the cached page if the state it
+# shows is still the current one. KEYS: 1 apikey-hash:{digest}, 2 apikey:{id}, 3 the rate
+# counter of {id}, then when ARGV[5] == '1': 4 the cached page, 5 bench, 6 leaderboard info,
+# 7 the board's rank document, 8 its claim, [9 the baseline submission]. ARGV: 1 {id} (the
+# caller's guess of
+# the key's id: the other keys are its), 2 the digest, 3 the rate limit (0: none), 4 the rate
+# counter's TTL (s), 5 '1': look the page up. Returns {'denied'}, {'rekey', id} (call again with
+# this id), {'limited', record}, {'miss', record} or {'hit', record, body, disposition}.
+_PAGE_READ = (
+    _PAGE_STAMP
+    + """
+local id = redis.call('GET', KEYS[1])
+if not id then return {'denied'} end
+if id ~= ARGV[1] then return {'rekey', id} end
+local record = redis.call('HGETALL', KEYS[2])
+local f = {}
+for i = 1, #record, 2 do f[record[i]] = record[i + 1] end
+if f['hash'] ~= ARGV[2] or f['revoked'] == '1' then return {'denied'} end
+local limit = tonumber(ARGV[3])
+if f['role'] ~= 'admin' and limit > 0 then
+  local count = redis.call('INCR', KEYS[3])
+  redis.call('EXPIRE', KEYS[3], ARGV[4])
+  if count > limit then return {'limited', record} end
+end
+if ARGV[5] ~= '1' then return {'miss', record} end
+local stored = redis.call('HGET', KEYS[4], 'stamp')
+local bench = redis.call('GET', KEYS[5])
+if not stored or not bench or stored ~= page_stamp(5, bench) then return {'miss', record} end
+local page = redis.call('HMGET', KEYS[4], 'body', 'disposition')
+return {'hit', record, page[1], page[2] or ''}
+"""
+)
+
+
 @dataclass(frozen=True)
 class Ranking:
     """The leaderboard entries of a finished submission on its benchmark: per metric, the
@@ -550,6 +789,106 @@ class Ranking:
     team: str
     created_ts: float
     entries: dict[str, tuple[float, dict[str, Any]]]
+
+    def to_json(self) -> str:
+        """The form stored with the submission (numbers as ``repr`` strings: exact in Lua)."""
+        entries = {
+            board: [repr(float(badness)), json.dumps(shown, allow_nan=False)]
+            for board, (badness, shown) in self.entries.items()
+        }
+        doc = {"team": self.team, "created_ts": repr(float(self.created_ts)), "entries": entries}
+        return json.dumps(doc, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class BoardDeps:
+    """Where a leaderboard answer reads besides the benchmark record and its boards' version:
+    the rank document of (``board``, ``rule``) and its job's claim, and the ``baseline``
+    submission (its status and visibility decide whether and how its row is shown). A function
+    of the benchmark record and the query."""
+
+    board: str
+    rule: str
+    baseline: str | None
+
+    def keys(self, bench_id: str) -> list[str]:
+        """bench, leaderboard info, rank document, its claim[, baseline submission]: the
+        stamp's keys."""
+        out = [
+            keys.benchmark(bench_id),
+            keys.leaderboard_info(bench_id),
+            keys.ranks(bench_id, self.board, self.rule),
+            keys.ranks_lock(bench_id, self.board, self.rule),
+        ]
+        if self.baseline is not None:
+            out.append(keys.submission(self.baseline))
+        return out
+
+
+@dataclass(frozen=True)
+class BoardSnapshot:
+    """A benchmark record, the version of its boards and one board's rank document, as they
+    were together (see :meth:`Store.leaderboard_render`)."""
+
+    bench: BenchmarkRecord
+    version: int
+    ranks: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class RenderedPage:
+    """A leaderboard answer: its body (JSON or CSV) and the CSV's Content-Disposition."""
+
+    body: bytes
+    disposition: str = ""
+
+
+@dataclass(frozen=True)
+class PageRead:
+    """What :meth:`Store.leaderboard_cached` found: the caller's key (None: unknown or
+    revoked), the seconds until its rate-limit window ends when it is spent, and the cached
+    answer when it is current (else None)."""
+
+    key: ApiKeyRecord | None
+    retry_after_s: int | None = None
+    body: bytes | None = None
+    disposition: str = ""
+
+
+def _page_stamp(
+    dep_keys: list[str],
+    bench: bytes,
+    version: bytes | None,
+    ranks: bytes | None,
+    claimed: int,
+    baseline: list[Any] | None,
+) -> bytes:
+    """The stamp of ``_PAGE_STAMP`` (same bytes) from values read in Python."""
+    parts = [
+        hashlib.sha1(bench).hexdigest().encode(),
+        version or b"",
+        dep_keys[2].encode(),
+        hashlib.sha1(ranks).hexdigest().encode() if ranks is not None else b"",
+        str(int(claimed)).encode(),
+    ]
+    if baseline is not None:
+        status, visibility = (b"" if v is None else v for v in baseline)
+        parts += [dep_keys[4].encode(), status + b"/" + visibility]
+    else:
+        parts += [b"", b""]
+    return b"|".join(parts)
+
+
+#: Entries kept in a store's memo of key ids and of the dependencies of cached pages (a hint
+#: only: a wrong or missing entry costs a round trip or a cache miss, never a wrong answer).
+_MEMO_SIZE = 4096
+
+
+def _remember(memo: dict[str, T], key: str, value: T) -> None:
+    """Set ``memo[key]``, emptying the memo first when it is full (a memo of hints)."""
+    if len(memo) >= _MEMO_SIZE and key not in memo:
+        memo.clear()
+    memo[key] = value
 
 
 def _leaderboard_keys(bench_id: str, metrics: list[str]) -> list[str]:
@@ -621,7 +960,6 @@ class Store:
         self._scripts = {
             name: client.register_script(src)
             for name, src in {
-                "authenticate": _AUTHENTICATE,
                 "start": _START,
                 "finish": _FINISH,
                 "fail": _FAIL,
@@ -631,8 +969,18 @@ class Store:
                 "heartbeat": _HEARTBEAT,
                 "progress": _PROGRESS,
                 "leaderboard_forget": _LEADERBOARD_FORGET,
+                "set_visibility": _SET_VISIBILITY,
+                "cmp_start": _CMP_START,
+                "cmp_heartbeat": _CMP_HEARTBEAT,
+                "cmp_requeue": _CMP_REQUEUE,
+                "ranks_hold": _RANKS_HOLD,
+                "leaderboard_rows": _LEADERBOARD_ROWS,
+                "page_read": _PAGE_READ,
             }.items()
         }
+        # Hints of the leaderboard route's one-round-trip read (see leaderboard_cached).
+        self._key_ids: dict[str, str] = {}
+        self._page_deps: dict[str, BoardDeps] = {}
 
     @classmethod
     def from_url(cls, url: str, settings: Settings | None = None) -> Store:
@@ -698,6 +1046,7 @@ class Store:
         def write() -> None:
             pipe = self.client.pipeline(transaction=True)
             pipe.hset(keys.api_key(record.key_id), mapping=fields)
+            pipe.hset(keys.api_key_auth(digest), mapping=fields)
             pipe.set(keys.api_key_hash(digest), record.key_id)
             pipe.zadd(keys.api_keys(), {record.key_id: time.time()})
             pipe.execute()
@@ -780,14 +1129,23 @@ class Store:
         if not token:
             return None
         digest = sha256_hex(token)
-        flat = self._call(
-            lambda: self._scripts["authenticate"](
-                keys=[keys.api_key_hash(digest)], args=[keys.api_key("")]
-            )
-        )
-        if not flat:
+
+        def read() -> dict[Any, Any] | None:
+            # One round trip: the record is copied under the token's hash when the key is
+            # created (and revoked in both places at once).
+            raw_auth: dict[Any, Any] = self.client.hgetall(keys.api_key_auth(digest))
+            if raw_auth:
+                return raw_auth
+            # Keys created before that copy existed: look the record up by the hash.
+            key_id = self.client.get(keys.api_key_hash(digest))
+            if key_id is None:
+                return None
+            raw: dict[Any, Any] = self.client.hgetall(keys.api_key(_decode(key_id)))
+            return raw or None
+
+        raw = self._call(read)
+        if raw is None:
             return None
-        raw = dict(zip(flat[::2], flat[1::2], strict=True))
         record, stored = self._key_record(raw)
         if not hmac.compare_digest(stored.encode(), digest.encode()) or record.revoked:
             return None
@@ -813,9 +1171,16 @@ class Store:
         """Mark the key revoked; False when no such key exists."""
 
         def write() -> bool:
-            if not self.client.exists(keys.api_key(key_id)):
+            digest = self.client.hget(keys.api_key(key_id), "hash")
+            if digest is None:
                 return False
-            self.client.hset(keys.api_key(key_id), "revoked", "1")
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hset(keys.api_key(key_id), "revoked", "1")
+            auth = keys.api_key_auth(_decode(digest))
+            # Only where the copy exists (keys created before it have none): HSET would
+            # otherwise create a partial record.
+            pipe.eval(_REVOKE_COPY, 1, auth)
+            pipe.execute()
             return True
 
         return self._call(write)
@@ -1039,7 +1404,8 @@ class Store:
     def create_benchmark(
         self, record: BenchmarkRecord, arrays: Mapping[str, np.ndarray[Any, Any]]
     ) -> BenchmarkRecord:
-        """Store a benchmark and its hidden targets (``y``, optionally ``groups``) at once."""
+        """Store a benchmark and its hidden targets (``y`` or ``labels``, optionally
+        ``soft_labels``, ``ood`` and ``groups``) at once."""
 
         def write() -> None:
             pipe = self.client.pipeline(transaction=True)
@@ -1118,38 +1484,164 @@ class Store:
         Each row: ``team``, ``submission``, ``badness``, ``rank`` (1 + the number of teams
         strictly better: tied teams share a rank) and ``entry`` (value and interval).
         """
-        board = keys.leaderboard(bench_id, metric, rule)
-
-        def read() -> tuple[list[dict[str, Any]], int]:
-            total = int(self.client.zcard(board))
-            if limit <= 0 or offset >= total:
-                return [], total
-            page: list[Any] = self.client.zrange(board, offset, offset + limit - 1, withscores=True)
-            if not page:
-                return [], total
-            teams = [_decode(t) for t, _ in page]
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hmget(keys.leaderboard_map(bench_id, metric, rule), teams)
-            for _, score in page:
-                pipe.zcount(board, "-inf", f"({score!r}")
-            subs, *better = pipe.execute()
-            sub_ids = [_decode(s) for s in subs]
-            entries = self.client.hmget(keys.leaderboard_entries(bench_id, metric), sub_ids)
-            rows = [
+        script = self._scripts["leaderboard_rows"]
+        board_keys = [
+            keys.leaderboard(bench_id, metric, rule),
+            keys.leaderboard_map(bench_id, metric, rule),
+            keys.leaderboard_entries(bench_id, metric),
+        ]
+        reply = self._call(lambda: script(keys=board_keys, args=[int(offset), int(limit)]))
+        total = int(reply[0])
+        rows: list[dict[str, Any]] = []
+        if len(reply) < 2:
+            return rows, total
+        # Rank = 1 + the teams strictly better. The page is sorted by score: a row tied with
+        # the row before it shares its rank; any other has exactly the rows before it ahead.
+        rank = int(reply[1]) + 1
+        previous: float | None = None
+        for i in range((len(reply) - 2) // 4):
+            team, score, sub, entry = reply[2 + 4 * i : 6 + 4 * i]
+            badness = float(score)
+            if previous is not None and badness != previous:
+                rank = offset + i + 1
+            previous = badness
+            if sub is None:  # not reachable: the scripts write team and map together
+                continue
+            rows.append(
                 {
-                    "team": team,
-                    "submission": sub_id,
-                    "badness": float(score),
-                    "rank": int(ahead) + 1,
+                    "team": _decode(team),
+                    "submission": _decode(sub),
+                    "badness": badness,
+                    "rank": rank,
                     "entry": json.loads(entry) if entry is not None else {},
                 }
-                for (team, sub_id, (_, score), ahead, entry) in zip(
-                    teams, sub_ids, page, better, entries, strict=True
-                )
-            ]
-            return rows, total
+            )
+        return rows, total
 
-        return self._call(read)
+    def leaderboard_cached(
+        self, token: str, page: str, bench_id: str, *, rate_limit: int, window_s: int
+    ) -> PageRead:
+        """Authenticate ``token``, count the request against its key's rate limit and look up
+        the cached leaderboard answer ``page`` of benchmark ``bench_id`` — one round trip
+        (``_PAGE_READ``).
+
+        Authentication and counting are those of :meth:`authenticate` and :meth:`hit_rate`
+        (``rate_limit`` requests per ``window_s``; 0: none; admin keys are not counted). The
+        answer is served only when its stamp equals the stamp of the current state: the
+        benchmark record, the version of its boards, the rank document of its board and the
+        baseline's status and visibility (:class:`BoardDeps`). The script needs the key's id
+        and the page's dependencies before it runs: both come from this store's memo, filled
+        by earlier reads; a wrong guess costs one more round trip (the key) or a miss (the
+        page), never a wrong answer.
+        """
+        if not token:
+            return PageRead(None)
+        digest = sha256_hex(token)
+        deps = self._page_deps.get(page)
+        script = self._scripts["page_read"]
+        key_id = self._key_ids.get(digest, "")
+        for _ in range(3):
+            now = time.time()
+            window = int(now // window_s)
+            script_keys = [
+                keys.api_key_hash(digest),
+                keys.api_key(key_id),
+                keys.rate(key_id, window),
+            ]
+            if deps is not None:
+                script_keys += [page, *deps.keys(bench_id)]
+            args: list[str | int] = [
+                key_id,
+                digest,
+                int(rate_limit),
+                window_s + 1,
+                "0" if deps is None else "1",
+            ]
+            reply = self._call(lambda: script(keys=script_keys, args=args))  # noqa: B023
+            outcome = _decode(reply[0])
+            if outcome != "rekey":
+                break
+            key_id = _decode(reply[1])
+            _remember(self._key_ids, digest, key_id)
+        else:  # the key's id changed under us twice: not a key to trust
+            return PageRead(None)
+        if outcome == "denied":
+            return PageRead(None)
+        raw = reply[1]
+        record, stored = self._key_record(dict(zip(raw[::2], raw[1::2], strict=True)))
+        if not hmac.compare_digest(stored.encode(), digest.encode()) or record.revoked:
+            return PageRead(None)
+        if outcome == "limited":
+            return PageRead(record, retry_after_s=max(math.ceil((window + 1) * window_s - now), 1))
+        if outcome == "hit":
+            return PageRead(record, body=reply[2], disposition=_decode(reply[3]))
+        return PageRead(record)
+
+    def leaderboard_render(
+        self,
+        bench_id: str,
+        page: str,
+        deps_of: Callable[[BenchmarkRecord], BoardDeps],
+        render: Callable[[BoardSnapshot], RenderedPage],
+        ttl_s: int,
+    ) -> RenderedPage | None:
+        """Render a leaderboard answer and cache it under ``page`` for ``ttl_s``; None when
+        the benchmark does not exist.
+
+        The benchmark record, the version of its boards, the board's rank document and its
+        job's claim, and the baseline's state (the keys of ``deps_of(record)``) are WATCHed
+        from before they are read until the answer is stored, and the answer is stored with
+        their stamp in the same transaction: if any of them changed meanwhile (even to and
+        fro), nothing is stored. Every other write that changes what a board shows (its sorted
+        sets and entries) bumps the version in the same script, so a stored answer is exactly
+        the rendering of the state its stamp names — whatever its rank status: a ``stale`` or
+        ``computing`` answer is served only until the rank document or the claim changes, and
+        a render that claims the rank job (and queues it) is not stored, so that a read finding
+        the claim gone (its job lost) renders again and queues the job again.
+        """
+        bench_key = keys.benchmark(bench_id)
+
+        def run() -> RenderedPage | None:
+            pipe: Any
+            with self.client.pipeline(transaction=True) as pipe:
+                pipe.watch(bench_key)
+                raw = pipe.get(bench_key)
+                if raw is None:
+                    return None
+                bench = BenchmarkRecord.from_json(raw)
+                deps = deps_of(bench)
+                dep_keys = deps.keys(bench_id)
+                pipe.watch(*dep_keys[1:])
+                read = self.client.pipeline(transaction=False)
+                read.hget(dep_keys[1], "__version")
+                read.get(dep_keys[2])
+                read.exists(dep_keys[3])
+                if deps.baseline is not None:
+                    read.hmget(dep_keys[4], "status", "visibility")
+                version, ranks, claimed, *baseline = read.execute()
+                stamp = _page_stamp(
+                    dep_keys, raw, version, ranks, claimed, baseline[0] if baseline else None
+                )
+                snapshot = BoardSnapshot(
+                    bench=bench,
+                    version=0 if version is None else int(version),
+                    ranks=None if ranks is None else json.loads(ranks),
+                )
+                out = render(snapshot)
+                _remember(self._page_deps, page, deps)
+                pipe.multi()
+                pipe.hset(
+                    page,
+                    mapping={"stamp": stamp, "body": out.body, "disposition": out.disposition},
+                )
+                pipe.expire(page, ttl_s)
+                # A WatchError: the state changed meanwhile (the render's own claim of the
+                # rank job included); the answer stands, uncached.
+                with contextlib.suppress(redis.WatchError):
+                    pipe.execute()
+                return out
+
+        return self._call(run)
 
     def leaderboard_board(self, bench_id: str, metric: str, rule: str) -> list[tuple[str, str]]:
         """Every (team, submission) of a board, best first."""
@@ -1210,6 +1702,23 @@ class Store:
     def release_ranks(self, bench_id: str, metric: str, rule: str) -> None:
         self._call(lambda: self.client.delete(keys.ranks_lock(bench_id, metric, rule)))
 
+    def hold_ranks(
+        self, bench_id: str, metric: str, rule: str, token: str, ttl_s: float, *, take: bool
+    ) -> bool:
+        """The running rank job ``token`` holds its board's claim for ``ttl_s`` more.
+
+        ``take``: the job starts and makes the claim its own (the reader's claim covered its
+        time in the queue); else the claim is refreshed only while ``token`` still holds it.
+        A job kept alive by a heartbeat holds a short claim, so that a job lost with its
+        worker is queued again by the next read within ``ttl_s``, not after the reader's
+        long claim. False when the claim is no longer the job's.
+        """
+        ttl_ms = max(int(ttl_s * 1000), 1)
+        script = self._scripts["ranks_hold"]
+        lock = keys.ranks_lock(bench_id, metric, rule)
+        mode = "take" if take else "keep"
+        return bool(self._call(lambda: script(keys=[lock], args=[token, ttl_ms, mode])))
+
     # --- comparisons -----------------------------------------------------------------------
 
     def create_comparison(self, record: Mapping[str, Any]) -> None:
@@ -1267,14 +1776,83 @@ class Store:
                     json.dumps(result, allow_nan=False, separators=(",", ":")),
                 )
             pipe.hset(keys.comparison(cmp_id), mapping=fields)
+            if status in TERMINAL:  # no longer watched by the reaper
+                pipe.delete(keys.comparison_heartbeat(cmp_id))
+                pipe.zrem(keys.running_comparisons(), cmp_id)
             pipe.execute()
 
         self._call(write)
 
     def delete_comparison(self, cmp_id: str) -> None:
-        self._call(
-            lambda: self.client.delete(keys.comparison(cmp_id), keys.comparison_result(cmp_id))
-        )
+        def write() -> None:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.delete(
+                keys.comparison(cmp_id),
+                keys.comparison_result(cmp_id),
+                keys.comparison_heartbeat(cmp_id),
+            )
+            pipe.zrem(keys.running_comparisons(), cmp_id)
+            pipe.zrem(keys.resend_comparisons(), cmp_id)
+            pipe.execute()
+
+        self._call(write)
+
+    def _cmp_keys(self, cmp_id: str) -> list[str]:
+        return [
+            keys.comparison(cmp_id),
+            keys.comparison_heartbeat(cmp_id),
+            keys.running_comparisons(),
+        ]
+
+    def claim_comparison(
+        self, cmp_id: str, token: str, hb_ttl_s: float, max_attempts: int
+    ) -> tuple[str, str]:
+        """Claim a comparison for the task delivery ``token``, like :meth:`mark_running`:
+        ``("started", attempt)``, ``("busy", holder)``, ``("terminal", status)`` (also when
+        it has used ``max_attempts``: then failed with the reason) or ``("missing", "")``."""
+        script = self._scripts["cmp_start"]
+        ttl_ms = max(int(hb_ttl_s * 1000), 1)
+        args: list[Any] = [cmp_id, now_iso(), time.time(), token, ttl_ms, max_attempts]
+        out = self._call(lambda: script(keys=self._cmp_keys(cmp_id), args=args))
+        return _decode(out[0]), _decode(out[1])
+
+    def comparison_heartbeat(self, cmp_id: str, token: str, hb_ttl_s: float) -> bool:
+        """Refresh the heartbeat of a running comparison; False when ``token`` no longer
+        holds it (re-queued after its heartbeat lapsed, ended, deleted)."""
+        script = self._scripts["cmp_heartbeat"]
+        args: list[Any] = [token, max(int(hb_ttl_s * 1000), 1)]
+        return bool(self._call(lambda: script(keys=self._cmp_keys(cmp_id)[:2], args=args)))
+
+    def orphaned_comparisons(self) -> list[str]:
+        """Ids of running comparisons whose heartbeat has expired."""
+
+        def read() -> list[str]:
+            ids = [_decode(i) for i in self.client.zrange(keys.running_comparisons(), 0, -1)]
+            if not ids:
+                return []
+            pipe = self.client.pipeline(transaction=False)
+            for cmp_id in ids:
+                pipe.exists(keys.comparison_heartbeat(cmp_id))
+            return [c for c, alive in zip(ids, pipe.execute(), strict=True) if not alive]
+
+        return self._call(read)
+
+    def requeue_comparison(self, cmp_id: str, max_attempts: int, hb_ttl_s: float) -> str:
+        """Re-queue a running comparison without heartbeat (its task is to be published
+        again, see :meth:`comparisons_to_resend`), or fail it once it used ``max_attempts``.
+        Returns "requeued", "failed", "alive" or "skip" (no longer running)."""
+        script = self._scripts["cmp_requeue"]
+        args: list[Any] = [cmp_id, now_iso(), max_attempts, f"{hb_ttl_s:g}", time.time()]
+        cmp_keys = [*self._cmp_keys(cmp_id), keys.resend_comparisons()]
+        return _decode(self._call(lambda: script(keys=cmp_keys, args=args)))
+
+    def comparisons_to_resend(self) -> list[str]:
+        """Re-queued comparisons whose task message is still to be published."""
+        ids = self._call(lambda: self.client.zrange(keys.resend_comparisons(), 0, -1))
+        return [_decode(i) for i in ids]
+
+    def mark_comparison_resent(self, cmp_id: str) -> None:
+        self._call(lambda: self.client.zrem(keys.resend_comparisons(), cmp_id))
 
     def load_benchmark_arrays(self, bench_id: str) -> dict[str, np.ndarray[Any, Any]] | None:
         """The hidden targets of a benchmark (for the worker only; no route returns them)."""
@@ -1480,6 +2058,12 @@ class Store:
         script = self._scripts[name]
         return self._call(lambda: script(keys=self._keys(sub_id) + list(extra_keys), args=args))
 
+    def _quota_keys(self, sub_id: str) -> list[str]:
+        """``[quota zset]`` of a submission counted in a benchmark quota, else ``[]``: the
+        key a refunding script touches, read first so that the script can declare it."""
+        quota_key = self._call(lambda: self.client.hget(keys.submission(sub_id), "quota_key"))
+        return [] if quota_key is None else [_decode(quota_key)]
+
     def cancel_submission(self, sub_id: str) -> SubmissionRecord | None:
         """Queued -> cancelled at once; running -> cancel_requested (the worker stops at its
         next checkpoint and marks it cancelled); terminal -> unchanged. None if unknown."""
@@ -1515,6 +2099,7 @@ class Store:
                 self.retention_s,
                 worker_name,
             ],
+            self._quota_keys(sub_id),
         )
         return _decode(out[0]), _decode(out[1])
 
@@ -1545,8 +2130,11 @@ class Store:
         """Write the result document and the ``succeeded`` status in one script — and, with a
         ``ranking``, the submission's leaderboard entries in the same script.
 
-        Only a queued or running job is finished; returns "succeeded", or the status that
-        prevented it ("cancelled", "failed", "succeeded" for a duplicate, "missing").
+        The ranking is stored with the submission whatever its visibility, and put on the
+        boards when the submission is public at that moment (so that a later
+        :meth:`set_visibility` can add or remove it). Only a queued or running job is finished;
+        returns "succeeded", or the status that prevented it ("cancelled", "failed",
+        "succeeded" for a duplicate, "missing").
         """
         doc = json.dumps(result, allow_nan=False, separators=(",", ":"))
         args: list[Any] = [
@@ -1559,17 +2147,60 @@ class Store:
             *[repr(b) for b in keys.DURATION_BUCKETS],
         ]
         extra = [keys.result(sub_id), keys.durations(queue)]
-        if ranking is not None and ranking.entries:
-            args += [ranking.team, repr(float(ranking.created_ts))]
-            extra += _leaderboard_keys(ranking.benchmark, list(ranking.entries))
-            for badness, entry in ranking.entries.values():
-                args += [repr(float(badness)), json.dumps(entry, allow_nan=False)]
+        if ranking is None:
+            args.append("")
+        else:
+            boards = list(ranking.entries)
+            args += [ranking.to_json(), *boards]
+            if boards:
+                extra += _leaderboard_keys(ranking.benchmark, boards)
         return _decode(self._run("finish", sub_id, args, extra))
 
+    def set_visibility(self, sub_id: str, visibility: Literal["private", "public"]) -> str:
+        """Make a submission private or public, in one script with its leaderboard entries: a
+        succeeded benchmark submission going private leaves its boards (its team's next best
+        or latest public submission takes its place), going public enters them; either bumps
+        the board version, so that rank intervals are computed again.
+
+        Returns "changed", "unchanged", "missing", or "unranked" (a succeeded benchmark
+        submission finished without a stored ranking, by an older version: left as it is).
+        """
+        if visibility not in ("private", "public"):
+            raise ValueError(f"visibility must be 'private' or 'public'; found {visibility!r}")
+        for _ in range(3):
+            bench, raw = self._call(
+                lambda: self.client.hmget(keys.submission(sub_id), ["benchmark", "ranking"])
+            )
+            ranking = "" if raw is None else _decode(raw)
+            boards = list(json.loads(ranking)["entries"]) if ranking else []
+            extra = [keys.result(sub_id)]
+            if bench is None:
+                extra.append(keys.stats())  # unused: no benchmark, no boards
+            else:
+                extra += [keys.benchmark(_decode(bench))]
+                extra += _leaderboard_keys(_decode(bench), boards)
+            out = _decode(
+                self._run("set_visibility", sub_id, [sub_id, visibility, ranking, *boards], extra)
+            )
+            if out != "retry":
+                return out
+        # The ranking is written once (when the job succeeds): a second read always agrees.
+        raise RuntimeError(f"the ranking of {sub_id} kept changing")  # pragma: no cover
+
     def leaderboard_forget(self, bench_id: str, sub_id: str, metrics: Iterable[str]) -> None:
-        """Remove a submission from the boards of ``metrics`` (its team falls back to its
-        next best or latest submission)."""
+        """Remove a submission from the boards of ``metrics`` and, for a classification
+        submission evaluated with estimators, from their ``"metric[estimator]"`` boards (its
+        team falls back to its next best or latest submission)."""
+        from service.kinds import task_of
+        from service.leaderboard import boards_of
+
         names = list(metrics)
+        record = self.get_submission(sub_id)
+        if record is not None and names:
+            estimators = record.analyses.get("estimators")
+            names = boards_of(
+                names, estimators if isinstance(estimators, list) else None, task_of(record.kind)
+            )
         if names:
             # KEYS 8 and 9 are unused here; the info hash is KEYS[10] as in the finish script.
             pad = [keys.result(sub_id), keys.stats()]
@@ -1583,11 +2214,9 @@ class Store:
         ``system``: the failure is the service's, not the input's (a crash, a lost worker, a
         limit): the job is removed from its team's benchmark quota.
         """
-        return _decode(
-            self._run(
-                "fail", sub_id, [sub_id, now_iso(), error, self.retention_s, "1" if system else "0"]
-            )
-        )
+        args = [sub_id, now_iso(), error, self.retention_s, "1" if system else "0"]
+        quota = self._quota_keys(sub_id) if system else []
+        return _decode(self._run("fail", sub_id, args, quota))
 
     def mark_cancelled(self, sub_id: str) -> str:
         """The worker stopped a job at a checkpoint after a cancel request."""
@@ -1618,7 +2247,7 @@ class Store:
                 "requeue",
                 sub_id,
                 [sub_id, now_iso(), self.retention_s, max_attempts, f"{hb_ttl_s:g}", time.time()],
-                [keys.resend()],
+                [keys.resend(), *self._quota_keys(sub_id)],
             )
         )
 

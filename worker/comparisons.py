@@ -10,7 +10,10 @@ error rate over that metric's pairs). :func:`uqcore.stability.rank_distribution`
 metric's rank distribution over the k submissions. All of it comes from one
 :func:`uqcore.stability.compare_all` call, which draws each resample once and evaluates each
 submission once on it (k evaluations per resample rather than k(k−1) + k per metric), with
-results equal to those per-pair and per-metric calls.
+results equal to those per-pair and per-metric calls. On a classification benchmark the
+labels, and the OOD flags and soft labels it holds, are the targets; with the request's
+``estimators`` each metric that takes an estimator is also compared under each of them, as
+the entry ``"metric[estimator]"``.
 """
 
 from __future__ import annotations
@@ -19,13 +22,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from service.store import TERMINAL, Store
 from uqcore import UQValidationError
 from uqcore.report import json_safe
 from uqcore.stability import compare_all
-from worker.ranks import _prediction, resampling
+from worker.ranks import _prediction, benchmark_targets, resampling
 
 __all__ = ["CORRECTION", "holm", "run_comparison"]
 
@@ -71,24 +72,25 @@ def _compute(store: Store, request: dict[str, Any]) -> dict[str, Any]:
     opts = resampling(bench, targets)
     opts.update(n_resamples=request["n_resamples"], seed=request["seed"], level=request["level"])
     params = {m: dict(bench.params.get(m, {})) for m in metrics}
-    y = np.asarray(targets["y"])
+    y, extra = benchmark_targets(bench, targets)
+    if request.get("estimators"):
+        extra["estimators"] = list(request["estimators"])
     # Every pair and every rank distribution from one set of resamples: each submission is
     # evaluated once per resample (equal to compare()/rank_distribution() per pair/metric).
-    done = compare_all(preds, y, metrics, method=request["method"], params=params, **opts)
+    done = compare_all(preds, y, metrics, method=request["method"], params=params, **opts, **extra)
     pairs: list[dict[str, Any]] = []
     warnings: list[str] = []
     for (a, b), c in done.pairs.items():
         pairs.append({"a": a, "b": b, "metrics": {m: dict(c[m]) for m in c}})
         warnings.extend(f"{a} vs {b}: {w}" for w in c.warnings)
-    for m in metrics:
+    for m in done.ranks:
         entries = [p["metrics"].get(m) for p in pairs]
         adjusted = holm([e.get("p_value") if e else None for e in entries])
         for e, adj in zip(entries, adjusted, strict=True):
             if e is not None:
                 e["p_value_adjusted"] = adj
     ranks = {}
-    for m in metrics:
-        rd = done.ranks[m]
+    for m, rd in done.ranks.items():  # each metric and, with estimators, "metric[estimator]"
         ranks[m] = dict(rd.entries)
         warnings.extend(f"ranks {m}: {w}" for w in rd.warnings)
     doc = {

@@ -8,6 +8,11 @@ next checkpoint — or sooner: the heartbeat thread interrupts the computation (
 :class:`Interrupter`). Input that uqcore rejects fails the job at once with uqcore's message (no
 retry: it would fail the same way); a lost Redis connection is re-raised so that the task
 retries with backoff.
+
+The comparison and rank jobs are claimed the same way, with a heartbeat
+(:func:`run_comparison_job`, :func:`run_rank_job`): a comparison whose worker vanished is
+re-queued by the reaper (:func:`service.jobs.reap`), and a rank job's board claim lapses so
+that the next leaderboard read queues it again.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -25,10 +31,21 @@ from service.settings import Settings
 from service.store import Store, StoreUnavailable
 from uqcore import UQValidationError
 from worker.backend import Backend
+from worker.comparisons import run_comparison
 from worker.evaluation import compute
 from worker.leaderboard import ranking
+from worker.ranks import compute_ranks
 
-__all__ = ["Cancelled", "Interrupter", "JobHeartbeat", "Lost", "run_job"]
+__all__ = [
+    "Beat",
+    "Cancelled",
+    "Interrupter",
+    "JobHeartbeat",
+    "Lost",
+    "run_comparison_job",
+    "run_job",
+    "run_rank_job",
+]
 
 log = logging.getLogger(__name__)
 
@@ -239,9 +256,11 @@ def run_job(
                 "please report it with the submission id",
                 system=True,
             )
-        outcome = store.finish(
-            sub_id, doc, time.perf_counter() - t_start, record.queue, ranking(record, doc)
-        )
+        # The entries are stored with every benchmark submission's result; the finish script
+        # puts them on the boards only if the submission is public then (its visibility can
+        # change at any time, also while this job runs).
+        entries = ranking(record, doc)
+        outcome = store.finish(sub_id, doc, time.perf_counter() - t_start, record.queue, entries)
         if outcome != "succeeded":
             log.info("result of %s not written: job is %s", sub_id, outcome)
         return outcome
@@ -250,10 +269,86 @@ def run_job(
         heartbeat.stop()
 
 
+class Beat(threading.Thread):
+    """Calls ``beat`` every ``interval_s`` until stopped (the heartbeat of a comparison or
+    rank job); a failed call is logged and retried at the next beat."""
+
+    def __init__(self, name: str, beat: Callable[[], object], interval_s: float) -> None:
+        super().__init__(name=name, daemon=True)
+        self.beat = beat
+        self.interval_s = interval_s
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval_s):
+            try:
+                self.beat()
+            except StoreUnavailable as exc:  # the TTL decides when the job counts as lost
+                log.warning("%s failed: %s", self.name, exc)
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
+def run_comparison_job(store: Store, settings: Settings, cmp_id: str, *, token: str) -> str:
+    """Run comparison ``cmp_id`` for the task delivery ``token``; returns its final status, or
+    "skipped:<why>" when it was not claimed (ended, held by a live delivery, deleted).
+
+    The claim counts attempts and starts a heartbeat; a comparison whose heartbeat lapses
+    (its worker was killed) is re-queued by the reaper, up to ``settings.max_attempts``. The
+    result is a function of the request and its seed, so a second run writes the same one.
+    """
+    claim, detail = store.claim_comparison(
+        cmp_id, token, settings.heartbeat_ttl_s, settings.max_attempts
+    )
+    if claim != "started":
+        log.info("comparison %s not run: %s %s", cmp_id, claim, detail)
+        return f"skipped:{claim}:{detail}"
+    beat = Beat(
+        f"heartbeat-{cmp_id}",
+        lambda: store.comparison_heartbeat(cmp_id, token, settings.heartbeat_ttl_s),
+        settings.heartbeat_interval_s,
+    )
+    beat.start()
+    try:
+        return run_comparison(store, cmp_id)
+    finally:
+        beat.stop()
+
+
+def run_rank_job(
+    store: Store, settings: Settings, bench_id: str, metric: str, rule: str, *, token: str
+) -> int:
+    """Compute the rank intervals of one board (:func:`worker.ranks.compute_ranks`) for the
+    task delivery ``token``; returns the board version described (-1: none computed).
+
+    A board whose stored intervals are already current is left alone (a re-delivered task).
+    While it computes, the job holds its board's claim with a heartbeat-length TTL, so that
+    a job lost with its worker is queued again by the next leaderboard read.
+    """
+    doc = store.get_ranks(bench_id, metric, rule)
+    if doc is not None and doc.get("version") == store.leaderboard_version(bench_id):
+        return int(doc["version"])
+    ttl = settings.heartbeat_ttl_s
+    store.hold_ranks(bench_id, metric, rule, token, ttl, take=True)
+    beat = Beat(
+        f"heartbeat-ranks-{bench_id}-{metric}-{rule}",
+        lambda: store.hold_ranks(bench_id, metric, rule, token, ttl, take=False),
+        settings.heartbeat_interval_s,
+    )
+    beat.start()
+    try:
+        done = compute_ranks(store, bench_id, metric, rule, settings.leaderboard_rank_limit)
+    finally:
+        beat.stop()
+    return -1 if done is None else int(done["version"])
+
+
 def _hide_targets(message: str) -> str:
     """The reason of an invalid benchmark submission, without target values: a message
-    about ``y`` (the hidden targets) is replaced by a generic one."""
-    if re.search(r"\by\b", message):
+    about ``y``, ``labels``, ``soft_labels`` or ``ood`` (the hidden targets) is replaced by a
+    generic one."""
+    if re.search(r"\b(y|labels|soft_labels|ood)\b", message):
         return "invalid input: the prediction does not fit the benchmark's hidden targets"
     return f"invalid input: {message}"
 

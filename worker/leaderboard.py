@@ -1,43 +1,34 @@
 """A finished benchmark submission's leaderboard entries (written with its result).
 
-Each metric's sort key is its *badness* (:func:`service.leaderboard.badness`), lower is better
-whatever the metric's direction.
-Only public submissions on a benchmark rank; a metric whose value is undefined (null) does not.
+The boards are those of :func:`service.leaderboard.result_entries`: one per metric and, for a
+classification benchmark that names estimators, one per (metric, estimator) named
+``"metric[estimator]"``. Each entry's sort key is its *badness*
+(:func:`service.leaderboard.badness`, looked up in the submission's task), lower is better
+whatever the metric's direction. The entries are stored with every benchmark submission's
+result; the store puts them on the boards only while the submission is public (so a later
+visibility change can move it on or off them). A value that is undefined (null) does not rank.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
-from service.leaderboard import badness
+from service.kinds import task_of
+from service.leaderboard import result_entries
 from service.store import Ranking, SubmissionRecord
 
 __all__ = ["ranking"]
 
 
 def ranking(record: SubmissionRecord, result: Mapping[str, Any]) -> Ranking | None:
-    """The entries of ``record`` on its benchmark's boards; None when it does not rank
-    (no benchmark, or private)."""
-    if record.benchmark is None or record.visibility != "public":
+    """The entries of ``record`` on its benchmark's boards (whatever its visibility); None
+    without a benchmark."""
+    if record.benchmark is None:
         return None
-    entries: dict[str, tuple[float, dict[str, Any]]] = {}
-    for name, m in result.get("metrics", {}).items():
-        value = m.get("value")
-        if not isinstance(value, int | float) or not math.isfinite(value):
-            continue
-        interval = m.get("interval") or {}
-        shown = {
-            "value": value,
-            "low": interval.get("low"),
-            "high": interval.get("high"),
-            "std": interval.get("std"),
-        }
-        entries[name] = (badness(name, value, m.get("params")), shown)
     return Ranking(
         benchmark=record.benchmark,
         team=record.team if record.team is not None else record.owner,
         created_ts=record.created_ts,
-        entries=entries,
+        entries=result_entries(result, task_of(record.kind)),
     )

@@ -1,7 +1,9 @@
 """Rank intervals and separability flags of a leaderboard, computed by a worker.
 
-For the board of (benchmark, metric, rule), with the benchmark's seed, B, level and resampling
-unit:
+For the board of (benchmark, metric[estimator], rule), with the benchmark's seed, B, level and
+resampling unit, its targets (:func:`benchmark_targets`: ``y``, or for classification the
+labels with the OOD flags and soft labels it holds) and the metric's parameters (the board's
+estimator, for a ``"metric[estimator]"`` board):
 
 - :func:`uqcore.stability.rank_distribution` over every ranked submission gives each one's rank
   interval (``rank_low``..``rank_high``, marginal at the benchmark's level) and ``p_best``; an
@@ -22,13 +24,20 @@ from typing import Any
 
 import numpy as np
 
-from service.kinds import KIND_FIELDS, build_prediction
+from service.kinds import (
+    CLASSIFICATION_KINDS,
+    CLASSIFICATION_TARGETS,
+    ESTIMATE_PREFIX,
+    KIND_FIELDS,
+    build_prediction,
+)
+from service.leaderboard import parse_board
 from service.store import BenchmarkRecord, Store, StoreUnavailable
 from uqcore.report import json_safe
 from uqcore.stability import compare, rank_distribution
 from uqcore.stability.compare import MULTIPLE_COMPARISON_NOTE
 
-__all__ = ["compute_ranks", "resampling"]
+__all__ = ["benchmark_targets", "board_params", "compute_ranks", "resampling"]
 
 log = logging.getLogger(__name__)
 
@@ -53,18 +62,53 @@ def resampling(bench: BenchmarkRecord, targets: dict[str, Any]) -> dict[str, Any
     }
 
 
+def benchmark_targets(
+    bench: BenchmarkRecord, targets: dict[str, Any]
+) -> tuple[np.ndarray[Any, Any], dict[str, Any]]:
+    """The targets of the benchmark's uqcore calls: (``y``, or the labels for a
+    classification benchmark; the extra keyword arguments, ``ood`` and ``soft_labels`` where
+    the benchmark holds them), from its stored arrays ``targets``.
+
+    ``uqcore.stability.bootstrap(pred, y, ..., **extra)``, ``compare`` and
+    ``rank_distribution`` then see exactly the targets the submissions were evaluated on.
+    """
+    if bench.task == "classification":
+        extra = {k: np.asarray(targets[k]) for k in CLASSIFICATION_TARGETS if k in targets}
+        return np.asarray(targets["labels"]), extra
+    return np.asarray(targets["y"]), {}
+
+
+def board_params(bench: BenchmarkRecord, board: str) -> tuple[str, dict[str, Any]]:
+    """(metric, its parameters) of a board: the benchmark's parameters of the metric, with
+    the board's estimator for a ``"metric[estimator]"`` board."""
+    metric, estimator = parse_board(board)
+    params = dict(bench.params.get(metric, {}))
+    if estimator is not None:
+        params["estimator"] = estimator
+    return metric, params
+
+
 def _prediction(store: Store, sub_id: str) -> Any | None:
     record = store.get_submission(sub_id)
     arrays = store.load_arrays(sub_id)
     if record is None or arrays is None:
         return None
-    return build_prediction(record.kind, {f: arrays[f] for f in KIND_FIELDS[record.kind]})
+    kind = record.kind
+    # An ensemble holds one of its two fields; a classification prediction its estimates too.
+    fields = {
+        f: a
+        for f, a in arrays.items()
+        if f in KIND_FIELDS[kind]
+        or (kind in CLASSIFICATION_KINDS and f.startswith(ESTIMATE_PREFIX))
+    }
+    return build_prediction(kind, fields)
 
 
 def compute_ranks(
     store: Store, bench_id: str, metric: str, rule: str, limit: int = 100
 ) -> dict[str, Any] | None:
-    """Compute and store the rank document of one board; None when the benchmark is gone.
+    """Compute and store the rank document of one board (``metric``: the board's name, a
+    metric or ``"metric[estimator]"``); None when the benchmark is gone.
 
     Only the first ``limit`` teams of the board enter the rank distribution (every
     prediction is held in memory at once); the others get no rank interval, and a warning
@@ -116,8 +160,8 @@ def _compute(
         )
         board = board[:limit]
     opts = resampling(bench, targets)
-    params = dict(bench.params.get(metric, {}))
-    y = np.asarray(targets["y"])
+    name, params = board_params(bench, metric)
+    y, extra = benchmark_targets(bench, targets)
     preds: dict[str, Any] = {}
     for _, sub_id in board:
         pred = _prediction(store, sub_id)
@@ -127,7 +171,7 @@ def _compute(
         preds[sub_id] = pred
     entries: dict[str, dict[str, Any]] = {}
     if len(preds) >= 2:
-        rd = rank_distribution(preds, y, metric=metric, params=params, **opts)
+        rd = rank_distribution(preds, y, metric=name, params=params, **opts, **extra)
         notes.extend(rd.warnings)
         for sub_id in preds:
             e = rd[sub_id]
@@ -144,12 +188,20 @@ def _compute(
     baseline_pred = _prediction(store, bench.baseline) if bench.baseline else None
     if bench.baseline and baseline_pred is None:
         notes.append("the baseline's arrays are not stored; no baseline flags")
+    estimator = params.get("estimator") if bench.task == "classification" else None
+    if (
+        baseline_pred is not None
+        and estimator is not None
+        and estimator not in baseline_pred.estimator_names()
+    ):
+        notes.append(f"the baseline does not provide estimator {estimator!r}; no baseline flags")
+        baseline_pred = None
     if baseline_pred is not None:
         for sub_id, pred in preds.items():
             if sub_id == bench.baseline:
                 continue
-            c = compare(pred, baseline_pred, y, [metric], params={metric: params}, **opts)
-            r = c[metric]
+            c = compare(pred, baseline_pred, y, [name], params={name: params}, **opts, **extra)
+            r = c[name]
             low, high = r.get("low"), r.get("high")
             entry = entries.setdefault(sub_id, {})
             entry["separable_from_baseline"] = (

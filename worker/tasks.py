@@ -1,8 +1,10 @@
-"""The Celery task of the service: ``uqeval.evaluate(submission_id)``.
+"""The Celery tasks of the service: ``uqeval.evaluate(submission_id)``,
+``uqeval.leaderboard_ranks(bench_id, metric, rule)`` and ``uqeval.compare(comparison_id)``.
 
-Like a web view, the task only receives an id; :func:`worker.execution.run_job` re-reads the
-data, computes and stores the outcome, idempotently. Transient Redis errors are retried with
-exponential backoff and jitter (at most 5 times); everything else ends the job with a reason.
+Like a web view, a task only receives ids; :mod:`worker.execution` claims the job for this
+delivery (the Celery task id), keeps its heartbeat, re-reads the data, computes and stores the
+outcome, idempotently. Transient Redis errors are retried with exponential backoff and jitter
+(at most 5 times); everything else ends the job with a reason.
 """
 
 from __future__ import annotations
@@ -13,9 +15,7 @@ from service.celery_config import COMPARE_TASK_NAME, RANKS_TASK_NAME, TASK_NAME
 from service.store import StoreUnavailable
 from worker import runtime
 from worker.celery_app import app
-from worker.comparisons import run_comparison
-from worker.execution import run_job
-from worker.ranks import compute_ranks
+from worker.execution import run_comparison_job, run_job, run_rank_job
 
 
 @app.task(  # type: ignore[untyped-decorator]
@@ -43,6 +43,7 @@ def evaluate(self: Any, submission_id: str) -> str:
 
 @app.task(  # type: ignore[untyped-decorator]
     name=RANKS_TASK_NAME,
+    bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
     autoretry_for=(StoreUnavailable,),
@@ -50,16 +51,17 @@ def evaluate(self: Any, submission_id: str) -> str:
     retry_backoff_max=30,
     max_retries=5,
 )
-def leaderboard_ranks(bench_id: str, metric: str, rule: str) -> int:
-    """Compute the rank intervals of one leaderboard (see :mod:`worker.ranks`); returns the
+def leaderboard_ranks(self: Any, bench_id: str, metric: str, rule: str) -> int:
+    """Compute the rank intervals of one leaderboard (see :func:`run_rank_job`); returns the
     board version described."""
-    limit = runtime.settings().leaderboard_rank_limit
-    doc = compute_ranks(runtime.store(), bench_id, metric, rule, limit)
-    return -1 if doc is None else int(doc["version"])
+    return run_rank_job(
+        runtime.store(), runtime.settings(), bench_id, metric, rule, token=str(self.request.id)
+    )
 
 
 @app.task(  # type: ignore[untyped-decorator]
     name=COMPARE_TASK_NAME,
+    bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
     autoretry_for=(StoreUnavailable,),
@@ -67,6 +69,8 @@ def leaderboard_ranks(bench_id: str, metric: str, rule: str) -> int:
     retry_backoff_max=30,
     max_retries=5,
 )
-def compare_submissions(comparison_id: str) -> str:
-    """Run comparison ``comparison_id`` (see :mod:`worker.comparisons`)."""
-    return run_comparison(runtime.store(), comparison_id)
+def compare_submissions(self: Any, comparison_id: str) -> str:
+    """Run comparison ``comparison_id`` (see :func:`run_comparison_job`)."""
+    return run_comparison_job(
+        runtime.store(), runtime.settings(), comparison_id, token=str(self.request.id)
+    )

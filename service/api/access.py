@@ -26,7 +26,7 @@ def _same_team(key: ApiKeyRecord, record: SubmissionRecord) -> bool:
 
 
 def can_change(key: ApiKeyRecord, record: SubmissionRecord) -> bool:
-    """Delete or cancel: admins and the submission's team."""
+    """Delete, cancel or change the visibility: admins and the submission's team."""
     return key.role == "admin" or _same_team(key, record)
 
 

@@ -107,3 +107,50 @@ def register_admin_key(settings: Settings, store: Store) -> None:
 
 KeyDep = Annotated[ApiKeyRecord, Depends(current_key)]
 AdminDep = Annotated[ApiKeyRecord, Depends(admin_key)]
+
+
+# --- authentication in the same Redis round trip as a read ---------------------------------
+
+
+async def api_token(
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    header: Annotated[str | None, Depends(_header)],
+) -> str | None:
+    """The API key a request carries, or None: what :func:`current_key` reads, for a route
+    that authenticates in the same Redis round trip as its read (then :func:`admitted`).
+
+    ``async`` without I/O, so it runs on the event loop: a plain dependency would cost a trip
+    through the thread pool.
+    """
+    return _token(bearer, header)
+
+
+def key_required() -> ApiError:
+    """The 401 of :func:`current_key` for a request without a key."""
+    return ApiError(
+        401,
+        "an API key is required: send Authorization: Bearer <key> or X-API-Key: <key>",
+        headers=UNAUTHORIZED_HEADERS,
+    )
+
+
+def admitted(
+    settings: Settings, record: ApiKeyRecord | None, retry_after_s: int | None
+) -> ApiKeyRecord:
+    """The verdict of :func:`current_key` on an authentication and a rate count done with a
+    read (:meth:`service.store.Store.leaderboard_cached`): the key, or a 401 when it is unknown
+    or revoked, or a 429 with Retry-After when its rate limit is spent."""
+    if record is None:
+        raise ApiError(401, "the API key is unknown or revoked", headers=UNAUTHORIZED_HEADERS)
+    if retry_after_s is not None:
+        raise ApiError(
+            429,
+            f"rate limit of {settings.rate_limit} requests per "
+            f"{settings.rate_limit_window_s} s exceeded for this key; retry in {retry_after_s} s",
+            code="rate_limited",
+            headers={"Retry-After": str(retry_after_s)},
+        )
+    return record
+
+
+TokenDep = Annotated[str | None, Depends(api_token)]

@@ -492,40 +492,55 @@ def decode_npz(
 # --------------------------------------------------------------------------------------------
 
 
+#: The array members of a benchmark body: the targets of either task, and the optional arrays.
+BENCHMARK_ARRAYS = ("y", "labels", "soft_labels", "ood", "groups")
+
+
 def decode_benchmark(
     fmt: BodyFormat, body: bytes, *, max_bytes: int
-) -> tuple[BenchmarkRequest, np.ndarray, np.ndarray | None]:
-    """A benchmark body as (settings, y, groups): a :class:`BenchmarkCreate` JSON document, or
-    an NPZ archive with members ``y``, optionally ``groups`` (integers), and ``request`` (a 0-d
-    string array with the JSON of :class:`BenchmarkRequest`). 400 if unreadable, 422 if
-    invalid (y must be a non-empty finite vector)."""
+) -> tuple[BenchmarkRequest, dict[str, np.ndarray]]:
+    """A benchmark body as (settings, arrays): a :class:`BenchmarkCreate` JSON document, or an
+    NPZ archive with members among ``y`` (regression targets), ``labels``, ``soft_labels``,
+    ``ood`` (classification), ``groups`` (integers), and ``request`` (a 0-d string array with
+    the JSON of :class:`BenchmarkRequest`). 400 if unreadable, 422 if invalid. ``arrays``
+    holds the members given; which ones the task needs, and their values, are checked by the
+    caller (y, when given, is already a non-empty finite vector)."""
     if fmt == "json":
         if not body.strip():
             raise ApiError(400, "body is empty; expected a JSON benchmark", field="body")
         doc = parse_json(BenchmarkCreate, body)
-        req = BenchmarkRequest.model_validate(doc.model_dump(exclude={"y", "groups"}))
-        y = np.asarray(doc.y, dtype=np.float64)
-        groups = None if doc.groups is None else np.asarray(doc.groups, dtype=np.int64)
-        return req, y, groups
+        req = BenchmarkRequest.model_validate(doc.model_dump(exclude=set(BENCHMARK_ARRAYS)))
+        arrays: dict[str, np.ndarray] = {}
+        if doc.y is not None:
+            arrays["y"] = np.asarray(doc.y, dtype=np.float64)
+        if doc.labels is not None:
+            arrays["labels"] = np.asarray(doc.labels, dtype=np.int64)
+        if doc.soft_labels is not None:
+            arrays["soft_labels"] = _rectangular("soft_labels", doc.soft_labels)
+        if doc.ood is not None:
+            arrays["ood"] = np.asarray(doc.ood, dtype=bool)
+        if doc.groups is not None:
+            arrays["groups"] = np.asarray(doc.groups, dtype=np.int64)
+        return req, arrays
     try:
         zf = zipfile.ZipFile(io.BytesIO(body))
     except (zipfile.BadZipFile, ValueError, OSError) as exc:
         raise ApiError(400, f"body is not an NPZ (zip) archive: {exc}", field="body") from None
     with zf:
         infos = {i.filename.removesuffix(".npy"): i for i in zf.infolist()}
-        unexpected = sorted(set(infos) - {"y", "groups", "request"})
+        unexpected = sorted(set(infos) - {*BENCHMARK_ARRAYS, "request"})
         if unexpected:
             raise ApiError(
                 422,
-                f"NPZ member(s) {unexpected} are not fields of a benchmark; expected 'y', "
-                "optionally 'groups', and 'request'",
+                f"NPZ member(s) {unexpected} are not fields of a benchmark; expected 'y' "
+                "(regression) or 'labels' with optionally 'soft_labels' and 'ood' "
+                "(classification), optionally 'groups', and 'request'",
                 field=unexpected[0],
             )
         if sum(i.file_size for i in infos.values()) > max_bytes:
             raise _too_large("NPZ content (uncompressed)", max_bytes)
-        for name in ("request", "y"):
-            if name not in infos:
-                raise ApiError(422, f"NPZ benchmark upload needs a member {name!r}", field=name)
+        if "request" not in infos:
+            raise ApiError(422, "NPZ benchmark upload needs a member 'request'", field="request")
         arrays = {name: _read_member(zf, info, name) for name, info in infos.items()}
     req_arr = arrays.pop("request")
     if req_arr.ndim != 0 or req_arr.dtype.kind not in "US":
@@ -533,18 +548,29 @@ def decode_benchmark(
     text = req_arr.item()
     raw = text.encode() if isinstance(text, str) else bytes(text)
     req = parse_json(BenchmarkRequest, raw, member="request")
-    y = arrays["y"]
-    if y.dtype.kind not in "iuf" or y.ndim != 1 or y.shape[0] == 0:
+    target = "labels" if req.task == "classification" else "y"
+    if target not in arrays:
         raise ApiError(
-            422,
-            f"y must be a non-empty vector of real numbers; found dtype {y.dtype}, shape "
-            f"{tuple(y.shape)}",
-            field="y",
+            422, f"NPZ {req.task} benchmark upload needs a member {target!r}", field=target
         )
-    bad = np.flatnonzero(~np.isfinite(y))
-    if bad.size:
-        i = int(bad[0])
-        raise ApiError(422, f"y must be finite; y[{i}] is not", field="y", index=i)
+    y = arrays.get("y")
+    if y is not None:
+        if y.dtype.kind not in "iuf" or y.ndim != 1 or y.shape[0] == 0:
+            raise ApiError(
+                422,
+                f"y must be a non-empty vector of real numbers; found dtype {y.dtype}, shape "
+                f"{tuple(y.shape)}",
+                field="y",
+            )
+        bad = np.flatnonzero(~np.isfinite(y))
+        if bad.size:
+            i = int(bad[0])
+            raise ApiError(422, f"y must be finite; y[{i}] is not", field="y", index=i)
+        arrays["y"] = y.astype(np.float64, copy=False)
+    for name in ("labels", "soft_labels", "ood"):
+        a = arrays.get(name)
+        if a is not None and a.dtype.kind not in ("iufb" if name == "ood" else "iuf"):
+            raise ApiError(422, f"{name} must hold numbers; found dtype {a.dtype}", field=name)
     groups = arrays.get("groups")
     if groups is not None and (groups.dtype.kind not in "iu" or groups.ndim != 1):
         raise ApiError(
@@ -553,4 +579,4 @@ def decode_benchmark(
             f"{tuple(groups.shape)}",
             field="groups",
         )
-    return req, y.astype(np.float64, copy=False), groups
+    return req, arrays

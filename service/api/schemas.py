@@ -52,11 +52,6 @@ Kind = Literal[
     "dirichlet",
 ]
 assert set(Kind.__args__) == set(KINDS), "schemas.Kind is out of step with service.kinds"  # type: ignore[attr-defined]
-#: The kinds a benchmark accepts (benchmarks hold regression targets only).
-RegressionKind = Literal[
-    "gaussian", "laplace", "student_t", "mixture", "samples", "quantiles", "point_uncertainty"
-]
-assert set(RegressionKind.__args__) == set(REGRESSION_KINDS)  # type: ignore[attr-defined]
 
 Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
@@ -386,14 +381,10 @@ class SubmissionCreate(SubmissionFields):
     def _targets_xor_benchmark(self) -> SubmissionCreate:
         classification = self.prediction.kind in CLASSIFICATION_KINDS
         if classification:
-            if self.benchmark_id is not None:
+            if self.labels is None and self.benchmark_id is None:
                 raise ValueError(
-                    "a classification prediction cannot be sent with a benchmark_id: "
-                    "benchmarks hold regression targets"
-                )
-            if self.labels is None:
-                raise ValueError(
-                    "labels (the class indices) are required for a classification kind"
+                    "labels (the class indices) are required for a classification kind "
+                    "unless a benchmark_id is given"
                 )
             if self.y is not None:
                 raise ValueError("a classification kind takes labels, not y")
@@ -404,7 +395,7 @@ class SubmissionCreate(SubmissionFields):
         if self.benchmark_id is None and self.y is None and not classification:
             raise ValueError("y (the targets) is required unless a benchmark_id is given")
         if self.benchmark_id is not None:
-            for name in ("y", "sample_weight", "groups"):
+            for name in ("y", "labels", "soft_labels", "ood", "sample_weight", "groups"):
                 if getattr(self, name) is not None:
                     raise ValueError(
                         f"{name} cannot be sent with a benchmark_id: the benchmark holds the "
@@ -431,14 +422,18 @@ class SubmissionRequest(SubmissionFields):
 
     kind: Kind = Field(description="The prediction kind; the NPZ holds its arrays.")
 
-    @model_validator(mode="after")
-    def _classification_inline(self) -> SubmissionRequest:
-        if self.kind in CLASSIFICATION_KINDS and self.benchmark_id is not None:
-            raise ValueError(
-                "a classification prediction cannot be sent with a benchmark_id: "
-                "benchmarks hold regression targets"
-            )
-        return self
+
+class SubmissionUpdate(StrictModel):
+    """A change of a submission: its visibility."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"visibility": "public"}]})
+
+    visibility: Visibility = Field(
+        description="private: your team (and admins) only; public: readable by every key and, "
+        "once it succeeded, ranked on its benchmark's leaderboards. A succeeded submission "
+        "made private leaves the leaderboards at once (its team's next best or latest public "
+        "submission takes its place); made public it enters them."
+    )
 
 
 class SubmissionAccepted(BaseModel):
@@ -834,6 +829,21 @@ class BenchmarkSettings(StrictModel):
     quota: QuotaOptions = Field(default_factory=QuotaOptions)
 
 
+#: An estimator a benchmark ranks by: a built-in aggregator of uqcore or the name of an
+#: estimate that submissions carry (``prediction.estimates`` / ``estimate:<name>``).
+EstimatorName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]
+Estimators = Annotated[list[EstimatorName], Field(min_length=1, max_length=50)]
+
+_ESTIMATORS_DOC = (
+    "Classification only: estimators with their own leaderboards (metric[estimator]) for "
+    "every metric that takes an estimator, besides the metric's own (its params.estimator, "
+    "default one_minus_max_prob_bma). A built-in aggregator (GET /v1/metrics lists them "
+    "with the metrics) or the name of an estimate that submissions carry "
+    "(prediction.estimates / estimate:<name>); a submission without it is not ranked on "
+    "that estimator's boards."
+)
+
+
 class BenchmarkRequest(BenchmarkSettings):
     """Everything of a new benchmark but its arrays (the ``request`` member of an NPZ upload)."""
 
@@ -850,10 +860,23 @@ class BenchmarkRequest(BenchmarkSettings):
         }
     )
 
-    task: Literal["regression"] = "regression"
-    kinds: Annotated[list[RegressionKind], Field(min_length=1)] | None = Field(
-        default=None, description="Prediction kinds accepted (default: every kind)."
+    task: Literal["regression", "classification"] = Field(
+        default="regression",
+        description="regression: targets y; classification: labels (optionally soft_labels "
+        "and ood). Metrics are those of the task.",
     )
+    kinds: Annotated[list[Kind], Field(min_length=1)] | None = Field(
+        default=None,
+        description="Prediction kinds accepted, all of the task (default: every kind of it).",
+    )
+    n_classes: int | None = Field(
+        default=None,
+        ge=2,
+        le=1_000_000,
+        description="Classification only: the number of classes C every prediction must "
+        "have (default: the width of soft_labels if given, else any C above every label).",
+    )
+    estimators: Estimators | None = Field(default=None, description=_ESTIMATORS_DOC)
     params: dict[MetricName, dict[str, JsonValue]] = Field(default_factory=dict)
     bootstrap: BenchmarkBootstrap = Field(default_factory=BenchmarkBootstrap)
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
@@ -879,7 +902,24 @@ class BenchmarkCreate(BenchmarkRequest):
         }
     )
 
-    y: Vector = Field(description="The hidden targets, N finite values.")
+    y: Vector | None = Field(
+        default=None,
+        description="Regression (required): the hidden targets, N finite values.",
+    )
+    labels: Annotated[list[int], Field(min_length=1)] | None = Field(
+        default=None,
+        description="Classification (required): the hidden labels, N class indices in [0, C).",
+    )
+    soft_labels: Matrix | None = Field(
+        default=None,
+        description="Classification, optional: hidden label distributions, N×C rows on the "
+        "simplex (e.g. annotator votes); the aleatoric metrics need them.",
+    )
+    ood: Annotated[list[bool], Field(min_length=1)] | None = Field(
+        default=None,
+        description="Classification, optional: hidden flags, N values, true = "
+        "out-of-distribution sample; the OOD-detection metrics need them.",
+    )
     groups: Annotated[list[int], Field(min_length=1)] | None = Field(
         default=None,
         description="Optional group label per row (stratified metrics, cluster "
@@ -902,6 +942,11 @@ class BenchmarkUpdate(StrictModel):
         description="A succeeded submission on this benchmark shown as the baseline row "
         "(null: none).",
     )
+    estimators: Estimators | None = Field(
+        default=None,
+        description="Classification only: replaces the estimators with their own "
+        "leaderboards (null: none); computed for submissions made from then on.",
+    )
 
 
 BENCHMARK_EXAMPLE: dict[str, Any] = {
@@ -922,6 +967,10 @@ BENCHMARK_EXAMPLE: dict[str, Any] = {
     "baseline_id": None,
     "created_at": "2026-01-01T12:00:00Z",
     "updated_at": "2026-01-01T12:00:00Z",
+    "n_classes": None,
+    "has_soft_labels": False,
+    "has_ood": False,
+    "estimators": None,
 }
 
 
@@ -947,6 +996,20 @@ class BenchmarkInfo(BaseModel):
     baseline_id: str | None
     created_at: str
     updated_at: str
+    n_classes: int | None = Field(
+        default=None,
+        description="Classification: the number of classes a prediction must have (null: "
+        "any number above every label).",
+    )
+    has_soft_labels: bool = Field(
+        default=False, description="Classification: hidden soft labels are held."
+    )
+    has_ood: bool = Field(default=False, description="Classification: hidden OOD flags are held.")
+    estimators: list[str] | None = Field(
+        default=None,
+        description="Classification: the estimators with their own leaderboards "
+        "(metric[estimator]) besides each metric's own.",
+    )
 
 
 class BenchmarkList(BaseModel):
@@ -1014,6 +1077,7 @@ class Leaderboard(BaseModel):
                 {
                     "benchmark_id": "bench_0f1e2d3c4b5a6978",
                     "metric": "crps",
+                    "estimator": None,
                     "direction": "lower",
                     "bounds": [0, None],
                     "rule": "best",
@@ -1050,6 +1114,11 @@ class Leaderboard(BaseModel):
 
     benchmark_id: str
     metric: str
+    estimator: str | None = Field(
+        default=None,
+        description="Classification: the estimator the metric is computed for (the metric's "
+        "own when none was asked; null for a metric without an estimator).",
+    )
     direction: str
     bounds: list[float | None]
     rule: Literal["best", "latest"]
@@ -1087,6 +1156,12 @@ class ComparisonCreate(StrictModel):
     ] = Field(description="Succeeded submissions on the benchmark that the key can read.")
     metrics: Annotated[list[MetricName], Field(min_length=1, max_length=50)] | None = Field(
         default=None, description="Default: the benchmark's primary metric."
+    )
+    estimators: Estimators | None = Field(
+        default=None,
+        description="Classification benchmarks only: also compare every metric that takes an "
+        "estimator under each of these (the benchmark's estimators or a metric's own); the "
+        "entries are named metric[estimator].",
     )
     n_resamples: int = Field(default=1000, ge=10, le=100_000, description="B.")
     seed: int | None = Field(

@@ -21,6 +21,7 @@ from service.kinds import (
     target_field,
     task_of,
 )
+from service.leaderboard import ESTIMATOR_PARAMS
 from service.settings import Settings
 from service.store import BenchmarkRecord
 from uqcore import UQValidationError, registry
@@ -271,13 +272,57 @@ def validate(
     )
 
 
+def _why_not_on_benchmark(
+    spec: Any, prediction: Any, bench: BenchmarkRecord, params: dict[str, Any]
+) -> str | None:
+    """Why metric ``spec`` does not apply to ``prediction`` on ``bench`` (its task, the
+    optional targets it holds, and the estimators the metric's parameters name), or None."""
+    why: str | None = spec.why_not(prediction, bench.targets)
+    if why is not None or bench.task != "classification":
+        return why
+    available = prediction.estimator_names()
+    resolved = spec.resolve_params(params)
+    for key in ESTIMATOR_PARAMS:
+        if key in spec.defaults and resolved[key] not in available:
+            return (
+                f"its {key} {resolved[key]!r} is not provided by a {prediction.kind} prediction "
+                f"(available: {', '.join(available)})"
+            )
+    return None
+
+
+def _check_classes(sub: DecodedSubmission, prediction: Any, bench: BenchmarkRecord) -> None:
+    """The prediction's C against the benchmark's classes: equal to its declared C (or soft
+    labels' width), and above every hidden label. The message names C, never a label."""
+    field = sub.field_path(next(iter(sub.prediction), KIND_FIELDS[sub.kind][0]))
+    c = int(prediction.n_classes)
+    if bench.n_classes is not None and c != bench.n_classes:
+        raise ApiError(
+            422,
+            f"the prediction has C = {c} classes; benchmark {bench.id!r} has C = {bench.n_classes}",
+            field=field,
+            code="length_mismatch",
+        )
+    if bench.label_max is not None and bench.label_max >= c:
+        raise ApiError(
+            422,
+            f"the prediction has C = {c} classes; the labels of benchmark {bench.id!r} lie in "
+            f"[0, {bench.label_max + 1}), so a prediction needs at least "
+            f"{bench.label_max + 1} classes",
+            field=field,
+            code="length_mismatch",
+        )
+
+
 def _validate_for_benchmark(
     sub: DecodedSubmission, settings: Settings, bench: BenchmarkRecord
 ) -> ValidSubmission:
-    """The prediction alone (the targets are the benchmark's): kind accepted, N equal to the
-    benchmark's, and the primary metric applicable. The benchmark's other metrics that do not
-    apply to the kind are left out of the evaluation (the leaderboard of such a metric does
-    not list the submission)."""
+    """The prediction alone (the targets are the benchmark's): kind accepted (hence the task),
+    N equal to the benchmark's, for classification C consistent with the hidden labels, and
+    the primary metric applicable. The benchmark's other metrics that do not apply to the
+    kind (or whose estimator the prediction does not provide) are left out of the evaluation
+    (the leaderboard of such a metric does not list the submission); so are the benchmark's
+    estimators that the prediction does not provide."""
     kind_field = "prediction.kind" if sub.format == "json" else "request.kind"
     if sub.kind not in bench.kinds:
         raise ApiError(
@@ -286,22 +331,26 @@ def _validate_for_benchmark(
             field=kind_field,
         )
     _check_sizes(sub, settings)
+    estimates = {f"{ESTIMATE_PREFIX}{k}": v for k, v in sub.estimates.items()}
     try:
-        prediction = build_prediction(sub.kind, sub.prediction)
+        prediction = build_prediction(sub.kind, {**sub.prediction, **estimates})
     except UQValidationError as exc:
         raise _uq_error(exc, sub) from None
     n = int(prediction.n)
     if n != bench.n:
-        first = KIND_FIELDS[sub.kind][0]
+        first = next(iter(sub.prediction), KIND_FIELDS[sub.kind][0])
         raise ApiError(
             422,
             f"the prediction has N = {n} rows; benchmark {bench.id!r} has N = {bench.n} targets",
             field=sub.field_path(first if first != "levels" else "values"),
             code="length_mismatch",
         )
+    if bench.task == "classification":
+        _check_classes(sub, prediction, bench)
     applicable: list[str] = []
     for name in bench.metrics:
-        why = registry.get(name).why_not(prediction)
+        spec = registry.get(name, bench.task)
+        why = _why_not_on_benchmark(spec, prediction, bench, bench.params.get(name, {}))
         if why is None:
             applicable.append(name)
         elif name == bench.primary_metric:
@@ -312,13 +361,17 @@ def _validate_for_benchmark(
                 field=kind_field,
                 code="metric_not_applicable",
             )
+    estimators = None
+    if bench.task == "classification" and bench.estimators:
+        available = prediction.estimator_names()
+        estimators = [e for e in bench.estimators if e in available]
     return ValidSubmission(
         kind=sub.kind,
         n=n,
         model_name=sub.model_name,
         metadata=sub.metadata,
-        analyses=bench.analyses(applicable),
-        arrays=dict(sub.prediction),
+        analyses=bench.analyses(applicable, estimators),
+        arrays={**sub.prediction, **estimates},
         body_hash=sub.body_hash,
         visibility=sub.visibility,
         benchmark_id=bench.id,

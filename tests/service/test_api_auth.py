@@ -12,6 +12,7 @@ ROUTES = [
     ("GET", "/v1/submissions"),
     ("POST", "/v1/submissions"),
     ("GET", "/v1/submissions/sub_x"),
+    ("PATCH", "/v1/submissions/sub_x"),
     ("DELETE", "/v1/submissions/sub_x"),
     ("POST", "/v1/submissions/sub_x/cancel"),
     ("GET", "/v1/admin/keys"),
@@ -107,7 +108,7 @@ def test_admin_key_errors(api: TestClient):
 
 
 def test_submitter_keys_cannot_use_admin_routes(api: TestClient, submitter: dict[str, str]):
-    for method, path in ROUTES[5:]:
+    for method, path in [(m, p) for m, p in ROUTES if p.startswith("/v1/admin/")]:
         r = api.request(method, path, headers=submitter, json={"name": "x"})
         assert r.status_code == 403, (method, path)
         assert error_of(r)["code"] == "forbidden"
@@ -119,19 +120,25 @@ def test_foreign_submissions_answer_404(idle_api: TestClient):
     r = idle_api.post("/v1/submissions", json=gaussian_json(8), headers=alice)
     assert r.status_code == 202, r.text
     sub_id = r.json()["id"]
-    for method, path in [
-        ("GET", f"/v1/submissions/{sub_id}"),
-        ("DELETE", f"/v1/submissions/{sub_id}"),
-        ("POST", f"/v1/submissions/{sub_id}/cancel"),
+    for method, path, body in [
+        ("GET", f"/v1/submissions/{sub_id}", None),
+        ("PATCH", f"/v1/submissions/{sub_id}", {"visibility": "public"}),
+        ("DELETE", f"/v1/submissions/{sub_id}", None),
+        ("POST", f"/v1/submissions/{sub_id}/cancel", None),
     ]:
-        r = idle_api.request(method, path, headers=bob)
+        r = idle_api.request(method, path, json=body, headers=bob)
         assert r.status_code == 404, (method, path)
         err = error_of(r)
         assert err["code"] == "not_found"
         assert sub_id in err["message"]
         # Exactly what an unknown id gets.
-        unknown = idle_api.request(method, path.replace(sub_id, "sub_unknown"), headers=bob)
+        unknown = idle_api.request(
+            method, path.replace(sub_id, "sub_unknown"), json=body, headers=bob
+        )
         assert unknown.status_code == 404
+    assert idle_api.get(f"/v1/submissions/{sub_id}", headers=alice).json()["visibility"] == (
+        "private"
+    )
     assert idle_api.get("/v1/submissions", headers=bob).json()["total"] == 0
     assert idle_api.get("/v1/submissions", headers=alice).json()["total"] == 1
     # The admin key reads every submission.

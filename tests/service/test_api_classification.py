@@ -293,13 +293,24 @@ def test_bad_npz_inputs_name_field_and_index(api: TestClient, submitter: dict[st
     err = post(**{**a, "y": np.zeros(N)})
     assert err["field"] == "y"
 
+    # Against a benchmark (tests/service/test_api_classification_benchmarks.py): the labels
+    # are the benchmark's and cannot be sent; an unknown benchmark is a 404.
     r = api.post(
         "/v1/submissions",
         content=npz_bytes({**req, "benchmark_id": "b1"}, member_probs=a["member_probs"]),
         headers={**submitter, **NPZ},
     )
+    assert r.status_code == 404
+    assert error_of(r)["field"] == "benchmark_id"
+    r = api.post(
+        "/v1/submissions",
+        content=npz_bytes(
+            {**req, "benchmark_id": "b1"}, member_probs=a["member_probs"], labels=a["labels"]
+        ),
+        headers={**submitter, **NPZ},
+    )
     assert r.status_code == 422
-    assert "benchmark" in error_of(r)["message"]
+    assert error_of(r)["field"] == "labels" and "benchmark" in error_of(r)["message"]
 
 
 def test_json_ensemble_and_dirichlet_are_accepted(

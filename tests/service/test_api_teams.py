@@ -1,13 +1,16 @@
-"""Teams and roles over HTTP: team keys share submissions, visibility, admin reads everything,
-and the auth matrix of the submission routes."""
+"""Teams and roles over HTTP: team keys share submissions, visibility (and its later changes,
+with their effect on the leaderboards), admin reads everything, and the auth matrix of the
+submission routes."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import numpy as np
 import pytest
 
-from tests.service._api import ADMIN, TestClient, error_of, gaussian_json, new_key
+from tests.service._api import ADMIN, TestClient, error_of, gaussian_json, new_key, wait_terminal
 
 pytest_plugins = ["tests.service._api"]
 
@@ -68,14 +71,17 @@ def test_team_members_share_submissions_and_others_get_404(idle_api: TestClient)
     assert doc["team_id"] == red
 
     # Another team: private -> 404 exactly like an unknown id; public -> readable only.
-    for method, path in [
-        ("GET", f"/v1/submissions/{private}"),
-        ("DELETE", f"/v1/submissions/{private}"),
-        ("POST", f"/v1/submissions/{private}/cancel"),
+    for method, path, body in [
+        ("GET", f"/v1/submissions/{private}", None),
+        ("PATCH", f"/v1/submissions/{private}", {"visibility": "public"}),
+        ("DELETE", f"/v1/submissions/{private}", None),
+        ("POST", f"/v1/submissions/{private}/cancel", None),
     ]:
-        r = idle_api.request(method, path, headers=blue1)
+        r = idle_api.request(method, path, json=body, headers=blue1)
         assert r.status_code == 404, (method, path)
-        unknown = idle_api.request(method, path.replace(private, "sub_unknown"), headers=blue1)
+        unknown = idle_api.request(
+            method, path.replace(private, "sub_unknown"), json=body, headers=blue1
+        )
         assert unknown.status_code == 404
         assert error_of(r)["code"] == error_of(unknown)["code"] == "not_found"
     r = idle_api.get(f"/v1/submissions/{public}", headers=blue1)
@@ -83,6 +89,8 @@ def test_team_members_share_submissions_and_others_get_404(idle_api: TestClient)
     assert r.json()["visibility"] == "public"
     assert idle_api.delete(f"/v1/submissions/{public}", headers=blue1).status_code == 403
     assert idle_api.post(f"/v1/submissions/{public}/cancel", headers=blue1).status_code == 403
+    r = idle_api.patch(f"/v1/submissions/{public}", json={"visibility": "private"}, headers=blue1)
+    assert r.status_code == 403
     assert idle_api.get("/v1/submissions", headers=blue1).json()["total"] == 0
 
     # Admin reads and lists everything.
@@ -107,15 +115,154 @@ def test_visibility_is_validated(idle_api: TestClient):
     )
     assert r.status_code == 422
     assert error_of(r)["field"] == "visibility"
+    sub_id = submit(idle_api, headers)
+    for body, field in [
+        ({"visibility": "everyone"}, "visibility"),
+        ({"visibility": True}, "visibility"),
+        ({}, "visibility"),
+        ({"visibility": "public", "model_name": "x"}, "model_name"),
+    ]:
+        r = idle_api.patch(f"/v1/submissions/{sub_id}", json=body, headers=headers)
+        assert r.status_code == 422, body
+        assert error_of(r)["field"] == field, body
+    r = idle_api.patch(f"/v1/submissions/{sub_id}", content=b"{", headers=headers)
+    assert r.status_code in (400, 422)
+    error_of(r)
+
+
+def test_a_team_changes_the_visibility_of_its_submission(idle_api: TestClient):
+    red, blue = new_team(idle_api, "red"), new_team(idle_api, "blue")
+    red1, red2, blue1 = team_key(idle_api, red), team_key(idle_api, red), team_key(idle_api, blue)
+    sub_id = submit(idle_api, red1)
+    assert idle_api.get(f"/v1/submissions/{sub_id}", headers=blue1).status_code == 404
+    # Another member of the team makes it public: every key reads it (a queued one too).
+    r = idle_api.patch(f"/v1/submissions/{sub_id}", json={"visibility": "public"}, headers=red2)
+    assert r.status_code == 200, r.text
+    assert (r.json()["id"], r.json()["visibility"], r.json()["status"]) == (
+        sub_id,
+        "public",
+        "queued",
+    )
+    assert idle_api.get(f"/v1/submissions/{sub_id}", headers=blue1).json()["visibility"] == (
+        "public"
+    )
+    # Unchanged is fine; the admin makes it private again: the other team gets 404.
+    r = idle_api.patch(f"/v1/submissions/{sub_id}", json={"visibility": "public"}, headers=red1)
+    assert r.status_code == 200 and r.json()["visibility"] == "public"
+    r = idle_api.patch(f"/v1/submissions/{sub_id}", json={"visibility": "private"}, headers=ADMIN)
+    assert r.status_code == 200 and r.json()["visibility"] == "private"
+    assert idle_api.get(f"/v1/submissions/{sub_id}", headers=blue1).status_code == 404
+    listed = idle_api.get("/v1/submissions", headers=red1).json()["items"]
+    assert [(i["id"], i["visibility"]) for i in listed] == [(sub_id, "private")]
+
+
+def bench_targets(n: int) -> np.ndarray:
+    return np.random.default_rng(42).normal(size=n)
+
+
+def bench_submit(
+    client: TestClient, headers: dict[str, str], bench_id: str, scale: float, seed: int
+) -> tuple[str, float]:
+    """A public Gaussian submission off the targets by noise of size ``scale``; returns its
+    id and its MAE written from the formula (mean |mean - y|)."""
+    y = bench_targets(40)
+    mean = y + scale * np.random.default_rng(seed).normal(size=y.size)
+    body = {
+        "model_name": f"m{seed}",
+        "benchmark_id": bench_id,
+        "visibility": "public",
+        "prediction": {"kind": "gaussian", "mean": mean.tolist(), "std": [1.0] * y.size},
+    }
+    r = client.post("/v1/submissions", json=body, headers=headers)
+    assert r.status_code == 202, r.text
+    return r.json()["id"], float(np.mean(np.abs(mean - y)))
+
+
+def board_rows(client: TestClient, bench_id: str, headers: dict[str, str]) -> list[Any]:
+    r = client.get(f"/v1/benchmarks/{bench_id}/leaderboard", headers=headers)
+    assert r.status_code == 200, r.text
+    return [(e["team_id"], e["submission_id"], e["value"]) for e in r.json()["entries"]]
+
+
+def test_visibility_changes_move_submissions_on_and_off_the_leaderboard(
+    api: TestClient, worker: object
+):
+    r = api.post(
+        "/v1/benchmarks",
+        json={
+            "name": "vis",
+            "primary_metric": "mae",
+            "metrics": ["mae"],
+            "bootstrap": {"n_resamples": 20},
+            "y": bench_targets(40).tolist(),
+        },
+        headers=ADMIN,
+    )
+    assert r.status_code == 201, r.text
+    bench = r.json()["id"]
+    red, blue = new_team(api, "red"), new_team(api, "blue")
+    red1, blue1 = team_key(api, red), team_key(api, blue)
+    good, good_mae = bench_submit(api, red1, bench, 0.1, 1)
+    worse, worse_mae = bench_submit(api, red1, bench, 1.0, 2)
+    other, other_mae = bench_submit(api, blue1, bench, 0.5, 3)
+    for sub_id in (good, worse, other):
+        assert wait_terminal(api, ADMIN, sub_id)["status"] == "succeeded"
+    assert good_mae < other_mae < worse_mae
+    full = [(red, good, good_mae), (blue, other, other_mae)]
+    rows = board_rows(api, bench, blue1)
+    assert [r[:2] for r in rows] == [f[:2] for f in full]
+    assert [r[2] for r in rows] == pytest.approx([f[2] for f in full], rel=1e-12)
+
+    # Red's best goes private: red's next best takes its place, for every reader.
+    r = api.patch(f"/v1/submissions/{good}", json={"visibility": "private"}, headers=red1)
+    assert r.status_code == 200, r.text
+    assert r.json()["visibility"] == "private" and r.json()["result"] is not None
+    rows = board_rows(api, bench, blue1)
+    assert [r[:2] for r in rows] == [(blue, other), (red, worse)]
+    assert [r[2] for r in rows] == pytest.approx([other_mae, worse_mae], rel=1e-12)
+    assert api.get(f"/v1/submissions/{good}", headers=blue1).status_code == 404
+    # Both of red's go private: red is off the board.
+    r = api.patch(f"/v1/submissions/{worse}", json={"visibility": "private"}, headers=ADMIN)
+    assert r.status_code == 200
+    assert [r[:2] for r in board_rows(api, bench, red1)] == [(blue, other)]
+    # Public again: the board is as it was.
+    for sub_id in (worse, good):
+        r = api.patch(f"/v1/submissions/{sub_id}", json={"visibility": "public"}, headers=red1)
+        assert r.status_code == 200
+    rows = board_rows(api, bench, blue1)
+    assert [r[:2] for r in rows] == [f[:2] for f in full]
+    r = api.patch(f"/v1/submissions/{good}", json={"visibility": "private"}, headers=blue1)
+    assert r.status_code == 403  # another team may not change it
+    # A change makes the rank intervals stale; they are computed anew for the new board.
+    current = wait_ranks_current(api, bench)
+    assert {e["submission_id"] for e in current["entries"]} == {good, other}
+    r = api.patch(f"/v1/submissions/{good}", json={"visibility": "private"}, headers=red1)
+    assert r.status_code == 200
+    doc = api.get(f"/v1/benchmarks/{bench}/leaderboard", headers=ADMIN).json()
+    assert doc["ranks"]["status"] == "stale"
+    current = wait_ranks_current(api, bench)
+    assert [e["submission_id"] for e in current["entries"]] == [other, worse]
+    assert all(e["rank_low"] is not None for e in current["entries"])
+
+
+def wait_ranks_current(client: TestClient, bench_id: str, timeout_s: float = 90.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        doc = client.get(f"/v1/benchmarks/{bench_id}/leaderboard", headers=ADMIN).json()
+        if doc["ranks"]["status"] == "current":
+            return doc
+        assert time.monotonic() < deadline, doc["ranks"]
+        time.sleep(0.1)
 
 
 # --- the auth matrix of the submission routes ------------------------------------------------
 
 CALLERS = ["none", "wrong", "revoked", "other_team", "own_team", "admin"]
 
-#: (method, path template, body?) -> expected status per caller, for a private submission.
+#: (method, path template) -> expected status per caller, for a private submission.
 PRIVATE_MATRIX: list[tuple[str, str, dict[str, int]]] = [
     ("GET", "/v1/submissions/{id}", {"other_team": 404, "own_team": 200, "admin": 200}),
+    ("PATCH", "/v1/submissions/{id}", {"other_team": 404, "own_team": 200, "admin": 200}),
     ("POST", "/v1/submissions/{id}/cancel", {"other_team": 404, "own_team": 202, "admin": 202}),
     ("DELETE", "/v1/submissions/{id}", {"other_team": 404, "own_team": 204, "admin": 204}),
     ("GET", "/v1/submissions", {"other_team": 200, "own_team": 200, "admin": 200}),
@@ -150,7 +297,8 @@ def test_auth_matrix_of_submissions(
     expected: dict[str, int],
 ):
     sub_id = submit(idle_api, callers["owner"])
-    r = idle_api.request(method, path.format(id=sub_id), headers=callers[caller])
+    body = {"visibility": "public"} if method == "PATCH" else None
+    r = idle_api.request(method, path.format(id=sub_id), json=body, headers=callers[caller])
     want = expected.get(caller, 401)
     assert r.status_code == want, (caller, method, path, r.text)
     if want >= 400:

@@ -150,6 +150,7 @@ def _benchmark_round_trip(live_server: LiveServer, admin: Any) -> None:
         BenchmarkCreate,
         ComparisonCreate,
         ComparisonDetail,
+        ErrorResponse,
         Leaderboard,
         SubmissionCreate,
         SubmissionDetail,
@@ -206,7 +207,12 @@ def _benchmark_round_trip(live_server: LiveServer, admin: Any) -> None:
     board = get_leaderboard.sync(client=member, bench_id=bench.id)
     assert isinstance(board, Leaderboard)
     assert board.direction == "lower"
+    assert board.estimator is None
     assert [e.submission_id for e in board.entries] == [ids[0]]  # best of the team
+    # An estimator applies to classification benchmarks only.
+    refused = get_leaderboard.sync(client=member, bench_id=bench.id, estimator="entropy_bma")
+    assert isinstance(refused, ErrorResponse)
+    assert refused.error.field == "estimator"
 
     started = create_comparison.sync(
         client=member,

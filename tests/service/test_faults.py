@@ -1,4 +1,6 @@
-"""Faults: Redis stopped or failing half-way — submissions fail fast and store nothing."""
+"""Faults: Redis stopped or failing half-way — submissions fail fast and store nothing; a
+worker killed in the middle of a rank or comparison job — the job is run again and completes
+once."""
 
 from __future__ import annotations
 
@@ -7,15 +9,20 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from service import jobs, keys
+from service.api.app import create_app
 from service.redis_server import ManagedRedis
 from service.settings import Settings
 from service.store import Store, StoreUnavailable, SubmissionRecord, now_iso
-from tests.service.conftest import TEST_SETTINGS
+from tests.service._api import ADMIN, NPZ, TestClient, new_key, npz_bytes, wait_terminal
+from tests.service.conftest import TEST_SETTINGS, WorkerProcess
+from uqcore import predictions as P
+from uqcore.stability import compare, rank_distribution
 
 
 def arrays(n: int = 16) -> dict[str, np.ndarray]:
@@ -196,3 +203,192 @@ def test_requeued_job_is_published_again_once_the_broker_is_back(
     assert sent == [rec.id] and store.to_resend() == []
     got = store.get_submission(rec.id)
     assert got is not None and got.status == "queued" and got.attempts == 1
+
+
+# --- a worker killed in the middle of a rank or comparison job ---------------------------------
+
+#: Large enough that each job runs for seconds (it is killed while it runs), no sleeps added.
+KILL_N = 200_000
+WAIT_S = 180.0  # generous: the machine may be busy; no assertion relies on speed
+
+
+def kill_targets() -> np.ndarray:
+    return np.random.default_rng(99).normal(size=KILL_N)
+
+
+def kill_prediction(scale: float, seed: int) -> dict[str, np.ndarray]:
+    y = kill_targets()
+    rng = np.random.default_rng(seed)
+    return {"mean": y + scale * rng.normal(size=KILL_N), "std": np.full(KILL_N, 0.5 + scale)}
+
+
+def kill_benchmark(api: TestClient, n_resamples: int, seed: int) -> str:
+    r = api.post(
+        "/v1/benchmarks",
+        json={
+            "name": "killed",
+            "primary_metric": "mae",
+            "metrics": ["mae"],
+            "bootstrap": {"n_resamples": n_resamples},
+            "seed": seed,
+            "y": kill_targets().tolist(),
+        },
+        headers=ADMIN,
+    )
+    assert r.status_code == 201, r.text
+    bench_id: str = r.json()["id"]
+    return bench_id
+
+
+def kill_submit(
+    api: TestClient, headers: dict[str, str], bench_id: str, arrays: dict[str, np.ndarray]
+) -> str:
+    request = {
+        "kind": "gaussian",
+        "model_name": "m",
+        "benchmark_id": bench_id,
+        "visibility": "public",
+    }
+    r = api.post(
+        "/v1/submissions", content=npz_bytes(request, **arrays), headers={**headers, **NPZ}
+    )
+    assert r.status_code == 202, r.text
+    sub_id: str = r.json()["id"]
+    return sub_id
+
+
+def succeeded_task_lines(log: Path, task: str) -> int:
+    """How many runs of ``task`` the worker's log reports as succeeded."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return sum(1 for line in text.splitlines() if f"Task {task}[" in line and "succeeded" in line)
+
+
+@pytest.fixture
+def killable(own: tuple[Store, Settings], tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """An API on a Redis of this test alone, with a worker to kill; the test starts the
+    rescuer (``stack["workers"]`` are stopped at the end whatever happens)."""
+    store, settings = own
+    doomed = WorkerProcess(settings, "doomed", tmp_path / "doomed.log").start(store)
+    stack: dict[str, Any] = {"store": store, "settings": settings, "workers": [doomed]}
+    try:
+        with TestClient(create_app(settings, store=store)) as api:
+            stack["api"] = api
+            yield stack
+    finally:
+        for worker in stack["workers"]:
+            worker.stop()
+
+
+def test_rank_job_killed_mid_job_is_queued_again_and_completes_once(
+    killable: dict[str, Any], tmp_path: Path
+) -> None:
+    """SIGKILL the worker computing a board's rank intervals: the job's claim lapses with its
+    heartbeat, the next leaderboard read queues the job again, a new worker computes it once,
+    and the intervals equal uqcore's rank distribution with the benchmark's seed."""
+    store: Store = killable["store"]
+    settings: Settings = killable["settings"]
+    api: TestClient = killable["api"]
+    doomed: WorkerProcess = killable["workers"][0]
+    b, seed = 1000, 17
+    bench = kill_benchmark(api, b, seed)
+    preds = {
+        kill_submit(api, new_key(api), bench, kill_prediction(0.2 + 0.1 * i, i)): i
+        for i in range(4)
+    }
+    for sub_id in preds:
+        assert wait_terminal(api, ADMIN, sub_id, WAIT_S)["status"] == "succeeded"
+    board = f"/v1/benchmarks/{bench}/leaderboard"
+    lock = keys.ranks_lock(bench, "mae", "best")
+
+    first = api.get(board, headers=ADMIN).json()
+    assert first["ranks"]["status"] == "computing" and first["total"] == 4
+    # The reader's claim lasts minutes; the running job holds it for a heartbeat TTL.
+    deadline = time.monotonic() + WAIT_S
+    while not 0 < store.client.pttl(lock) <= settings.heartbeat_ttl_s * 1000:
+        assert store.client.exists(lock), "the rank job ended before the kill"
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    doomed.kill()
+    assert store.get_ranks(bench, "mae", "best") is None
+
+    rescuer = WorkerProcess(settings, "rescuer", tmp_path / "rescuer.log")
+    killable["workers"].append(rescuer.start(store))
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        doc = api.get(board, headers=ADMIN).json()
+        if doc["ranks"]["status"] == "current":
+            break
+        assert time.monotonic() < deadline, doc["ranks"]
+        time.sleep(0.1)
+    assert doc["ranks"]["n_resamples"] == b and doc["ranks"]["seed"] == seed
+    y = kill_targets()
+    models = {}
+    for e in doc["entries"]:
+        a = kill_prediction(0.2 + 0.1 * preds[e["submission_id"]], preds[e["submission_id"]])
+        models[e["submission_id"]] = P.Gaussian(a["mean"], a["std"])
+    direct = rank_distribution(models, y, metric="mae", n_resamples=b, seed=seed)
+    for e in doc["entries"]:
+        sub = e["submission_id"]
+        assert (e["rank_low"], e["rank_high"]) == (
+            direct[sub]["rank_low"],
+            direct[sub]["rank_high"],
+        )
+        assert e["p_best"] == pytest.approx(direct[sub]["p_best"], abs=0)
+    task = "uqeval.leaderboard_ranks"
+    assert succeeded_task_lines(tmp_path / "doomed.log", task) == 0
+    assert succeeded_task_lines(tmp_path / "rescuer.log", task) == 1
+    assert not store.client.exists(lock)
+
+
+def test_comparison_killed_mid_job_is_requeued_and_completes_once(
+    killable: dict[str, Any], tmp_path: Path
+) -> None:
+    """SIGKILL the worker running a comparison: its heartbeat expires, the new worker's
+    reaper re-queues it, and it completes exactly once (attempt 2), equal to
+    ``uqcore.stability.compare`` with the same seed."""
+    store: Store = killable["store"]
+    settings: Settings = killable["settings"]
+    api: TestClient = killable["api"]
+    doomed: WorkerProcess = killable["workers"][0]
+    bench = kill_benchmark(api, 20, 5)
+    headers = new_key(api)
+    arrays = [kill_prediction(0.3, 1), kill_prediction(0.35, 2)]
+    subs = [kill_submit(api, headers, bench, a) for a in arrays]
+    for sub_id in subs:
+        assert wait_terminal(api, headers, sub_id, WAIT_S)["status"] == "succeeded"
+    b, seed = 2000, 3
+    body = {"benchmark_id": bench, "submission_ids": subs, "n_resamples": b, "seed": seed}
+    r = api.post("/v1/comparisons", json=body, headers=headers)
+    assert r.status_code == 202, r.text
+    cmp_id = r.json()["id"]
+    deadline = time.monotonic() + WAIT_S
+    while (store.get_comparison(cmp_id) or {}).get("status") == "queued":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert (store.get_comparison(cmp_id) or {}).get("status") == "running", "ended before kill"
+    doomed.kill()
+    doc = store.get_comparison(cmp_id)
+    assert doc is not None and doc["status"] == "running" and doc["result"] is None
+
+    rescuer = WorkerProcess(settings, "rescuer", tmp_path / "rescuer.log")
+    killable["workers"].append(rescuer.start(store))
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        doc = api.get(f"/v1/comparisons/{cmp_id}", headers=headers).json()
+        if doc["status"] in ("succeeded", "failed"):
+            break
+        assert time.monotonic() < deadline, doc["status"]
+        time.sleep(0.1)
+    assert doc["status"] == "succeeded", doc["error"]
+    stored = store.get_comparison(cmp_id)
+    assert stored is not None and stored["attempts"] == "2"
+    (pair,) = doc["result"]["pairs"]
+    assert (pair["a"], pair["b"]) == (subs[0], subs[1])
+    models = [P.Gaussian(a["mean"], a["std"]) for a in arrays]
+    direct = compare(models[0], models[1], kill_targets(), ["mae"], n_resamples=b, seed=seed)
+    for field in ("diff", "low", "high", "std", "p_better", "p_value"):
+        assert pair["metrics"]["mae"][field] == pytest.approx(direct["mae"][field], abs=0), field
+    task = "uqeval.compare"
+    assert succeeded_task_lines(tmp_path / "doomed.log", task) == 0
+    assert succeeded_task_lines(tmp_path / "rescuer.log", task) == 1
+    assert store.orphaned_comparisons() == [] and store.comparisons_to_resend() == []

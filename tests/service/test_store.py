@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
+import redis
 
 from service import keys
 from service import store as store_module
 from service.redis_server import free_port
 from service.store import (
     IdempotencyConflict,
+    Quota,
+    Ranking,
     Store,
     StoreUnavailable,
     SubmissionRecord,
     now_iso,
+    sha256_hex,
 )
 
 
@@ -70,6 +77,37 @@ def test_api_key_lifecycle(store: Store) -> None:
     assert store.authenticate(token) is None
     assert store.list_api_keys()[0].revoked
     assert store.revoke_api_key("key_unknown") is False
+
+
+def test_authentication_is_one_round_trip_and_revocation_reaches_the_copy(store: Store) -> None:
+    record, token = store.create_api_key("bob")
+    digest = sha256_hex(token)
+    calls: list[str] = []
+    original = store.client.execute_command
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(str(args[0]))
+        return original(*args, **kwargs)
+
+    store.client.execute_command = counting  # type: ignore[method-assign]
+    try:
+        assert store.authenticate(token) == record
+    finally:
+        store.client.execute_command = original  # type: ignore[method-assign]
+    assert calls == ["HGETALL"]
+    assert store.revoke_api_key(record.key_id) is True
+    assert store.client.hget(keys.api_key_auth(digest), "revoked") == b"1"
+    assert store.authenticate(token) is None
+
+
+def test_keys_created_before_the_auth_copy_still_authenticate(store: Store) -> None:
+    record, token = store.create_api_key("legacy")
+    digest = sha256_hex(token)
+    store.client.delete(keys.api_key_auth(digest))  # as stored by earlier versions
+    assert store.authenticate(token) == record
+    assert store.revoke_api_key(record.key_id) is True
+    assert store.authenticate(token) is None
+    assert not store.client.exists(keys.api_key_auth(digest))  # no partial copy created
 
 
 def test_create_api_key_rejects_unknown_role(store: Store) -> None:
@@ -396,3 +434,409 @@ def test_unreachable_redis_raises_store_unavailable() -> None:
         store.ping()
     with pytest.raises(StoreUnavailable):
         store.get_submission("x")
+
+
+# --- visibility changes and the leaderboards ---------------------------------------------------
+
+BENCH = "bench_v"
+
+
+def bench_record(team: str, ts: float, visibility: str = "public") -> SubmissionRecord:
+    rec = make_record(f"key_{team}")
+    rec.analyses = {"metrics": ["mae"]}
+    rec.created_ts, rec.team, rec.benchmark = ts, team, BENCH
+    rec.visibility = visibility  # type: ignore[assignment]
+    return rec
+
+
+def ensure_benchmark(store: Store) -> None:
+    from tests.service.test_store_benchmarks import benchmark
+
+    if store.get_benchmark(BENCH) is None:
+        store.create_benchmark(benchmark(BENCH), {"y": np.zeros(3)})
+
+
+def finish_on_board(store: Store, rec: SubmissionRecord, value: float) -> str:
+    """Run ``rec`` to success with a leaderboard entry of ``value`` (mae: badness = value)."""
+    ensure_benchmark(store)
+    store.create_submission(rec, arrays())
+    store.mark_running(rec.id, "w", 5.0, 3)
+    assert rec.team is not None
+    ranking = Ranking(BENCH, rec.team, rec.created_ts, {"mae": (value, {"value": value})})
+    assert store.finish(rec.id, {"metrics": {}}, 0.1, ranking=ranking) == "succeeded"
+    return rec.id
+
+
+def expected_boards(
+    subs: dict[str, tuple[str, float, float]], public: set[str]
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The best and the latest board, (team, submission) best first, written from the rules:
+    per team its lowest value (best) or its newest public submission (latest)."""
+    best: dict[str, str] = {}
+    latest: dict[str, str] = {}
+    for sub, (team, value, ts) in subs.items():
+        if sub not in public:
+            continue
+        if team not in best or value < subs[best[team]][1]:
+            best[team] = sub
+        if team not in latest or ts > subs[latest[team]][2]:
+            latest[team] = sub
+
+    def order(chosen: dict[str, str]) -> list[tuple[str, str]]:
+        return sorted(((t, s) for t, s in chosen.items()), key=lambda ts: subs[ts[1]][1])
+
+    return order(best), order(latest)
+
+
+def assert_boards(
+    store: Store, subs: dict[str, tuple[str, float, float]], public: set[str]
+) -> None:
+    best, latest = expected_boards(subs, public)
+    assert store.leaderboard_board(BENCH, "mae", "best") == best
+    assert store.leaderboard_board(BENCH, "mae", "latest") == latest
+    ranked = {s for s in subs if s in public}
+    members = {m.decode() for m in store.client.zrange(keys.leaderboard_subs(BENCH, "mae"), 0, -1)}
+    assert members == ranked
+    shown = {k.decode() for k in store.client.hkeys(keys.leaderboard_entries(BENCH, "mae"))}
+    assert shown == ranked
+    for sub in ranked:
+        assert store.leaderboard_entry(BENCH, "mae", sub) == {"value": subs[sub][1]}
+
+
+def test_visibility_changes_move_a_submission_on_and_off_the_boards(store: Store) -> None:
+    specs = {"a_good": ("team_a", 0.1, 1.0), "a_late": ("team_a", 0.5, 2.0)}
+    specs |= {"b": ("team_b", 0.3, 1.5), "b_private": ("team_b", 0.2, 3.0)}
+    subs: dict[str, tuple[str, float, float]] = {}
+    public: set[str] = set()
+    for name, (team, value, ts) in specs.items():
+        visibility = "private" if name == "b_private" else "public"
+        sub_id = finish_on_board(store, bench_record(team, ts, visibility), value)
+        subs[sub_id] = (team, value, ts)
+        if visibility == "public":
+            public.add(sub_id)
+    ids = {name: sub_id for name, sub_id in zip(specs, subs, strict=True)}
+    assert_boards(store, subs, public)
+
+    # Each change: the boards equal the rules applied to the new public set, and the board
+    # version moves on (rank intervals of the old version are stale).
+    for name, visibility in [
+        ("a_good", "private"),  # team a falls back to a_late on the best board
+        ("a_late", "private"),  # team a leaves the boards
+        ("b_private", "public"),  # team b's best and latest become b_private
+        ("a_late", "public"),
+        ("a_good", "public"),  # team a's best is a_good again, its latest stays a_late
+        ("b", "private"),
+    ]:
+        version = store.leaderboard_version(BENCH)
+        assert store.set_visibility(ids[name], visibility) == "changed"  # type: ignore[arg-type]
+        (public.add if visibility == "public" else public.discard)(ids[name])
+        assert_boards(store, subs, public)
+        assert store.leaderboard_version(BENCH) == version + 1
+        got = store.get_submission(ids[name])
+        assert got is not None and got.visibility == visibility
+
+    version = store.leaderboard_version(BENCH)
+    assert store.set_visibility(ids["b"], "private") == "unchanged"
+    assert store.leaderboard_version(BENCH) == version
+    assert store.set_visibility("sub_unknown", "public") == "missing"
+    with pytest.raises(ValueError, match="visibility must be"):
+        store.set_visibility(ids["b"], "everyone")  # type: ignore[arg-type]
+
+
+def test_visibility_changed_while_the_job_runs_decides_at_finish(store: Store) -> None:
+    ensure_benchmark(store)
+    went_private = bench_record("team_a", 1.0, "public")
+    went_public = bench_record("team_b", 2.0, "private")
+    for rec in (went_private, went_public):
+        store.create_submission(rec, arrays())
+        store.mark_running(rec.id, "w", 5.0, 3)
+    # The worker read the old visibility; the change lands before it finishes.
+    assert store.set_visibility(went_private.id, "private") == "changed"
+    assert store.set_visibility(went_public.id, "public") == "changed"
+    for rec, value in ((went_private, 0.1), (went_public, 0.2)):
+        assert rec.team is not None
+        ranking = Ranking(BENCH, rec.team, rec.created_ts, {"mae": (value, {"value": value})})
+        assert store.finish(rec.id, {"metrics": {}}, 0.1, ranking=ranking) == "succeeded"
+    assert store.leaderboard_board(BENCH, "mae", "best") == [("team_b", went_public.id)]
+    # The private one's entries were kept: made public, it ranks.
+    assert store.set_visibility(went_private.id, "public") == "changed"
+    assert store.leaderboard_board(BENCH, "mae", "best") == [
+        ("team_a", went_private.id),
+        ("team_b", went_public.id),
+    ]
+
+
+def test_visibility_of_unranked_submissions_changes_without_board_writes(store: Store) -> None:
+    ensure_benchmark(store)
+    inline = submit(store)  # inline targets: no benchmark
+    assert store.set_visibility(inline.id, "public") == "changed"
+    got = store.get_submission(inline.id)
+    assert got is not None and got.visibility == "public"
+    failed = bench_record("team_a", 1.0, "private")
+    store.create_submission(failed, arrays())
+    store.mark_running(failed.id, "w", 5.0, 3)
+    store.fail(failed.id, "invalid input: std[0] = -1")
+    assert store.set_visibility(failed.id, "public") == "changed"
+    # A benchmark submission whose every value was undefined has an empty ranking.
+    empty = bench_record("team_b", 2.0, "private")
+    store.create_submission(empty, arrays())
+    store.mark_running(empty.id, "w", 5.0, 3)
+    store.finish(empty.id, {"metrics": {}}, 0.1, ranking=Ranking(BENCH, "team_b", 2.0, {}))
+    assert store.set_visibility(empty.id, "public") == "changed"
+    assert list(store.client.scan_iter(match=keys.leaderboard_pattern(BENCH))) == []
+    # A succeeded benchmark submission finished without a stored ranking is left as it is.
+    legacy = bench_record("team_c", 3.0, "private")
+    store.create_submission(legacy, arrays())
+    store.mark_running(legacy.id, "w", 5.0, 3)
+    store.finish(legacy.id, {"metrics": {}}, 0.1)
+    assert store.set_visibility(legacy.id, "public") == "unranked"
+    got = store.get_submission(legacy.id)
+    assert got is not None and got.visibility == "private"
+
+
+def test_a_deleted_benchmark_gets_no_boards_back(store: Store) -> None:
+    sub = finish_on_board(store, bench_record("team_a", 1.0, "private"), 0.1)
+    assert store.delete_benchmark(BENCH)
+    assert store.set_visibility(sub, "public") == "changed"
+    got = store.get_submission(sub)
+    assert got is not None and got.visibility == "public"
+    assert list(store.client.scan_iter(match=keys.leaderboard_pattern(BENCH))) == []
+
+
+# --- quota refunds -----------------------------------------------------------------------------
+
+
+def quota_submission(store: Store) -> tuple[SubmissionRecord, Quota]:
+    quota = Quota(keys.quota(BENCH, "team_q"), None, 10)
+    rec = bench_record("team_q", 1.0, "private")
+    store.create_submission(rec, arrays(), quota=quota)
+    assert store.client.zscore(quota.key, rec.id) is not None
+    return rec, quota
+
+
+def test_system_failures_give_the_quota_slot_back(store: Store) -> None:
+    # Failed by the system (crash, time limit, lost arrays): refunded.
+    rec, quota = quota_submission(store)
+    store.mark_running(rec.id, "w", 5.0, 3)
+    assert store.fail(rec.id, "internal error", system=True) == "failed"
+    assert store.client.zscore(quota.key, rec.id) is None
+    assert store.client.hget(keys.submission(rec.id), "quota_refunded") == b"1"
+    # Failed by its input: still counted.
+    rec, quota = quota_submission(store)
+    store.mark_running(rec.id, "w", 5.0, 3)
+    assert store.fail(rec.id, "invalid input: std[0] = -1") == "failed"
+    assert store.client.zscore(quota.key, rec.id) is not None
+    # Its worker lost on every attempt, found by the reaper: refunded.
+    rec, quota = quota_submission(store)
+    store.mark_running(rec.id, "w", 5.0, 1)
+    store.client.delete(keys.heartbeat(rec.id))
+    assert store.requeue_orphan(rec.id, 1, 5.0) == "failed"
+    assert store.client.zscore(quota.key, rec.id) is None
+    # ... or by the delivery that finds the attempts spent: refunded.
+    rec, quota = quota_submission(store)
+    store.mark_running(rec.id, "w1", 5.0, 1)
+    store.client.delete(keys.heartbeat(rec.id))
+    assert store.mark_running(rec.id, "w2", 5.0, 1) == ("terminal", "failed")
+    assert store.client.zscore(quota.key, rec.id) is None
+    # A submission without a quota fails the same way.
+    plain = submit(store)
+    store.mark_running(plain.id, "w", 5.0, 3)
+    assert store.fail(plain.id, "internal error", system=True) == "failed"
+
+
+def test_a_refund_with_an_undeclared_quota_key_writes_nothing(store: Store) -> None:
+    rec, quota = quota_submission(store)
+    store.mark_running(rec.id, "w", 5.0, 3)
+    script = store._scripts["fail"]
+    args = [rec.id, now_iso(), "internal error", store.retention_s, "1"]
+    with pytest.raises(redis.ResponseError, match="quota key"):
+        script(keys=store._keys(rec.id), args=args)
+    got = store.get_submission(rec.id)
+    assert got is not None and (got.status, got.error) == ("running", None)
+    assert store.client.zscore(quota.key, rec.id) is not None
+
+
+# --- comparison claims and the rank job's claim ---------------------------------------------
+
+
+def new_comparison(store: Store) -> str:
+    cmp_id = "cmp_" + uuid.uuid4().hex
+    store.create_comparison(
+        {"id": cmp_id, "owner": "key_a", "created_at": now_iso(), "request": {"seed": 1}}
+    )
+    return cmp_id
+
+
+def test_comparison_claim_heartbeat_requeue_and_attempts(store: Store) -> None:
+    cmp_id = new_comparison(store)
+    assert store.claim_comparison(cmp_id, "t1", 5.0, 2) == ("started", "1")
+    assert store.claim_comparison(cmp_id, "t2", 5.0, 2) == ("busy", "t1")
+    assert store.comparison_heartbeat(cmp_id, "t1", 5.0)
+    assert not store.comparison_heartbeat(cmp_id, "t2", 5.0)  # not its holder
+    assert store.orphaned_comparisons() == []
+    assert store.requeue_comparison(cmp_id, 2, 5.0) == "alive"
+    store.client.delete(keys.comparison_heartbeat(cmp_id))  # its worker vanished
+    assert store.orphaned_comparisons() == [cmp_id]
+    assert store.requeue_comparison(cmp_id, 2, 5.0) == "requeued"
+    doc = store.get_comparison(cmp_id)
+    assert doc is not None and doc["status"] == "queued"
+    assert store.comparisons_to_resend() == [cmp_id]
+    store.mark_comparison_resent(cmp_id)
+    assert store.comparisons_to_resend() == []
+    assert not store.comparison_heartbeat(cmp_id, "t1", 5.0)  # the lost delivery let go
+    # The second attempt is lost too: the comparison fails with the reason.
+    assert store.claim_comparison(cmp_id, "t3", 5.0, 2) == ("started", "2")
+    store.client.delete(keys.comparison_heartbeat(cmp_id))
+    assert store.requeue_comparison(cmp_id, 2, 5.0) == "failed"
+    doc = store.get_comparison(cmp_id)
+    assert doc is not None and doc["status"] == "failed"
+    assert "max_attempts=2" in doc["error"] and doc["finished_at"]
+    assert store.orphaned_comparisons() == []
+    assert store.claim_comparison(cmp_id, "t4", 5.0, 2) == ("terminal", "failed")
+    assert store.claim_comparison("cmp_unknown", "t4", 5.0, 2) == ("missing", "")
+
+
+def test_a_finished_comparison_leaves_the_reaper_and_a_redelivery_finds_it(
+    store: Store,
+) -> None:
+    cmp_id = new_comparison(store)
+    assert store.claim_comparison(cmp_id, "t1", 5.0, 3)[0] == "started"
+    store.set_comparison_status(cmp_id, "succeeded", result={"pairs": []})
+    assert store.client.zscore(keys.running_comparisons(), cmp_id) is None
+    assert not store.client.exists(keys.comparison_heartbeat(cmp_id))
+    assert store.claim_comparison(cmp_id, "t2", 5.0, 3) == ("terminal", "succeeded")
+    # Exhausted attempts on a new delivery: failed with the reason.
+    other = new_comparison(store)
+    store.claim_comparison(other, "t1", 5.0, 1)
+    store.client.delete(keys.comparison_heartbeat(other))
+    assert store.claim_comparison(other, "t2", 5.0, 1) == ("terminal", "failed")
+    store.delete_comparison(other)
+    assert store.get_comparison(other) is None
+    assert store.client.zscore(keys.running_comparisons(), other) is None
+
+
+def test_a_running_rank_job_holds_its_claim_only_while_it_beats(store: Store) -> None:
+    lock = keys.ranks_lock(BENCH, "mae", "best")
+    assert store.claim_ranks(BENCH, "mae", "best", 600.0)  # a reader queued the job
+    assert store.hold_ranks(BENCH, "mae", "best", "job-1", 5.0, take=True)
+    assert store.client.get(lock) == b"job-1"
+    assert 0 < store.client.pttl(lock) <= 5000  # the reader's 600 s claim became short
+    assert store.hold_ranks(BENCH, "mae", "best", "job-1", 5.0, take=False)
+    # Another delivery took it: the first no longer refreshes it.
+    assert store.hold_ranks(BENCH, "mae", "best", "job-2", 5.0, take=True)
+    assert not store.hold_ranks(BENCH, "mae", "best", "job-1", 5.0, take=False)
+    store.put_ranks(BENCH, "mae", "best", {"version": 0})  # done: the claim is released
+    assert not store.hold_ranks(BENCH, "mae", "best", "job-2", 5.0, take=False)
+    assert not store.client.exists(lock)
+
+
+# --- every script touches only the keys it declares --------------------------------------------
+
+_ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_ESCAPES = {"n": b"\n", "r": b"\r", "t": b"\t", "a": b"\a", "b": b"\b", '"': b'"', "\\": b"\\"}
+
+
+def _unrepr(text: str) -> bytes:
+    """Inverse of the quoting of MONITOR's output (Redis' sdscatrepr)."""
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        if text[i] == "\\":
+            if text[i + 1] == "x":
+                out.append(int(text[i + 2 : i + 4], 16))
+                i += 4
+                continue
+            out += _ESCAPES[text[i + 1]]
+            i += 2
+            continue
+        out += text[i].encode()
+        i += 1
+    return bytes(out)
+
+
+def script_key_violations(store: Store, action: Callable[[], object]) -> tuple[int, list[str]]:
+    """Run ``action`` under MONITOR; every command a script runs must name only keys of its
+    EVALSHA's KEYS (as ``COMMAND GETKEYS`` reads the command). Returns the number of script
+    commands seen and the violations."""
+    conn = store.client.connection_pool.get_connection()
+    conn.send_command("MONITOR")
+    assert conn.read_response() in (b"OK", "OK")
+    marker = "monitor-end-" + uuid.uuid4().hex
+    try:
+        action()
+        store.client.echo(marker)
+        lines: list[str] = []
+        while True:
+            line = conn.read_response()
+            line = line.decode() if isinstance(line, bytes) else str(line)
+            if marker in line:
+                break
+            lines.append(line)
+    finally:
+        conn.disconnect()
+        store.client.connection_pool.release(conn)
+    declared: set[bytes] = set()
+    seen = 0
+    violations: list[str] = []
+    for line in lines:
+        source, _, rest = line.partition("] ")
+        args = [_unrepr(a) for a in _ARG.findall(rest)]
+        if not source.endswith(" lua"):
+            if args and args[0].upper() in (b"EVALSHA", b"EVAL"):
+                numkeys = int(args[2])
+                declared = set(args[3 : 3 + numkeys])
+            continue
+        seen += 1
+        try:
+            touched = store.client.command_getkeys(*args)
+        except redis.ResponseError:  # a command without keys
+            touched = []
+        for key in touched:
+            if (key.encode() if isinstance(key, str) else key) not in declared:
+                violations.append(f"{args[0].decode()} {key!r} not in KEYS")
+    return seen, violations
+
+
+def test_every_script_touches_only_the_keys_it_declares(store: Store) -> None:
+    def lifecycle() -> None:
+        record, token = store.create_api_key("alice")
+        assert store.authenticate(token) is not None
+        store.revoke_api_key(record.key_id)
+        rec, _ = quota_submission(store)
+        store.mark_running(rec.id, "w", 5.0, 3)
+        store.heartbeat(rec.id, "w", 5.0)
+        store.set_progress(rec.id, 50.0)
+        store.fail(rec.id, "internal error", system=True)
+        rec, _ = quota_submission(store)
+        store.mark_running(rec.id, "w", 5.0, 1)
+        store.client.delete(keys.heartbeat(rec.id))
+        store.requeue_orphan(rec.id, 1, 5.0)
+        rec, _ = quota_submission(store)
+        store.mark_running(rec.id, "w1", 5.0, 1)
+        store.client.delete(keys.heartbeat(rec.id))
+        store.mark_running(rec.id, "w2", 5.0, 1)
+        orphan = submit(store)
+        store.mark_running(orphan.id, "w", 5.0, 3)
+        store.client.delete(keys.heartbeat(orphan.id))
+        store.requeue_orphan(orphan.id, 3, 5.0)
+        store.cancel_submission(orphan.id)
+        running = submit(store)
+        store.mark_running(running.id, "w", 5.0, 3)
+        store.cancel_submission(running.id)
+        store.mark_cancelled(running.id)
+        a = finish_on_board(store, bench_record("team_a", 1.0), 0.1)
+        finish_on_board(store, bench_record("team_a", 2.0), 0.2)
+        store.set_visibility(a, "private")
+        store.set_visibility(a, "public")
+        store.delete_submission(a)
+        cmp_id = new_comparison(store)
+        store.claim_comparison(cmp_id, "t1", 5.0, 1)
+        store.comparison_heartbeat(cmp_id, "t1", 5.0)
+        store.client.delete(keys.comparison_heartbeat(cmp_id))
+        store.requeue_comparison(cmp_id, 1, 5.0)
+        store.hold_ranks(BENCH, "mae", "best", "t1", 5.0, take=True)
+        store.hold_ranks(BENCH, "mae", "best", "t1", 5.0, take=False)
+
+    seen, violations = script_key_violations(store, lifecycle)
+    assert seen > 50  # the scripts ran under the monitor
+    assert violations == []

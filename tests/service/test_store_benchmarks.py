@@ -188,6 +188,91 @@ def test_a_benchmark_job_error_never_quotes_the_targets() -> None:
         _hide_targets("std must be > 0; std[1] = -1")
         == "invalid input: std must be > 0; std[1] = -1"
     )
+    # Classification: the labels, soft labels and OOD flags are hidden targets too.
+    for message in (
+        "labels must lie in [0, 3); labels[4] = 7",
+        "soft_labels must have shape (5, 3), found (5, 4)",
+        "ood must be booleans or 0/1; ood[2] = 5",
+    ):
+        assert "hidden targets" in _hide_targets(message), message
+    assert "auroc_ood" in _hide_targets("auroc_ood needs estimates")
+
+
+def test_old_benchmark_records_load_as_regression_without_classes() -> None:
+    import dataclasses
+    import json
+
+    doc = dataclasses.asdict(benchmark())
+    for name in ("n_classes", "label_max", "has_soft_labels", "has_ood", "estimators"):
+        del doc[name]
+    old = BenchmarkRecord.from_json(json.dumps(doc))
+    assert old.n_classes is None and old.estimators is None and old.targets == frozenset()
+    assert "estimators" not in old.analyses(["mae"])
+    cls = dataclasses.replace(old, has_ood=True, estimators=["entropy_bma"])
+    assert cls.targets == {"ood"}
+    assert cls.analyses(["auroc_ood"], ["entropy_bma"])["estimators"] == ["entropy_bma"]
+
+
+def test_classification_board_entries_targets_and_params() -> None:
+    from service.leaderboard import badness, board_name, boards_of, parse_board, result_entries
+    from worker.ranks import benchmark_targets, board_params
+
+    result = {
+        "metrics": {
+            "accuracy": {"value": 0.8, "params": {}, "interval": {"low": 0.7, "high": 0.9}},
+            # Both tasks have an nll; the classification one is looked up (task given).
+            "nll": {"value": 0.5, "params": {}},
+            "aurc": {"value": 0.2, "params": {"estimator": "one_minus_max_prob_bma"}},
+            "auroc_ood": {"value": None, "params": {"estimator": "one_minus_max_prob_bma"}},
+        },
+        "by_estimator": {
+            "aurc": {"one_minus_max_prob_bma": 0.2, "entropy_bma": 0.25, "score": None},
+            "auroc_ood": {"one_minus_max_prob_bma": None, "mutual_information": {"value": 0.9}},
+        },
+        "by_estimator_intervals": {"aurc": {"entropy_bma": {"low": 0.2, "high": 0.3}}},
+    }
+    entries = result_entries(result, "classification")
+    # Null values rank nowhere; the own estimator is the metric's own board.
+    assert set(entries) == {
+        "accuracy",
+        "nll",
+        "aurc",
+        "aurc[entropy_bma]",
+        "auroc_ood[mutual_information]",
+    }
+    assert entries["accuracy"] == (-0.8, {"value": 0.8, "low": 0.7, "high": 0.9, "std": None})
+    assert entries["aurc[entropy_bma]"] == (
+        0.25,
+        {"value": 0.25, "low": 0.2, "high": 0.3, "std": None},
+    )
+    assert entries["auroc_ood[mutual_information]"][0] == -0.9
+    assert badness("accuracy", 0.8, task="classification") == -0.8
+    assert parse_board("aurc[entropy_bma]") == ("aurc", "entropy_bma")
+    assert board_name("aurc", "entropy_bma", "entropy_bma") == "aurc"
+    assert boards_of(["accuracy", "aurc"], ["score"], "classification") == [
+        "accuracy",
+        "aurc",
+        "aurc[score]",
+    ]
+
+    labels = np.array([0, 2, 1])
+    bench = BenchmarkRecord(
+        **{
+            **benchmark().__dict__,
+            "task": "classification",
+            "params": {"aurc": {"convention": "trapezoid"}},
+        }
+    )
+    y, extra = benchmark_targets(bench, {"labels": labels, "ood": np.array([0, 1, 0], bool)})
+    np.testing.assert_array_equal(y, labels)
+    assert set(extra) == {"ood"}
+    y, extra = benchmark_targets(benchmark(), {"y": np.ones(3), "groups": np.arange(3)})
+    assert extra == {} and y.tolist() == [1.0, 1.0, 1.0]
+    assert board_params(bench, "aurc[entropy_bma]") == (
+        "aurc",
+        {"convention": "trapezoid", "estimator": "entropy_bma"},
+    )
+    assert board_params(bench, "aurc") == ("aurc", {"convention": "trapezoid"})
 
 
 def test_rank_job_limit_and_failure_are_stored_for_the_board_version(store: Store) -> None:

@@ -1,12 +1,23 @@
 """Benchmarks: hidden targets registered by an admin; every key reads their metadata.
 
-The targets (``y``, ``groups``) go in once, at creation, and never come back out: no route,
-result, error or export carries them. Submissions name a benchmark with ``benchmark_id``
-(``POST /v1/submissions``).
+The targets go in once, at creation, and never come back out: no route, result, error or export
+carries them. A regression benchmark holds ``y``; a classification benchmark holds ``labels``
+(N class indices) and optionally ``soft_labels`` (N×C label distributions) and ``ood`` (N
+flags), all equally hidden; either may hold ``groups``. Submissions name a benchmark with
+``benchmark_id`` (``POST /v1/submissions``); their N, kind, and for classification their
+number of classes (every label must be a class of the prediction) are checked before the 202.
+
+A classification benchmark may name ``estimators``: besides each metric's own leaderboard
+(the metric under its ``estimator`` parameter, default ``one_minus_max_prob_bma``), every
+metric that takes an estimator gets a leaderboard ``metric[estimator]`` per named estimator. A
+name is a built-in aggregator of uqcore or the name of an estimate that submissions carry
+(``prediction.estimates`` in JSON, ``estimate:<name>`` in NPZ); a submission whose prediction
+does not provide it is not ranked on that estimator's boards.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 from typing import Annotated, Any
 
@@ -28,13 +39,16 @@ from service.api.routes.common import errors
 from service.api.schemas import (
     BenchmarkInfo,
     BenchmarkList,
+    BenchmarkRequest,
     BenchmarkUpdate,
     QuotaOptions,
 )
-from service.kinds import REGRESSION_KINDS
+from service.kinds import CLASSIFICATION_KINDS, KIND_FIELDS, REGRESSION_KINDS, task_of
+from service.leaderboard import CANONICAL_ESTIMATORS, ESTIMATOR_PARAMS
 from service.settings import Settings
 from service.store import BenchmarkRecord, Store, now_iso
 from uqcore import UQValidationError, registry
+from uqcore.predictions.classification import validate_labels, validate_ood, validate_soft_labels
 
 router = APIRouter(tags=["benchmarks"])
 
@@ -42,9 +56,11 @@ _REQUEST_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
         "description": "A `BenchmarkCreate` JSON document, or (large targets) an NPZ archive "
-        "(`application/x-npz` or `application/octet-stream`) with members `y`, optionally "
-        "`groups` (integers), and `request`: a 0-d string array holding the JSON of a "
-        "`BenchmarkRequest`. Either may be gzip-encoded; the body size limits apply.",
+        "(`application/x-npz` or `application/octet-stream`) with members `y` (regression) or "
+        "`labels` (classification: N integers) with optionally `soft_labels` (N×C) and `ood` "
+        "(N booleans or 0/1), optionally `groups` (integers), and `request`: a 0-d string "
+        "array holding the JSON of a `BenchmarkRequest`. Either may be gzip-encoded; the body "
+        "size limits apply.",
         # Only the JSON form is declared: openapi-python-client (0.21+) generates a client
         # that does not import for a second content type on a route without optional
         # parameters; the NPZ form is documented in the description above.
@@ -55,6 +71,14 @@ _REQUEST_BODY: dict[str, Any] = {
 }
 
 BenchId = Annotated[str, Path(min_length=1, max_length=100, description="The benchmark id.")]
+
+#: What each task's benchmark holds: its targets and the arrays it may add.
+TASK_ARRAYS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "regression": ("y", ("groups",)),
+    "classification": ("labels", ("soft_labels", "ood", "groups")),
+}
+#: The optional classification targets, as MetricSpec.needs names them, with their field.
+_TARGET_NEEDS = {"ood": "ood", "soft_labels": "soft_labels"}
 
 
 def info(record: BenchmarkRecord) -> BenchmarkInfo:
@@ -76,39 +100,91 @@ def info(record: BenchmarkRecord) -> BenchmarkInfo:
         baseline_id=record.baseline,
         created_at=record.created_at,
         updated_at=record.updated_at,
+        n_classes=record.n_classes,
+        has_soft_labels=record.has_soft_labels,
+        has_ood=record.has_ood,
+        estimators=record.estimators,
     )
 
 
-def _metrics(primary: str, shown: list[str] | None) -> list[str]:
-    """The metrics computed for every submission: ``shown`` with the primary one first."""
+def _metrics(
+    primary: str,
+    shown: list[str] | None,
+    task: str,
+    targets: frozenset[str] = frozenset(),
+    where: str = "",
+) -> list[str]:
+    """The metrics computed for every submission: ``shown`` with the primary one first, each
+    a metric of ``task`` whose optional targets (OOD flags, soft labels) the benchmark holds.
+    ``where`` prefixes the field names of errors (``request.`` in an NPZ upload)."""
     names = [primary, *(m for m in (shown or []) if m != primary)]
     for i, name in enumerate(names):
+        field = where + ("primary_metric" if i == 0 else "metrics")
+        index = None if i == 0 else (shown or []).index(name)
         try:
-            spec = registry.get(name)
+            spec = registry.get(name, task)
         except UQValidationError as exc:
-            field = "primary_metric" if i == 0 else "metrics"
-            index = None if i == 0 else (shown or []).index(name)
             raise ApiError(422, str(exc), field=field, index=index, code="unknown_metric") from None
-        if spec.task != "regression":
+        if spec.task != task:
             raise ApiError(
                 422,
-                f"metric {name!r} is a {spec.task} metric; this benchmark's task is regression",
-                field="primary_metric" if i == 0 else "metrics",
+                f"metric {name!r} is a {spec.task} metric; this benchmark's task is {task}",
+                field=field,
+                index=index,
+            )
+        absent = sorted(spec.needs & set(_TARGET_NEEDS) - targets)
+        if absent:
+            raise ApiError(
+                422,
+                f"metric {name!r} needs {absent[0]}, which this benchmark does not hold "
+                f"(give {_TARGET_NEEDS[absent[0]]} with the labels)",
+                field=field,
+                index=index,
             )
     return names
 
 
-def _params(params: dict[str, dict[str, Any]], names: list[str]) -> dict[str, dict[str, Any]]:
+def _estimators(task: str, names: list[str] | None, field: str = "estimators") -> list[str] | None:
+    """The benchmark's extra estimators (classification only; distinct names)."""
+    if names is None:
+        return None
+    if task != "classification":
+        raise ApiError(422, "estimators apply to classification benchmarks only", field=field)
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise ApiError(422, f"estimator {name!r} is listed twice", field=field, index=i)
+    return list(names)
+
+
+def _params(
+    params: dict[str, dict[str, Any]],
+    names: list[str],
+    task: str,
+    estimators: list[str] | None = None,
+    prefix: str = "",
+) -> dict[str, dict[str, Any]]:
+    """The per-metric parameters; for classification an estimator-valued parameter names a
+    built-in aggregator or one of the benchmark's estimators."""
+    known = [*CANONICAL_ESTIMATORS, *(e for e in estimators or [] if e not in CANONICAL_ESTIMATORS)]
     for name, p in params.items():
-        where = f"params.{name}"
+        where = f"{prefix}params.{name}"
         if name not in names:
             raise ApiError(
                 422, f"parameters are given for metric {name!r}, which is not shown", field=where
             )
         try:
-            registry.get(name).resolve_params(p)
+            spec = registry.get(name, task)
+            spec.resolve_params(p)
         except UQValidationError as exc:
             raise ApiError(422, str(exc), field=where, code="unknown_parameter") from None
+        for key in ESTIMATOR_PARAMS if task == "classification" else ():
+            if key in p and key in spec.defaults and p[key] not in known:
+                raise ApiError(
+                    422,
+                    f"parameter {key!r} of metric {name!r} must name a built-in estimator or "
+                    f"one of the benchmark's estimators ({', '.join(known)}); found {p[key]!r}",
+                    field=f"{where}.{key}",
+                )
     return params
 
 
@@ -129,41 +205,136 @@ def _baseline(store: Store, bench_id: str, sub_id: str) -> str:
     return sub_id
 
 
-def _create(store: Store, settings: Settings, fmt: BodyFormat, raw: bytes) -> BenchmarkRecord:
-    body, y, groups = decode_benchmark(fmt, raw, max_bytes=settings.max_body_bytes)
-    if y.shape[0] > settings.max_points:
-        raise ApiError(
-            422,
-            f"y has N = {y.shape[0]} targets; at most {settings.max_points} are accepted",
-            field="y",
-            code="too_many_points",
-        )
-    names = _metrics(body.primary_metric, body.metrics)
-    params = _params(body.params, names)
-    arrays: dict[str, np.ndarray[Any, Any]] = {"y": y}
-    if groups is not None:
-        if groups.shape[0] != y.shape[0]:
+def _kinds(body: BenchmarkRequest, where: str) -> list[str]:
+    """The kinds accepted: those given (all of the task) or every kind of the task."""
+    task_kinds = CLASSIFICATION_KINDS if body.task == "classification" else REGRESSION_KINDS
+    if body.kinds is None:
+        return [k for k in KIND_FIELDS if k in task_kinds]
+    for i, kind in enumerate(body.kinds):
+        if task_of(kind) != body.task:
             raise ApiError(
                 422,
-                f"groups must have the same length as y ({y.shape[0]}), found {groups.shape[0]}",
+                f"kind {kind!r} is a {task_of(kind)} kind; this benchmark's task is {body.task}",
+                field=f"{where}kinds",
+                index=i,
+            )
+    return list(body.kinds)
+
+
+def _uq_field(message: str) -> tuple[str | None, int | None]:
+    """The target array a uqcore validation message is about, and its first bad index."""
+    m = re.match(r"\s*(soft_labels|labels|ood)\b", message)
+    if m is None:
+        return None, None
+    found = re.search(rf"{m.group(1)}\[(\d+)", message)
+    return m.group(1), int(found.group(1)) if found else None
+
+
+def _classification_targets(
+    body: BenchmarkRequest, arrays: dict[str, np.ndarray[Any, Any]]
+) -> dict[str, Any]:
+    """Check the labels, soft labels and OOD flags (uqcore's rules) and return the class
+    metadata of the record: n_classes, label_max, has_soft_labels, has_ood."""
+    labels = arrays["labels"]
+    n = int(labels.shape[0]) if labels.ndim == 1 else 0
+    soft = arrays.get("soft_labels")
+    c = body.n_classes
+    if c is None and soft is not None and soft.ndim == 2:
+        c = int(soft.shape[1])
+    try:
+        if labels.ndim != 1 or n == 0:
+            raise UQValidationError(
+                f"labels must be a non-empty vector of class indices; found shape "
+                f"{tuple(labels.shape)}"
+            )
+        # Without a declared C any non-negative integer is a class; C is checked per submission.
+        checked = validate_labels(labels, n, c if c is not None else np.iinfo(np.int64).max)
+        if soft is not None:
+            arrays["soft_labels"] = validate_soft_labels(soft, n, int(c or 0))
+        if "ood" in arrays:
+            arrays["ood"] = validate_ood(arrays["ood"], n)
+    except UQValidationError as exc:
+        message = str(exc)
+        field, index = _uq_field(message)
+        if field == "labels" and body.n_classes is None and soft is not None:
+            message += " (C is the width of soft_labels)"
+        raise ApiError(422, message, field=field, index=index) from None
+    arrays["labels"] = checked
+    return {
+        "n_classes": c,
+        "label_max": int(checked.max()),
+        "has_soft_labels": soft is not None,
+        "has_ood": "ood" in arrays,
+    }
+
+
+def _create(store: Store, settings: Settings, fmt: BodyFormat, raw: bytes) -> BenchmarkRecord:
+    body, arrays = decode_benchmark(fmt, raw, max_bytes=settings.max_body_bytes)
+    where = "request." if fmt == "npz" else ""
+    task = body.task
+    target, optional = TASK_ARRAYS[task]
+    if target not in arrays:
+        raise ApiError(422, f"a {task} benchmark needs its targets {target!r}", field=target)
+    for name in arrays:
+        if name != target and name not in optional:
+            raise ApiError(
+                422,
+                f"{name} cannot be given to a {task} benchmark; it holds {target!r}"
+                + (f" and optionally {', '.join(map(repr, optional))}" if optional else ""),
+                field=name,
+            )
+    n = int(arrays[target].shape[0]) if arrays[target].ndim >= 1 else 0
+    if n > settings.max_points:
+        raise ApiError(
+            422,
+            f"{target} has N = {n} targets; at most {settings.max_points} are accepted",
+            field=target,
+            code="too_many_points",
+        )
+    soft = arrays.get("soft_labels")
+    if soft is not None and soft.size > settings.max_elements:
+        raise ApiError(
+            422,
+            f"soft_labels holds {soft.size} values; at most {settings.max_elements} are accepted",
+            field="soft_labels",
+            code="too_many_points",
+        )
+    if task == "regression" and body.n_classes is not None:
+        raise ApiError(
+            422, "n_classes applies to classification benchmarks only", field=f"{where}n_classes"
+        )
+    kinds = _kinds(body, where)
+    classes = _classification_targets(body, arrays) if task == "classification" else {}
+    estimators = _estimators(task, body.estimators, f"{where}estimators")
+    held = frozenset(t for t in ("ood", "soft_labels") if t in arrays)
+    names = _metrics(body.primary_metric, body.metrics, task, held, where)
+    params = _params(body.params, names, task, estimators, where)
+    groups = arrays.get("groups")
+    if groups is not None:
+        if groups.shape[0] != n:
+            raise ApiError(
+                422,
+                f"groups must have the same length as {target} ({n}), found {groups.shape[0]}",
                 field="groups",
             )
-        arrays["groups"] = groups
     elif body.bootstrap.unit == "cluster":
         raise ApiError(
-            422, "bootstrap.unit 'cluster' needs groups", field="bootstrap.unit", code="invalid"
+            422,
+            "bootstrap.unit 'cluster' needs groups",
+            field=f"{where}bootstrap.unit",
+            code="invalid",
         )
     now = now_iso()
     record = BenchmarkRecord(
         id="bench_" + secrets.token_hex(8),
         name=body.name,
-        task=body.task,
+        task=task,
         description=body.description,
         primary_metric=names[0],
         metrics=names,
         rule=body.rule,
-        kinds=list(body.kinds) if body.kinds is not None else list(REGRESSION_KINDS),
-        n=int(y.shape[0]),
+        kinds=kinds,
+        n=n,
         has_groups=groups is not None,
         params=params,
         bootstrap=body.bootstrap.model_dump(),
@@ -173,6 +344,8 @@ def _create(store: Store, settings: Settings, fmt: BodyFormat, raw: bytes) -> Be
         baseline=None,
         created_at=now,
         updated_at=now,
+        estimators=estimators,
+        **classes,
     )
     return store.create_benchmark(record, arrays)
 
@@ -189,8 +362,10 @@ def _create(store: Store, settings: Settings, fmt: BodyFormat, raw: bytes) -> Be
 async def create_benchmark(
     request: Request, admin: AdminDep, store: StoreDep, settings: SettingsDep
 ) -> JSONResponse:
-    """Register hidden targets (and optional groups) with the metrics, ranking rule and
-    quota of its leaderboards. The targets are never readable again through the API."""
+    """Register hidden targets — regression: ``y``; classification: ``labels`` with optional
+    ``soft_labels`` and ``ood`` — and optional groups, with the metrics (of the task), the
+    estimators with their own leaderboards (classification), the ranking rule and the quota.
+    The targets are never readable again through the API."""
     fmt = media_type(request.headers.get("content-type"))
     limit = settings.max_json_body_bytes if fmt == "json" else settings.max_body_bytes
     raw = await read_limited(
@@ -244,20 +419,29 @@ def get_benchmark(bench_id: BenchId, key: KeyDep, store: StoreDep) -> BenchmarkI
 def update_benchmark(
     bench_id: BenchId, body: BenchmarkUpdate, admin: AdminDep, store: StoreDep
 ) -> BenchmarkInfo:
-    """Change the name, description, metrics shown, primary metric, rule, quota or baseline.
-    Newly shown metrics are computed for submissions made from then on."""
+    """Change the name, description, metrics shown, primary metric, rule, quota, baseline or
+    (classification) estimators. Newly shown metrics and estimators are computed for
+    submissions made from then on."""
     current = _get(store, bench_id)
     given = body.model_fields_set
     changes: dict[str, Any] = {}
     for name in ("name", "description", "rule"):
         if name in given and getattr(body, name) is not None:
             changes[name] = getattr(body, name)
+    if "estimators" in given:
+        changes["estimators"] = _estimators(current.task, body.estimators)
     if "primary_metric" in given or "metrics" in given:
         primary = body.primary_metric or current.primary_metric
         shown = body.metrics if body.metrics is not None else current.metrics
-        changes["metrics"] = _metrics(primary, shown)
+        changes["metrics"] = _metrics(primary, shown, current.task, current.targets)
         changes["primary_metric"] = primary
-        _params(current.params, changes["metrics"])
+    if "estimators" in given or "metrics" in changes:
+        _params(
+            current.params,
+            changes.get("metrics", current.metrics),
+            current.task,
+            changes.get("estimators", current.estimators),
+        )
     if "quota" in given:
         quota = body.quota or QuotaOptions()
         changes["quota_per_day"] = quota.per_day

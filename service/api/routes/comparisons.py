@@ -17,8 +17,10 @@ from service.api.auth import KeyDep, SettingsDep, StoreDep
 from service.api.errors import ApiError
 from service.api.routes.common import errors
 from service.api.schemas import ComparisonAccepted, ComparisonCreate, ComparisonDetail
+from service.leaderboard import own_estimator
 from service.settings import Settings
-from service.store import ApiKeyRecord, Store, now_iso
+from service.store import ApiKeyRecord, BenchmarkRecord, Store, now_iso
+from uqcore import registry
 
 router = APIRouter(tags=["comparisons"])
 
@@ -55,7 +57,7 @@ def _request(store: Store, key: ApiKeyRecord, body: ComparisonCreate) -> dict[st
                 field="metrics",
                 index=i,
             )
-    return {
+    request: dict[str, Any] = {
         "benchmark_id": bench.id,
         "submission_ids": list(body.submission_ids),
         "metrics": metrics,
@@ -64,6 +66,42 @@ def _request(store: Store, key: ApiKeyRecord, body: ComparisonCreate) -> dict[st
         "level": body.level,
         "method": body.method,
     }
+    if body.estimators is not None:
+        request["estimators"] = _estimators(bench, metrics, body.estimators)
+    return request
+
+
+def _estimators(bench: BenchmarkRecord, metrics: list[str], names: list[str]) -> list[str]:
+    """The estimators of a comparison: on a classification benchmark, each one the
+    benchmark has leaderboards for (its estimators, or the own estimator of a compared metric
+    that takes one); 422 naming the index otherwise."""
+    if bench.task != "classification":
+        raise ApiError(
+            422,
+            f"estimators apply to classification benchmarks only; benchmark {bench.id!r} is a "
+            f"{bench.task} benchmark",
+            field="estimators",
+        )
+    owns = [own_estimator(registry.get(m, bench.task), bench.params.get(m)) for m in metrics]
+    if all(o is None for o in owns):
+        raise ApiError(
+            422,
+            f"none of the metrics {metrics} takes an estimator; leave estimators out",
+            field="estimators",
+        )
+    available = list(dict.fromkeys([*(o for o in owns if o), *(bench.estimators or [])]))
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise ApiError(422, f"estimator {name!r} is listed twice", field="estimators", index=i)
+        if name not in available:
+            raise ApiError(
+                422,
+                f"unknown estimator {name!r} on benchmark {bench.id!r}; available: "
+                f"{', '.join(available)}",
+                field="estimators",
+                index=i,
+            )
+    return list(names)
 
 
 def _create(

@@ -5,28 +5,65 @@ the benchmark's succeeded public submissions, best first in the metric's directi
 worker keeps it in Redis sorted sets, written with each result. Rank intervals and the
 separability flags come from a worker job (:mod:`worker.ranks`) queued when a read finds them
 missing or older than the board; until it is done the answer says ``computing`` or ``stale``.
+
+On a classification benchmark a metric that takes an estimator has one board per estimator
+(:mod:`service.leaderboard`): ``estimator=`` picks one of the benchmark's ``estimators`` or the
+metric's own (its ``estimator`` parameter, default ``one_minus_max_prob_bma``, also used when
+none is asked).
+
+An answer is the same for every key allowed to read it (a board holds public submissions only;
+the baseline row is shown to all), so a rendered answer (JSON or CSV bytes) is cached in Redis
+per query, stamped with the state it shows — the benchmark record, the version of its boards,
+the board's rank document and whether its rank job is claimed, the baseline's status and
+visibility — and served only while that state is current: a ``stale`` answer, for one, until
+the rank job stores its document (or its claim lapses, and a read queues it again). A read
+authenticates, counts the request against the key's rate limit and finds a current cached
+answer in one Redis round trip (:meth:`service.store.Store.leaderboard_cached`); otherwise it
+renders the answer from a consistent state (:meth:`service.store.Store.leaderboard_render`).
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import logging
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
-from service import jobs
-from service.api.auth import KeyDep, SettingsDep, StoreDep
+from service import jobs, keys
+from service.api.auth import (
+    TokenDep,
+    admitted,
+    ensure_admin_key,
+    get_settings,
+    get_store,
+    key_required,
+)
 from service.api.errors import ApiError
 from service.api.routes.common import errors
 from service.api.schemas import Leaderboard, LeaderboardEntry, RankStatus
-from service.leaderboard import badness
+from service.leaderboard import (
+    CANONICAL_ESTIMATORS,
+    badness,
+    board_name,
+    own_estimator,
+    parse_board,
+    result_entries,
+)
 from service.settings import Settings
-from service.store import BenchmarkRecord, Store, SubmissionRecord
+from service.store import (
+    BenchmarkRecord,
+    BoardDeps,
+    BoardSnapshot,
+    RenderedPage,
+    Store,
+    SubmissionRecord,
+)
 from uqcore import registry
 
 log = logging.getLogger("uqeval.api")
@@ -36,6 +73,10 @@ router = APIRouter(tags=["benchmarks"])
 #: How long a queued rank job holds its claim (a job lost with its worker is queued again
 #: after it; a finished job releases it at once).
 RANKS_CLAIM_S = 600.0
+
+#: Seconds a rendered answer stays cached (it is served only while the state it shows is
+#: current; the expiry bounds the memory of answers nobody reads any more).
+PAGE_TTL_S = 120
 
 CSV_COLUMNS = [
     "rank",
@@ -59,13 +100,11 @@ CSV_COLUMNS = [
 
 
 def _entry(
-    store: Store,
     bench: BenchmarkRecord,
     row: dict[str, Any],
     ranks: dict[str, Any],
-    record: SubmissionRecord | None = None,
+    record: SubmissionRecord | None,
 ) -> LeaderboardEntry | None:
-    record = record if record is not None else store.get_submission(row["submission"])
     if record is None:
         return None
     shown = row["entry"]
@@ -92,38 +131,45 @@ def _entry(
 
 
 def _baseline(
-    store: Store, bench: BenchmarkRecord, metric: str, rule: str, ranks: dict[str, Any]
+    store: Store,
+    bench: BenchmarkRecord,
+    board: str,
+    rule: str,
+    ranks: dict[str, Any],
+    record: SubmissionRecord | None,
 ) -> LeaderboardEntry | None:
-    if bench.baseline is None:
-        return None
-    record = store.get_submission(bench.baseline)
+    """The baseline row (``record``: the baseline submission's), ranked among the teams of
+    the board; None when there is no succeeded baseline or it has no value on this board."""
     if record is None or record.status != "succeeded":
         return None
-    shown = store.leaderboard_entry(bench.id, metric, record.id)
+    shown = store.leaderboard_entry(bench.id, board, record.id)
+    metric, estimator = parse_board(board)
     if shown is None:  # a private baseline: shown, not ranked
-        result = store.get_result(record.id) or {}
-        m = result.get("metrics", {}).get(metric)
-        if not m or m.get("value") is None:
+        entry = result_entries(store.get_result(record.id) or {}, bench.task).get(board)
+        if entry is None:
             return None
-        interval = m.get("interval") or {}
-        shown = {"value": m["value"], **{k: interval.get(k) for k in ("low", "high", "std")}}
-        params = m.get("params")
+        bad, shown = entry
     else:
-        params = bench.params.get(metric)
-    rank = store.leaderboard_rank_of(
-        bench.id, metric, rule, badness(metric, shown["value"], params)
-    )
+        params = dict(bench.params.get(metric) or {})
+        if estimator is not None:
+            params["estimator"] = estimator
+        bad = badness(metric, shown["value"], params, task=bench.task)
+    rank = store.leaderboard_rank_of(bench.id, board, rule, bad)
     team = record.team if record.team is not None else record.owner
     row = {"submission": record.id, "team": team, "rank": rank, "entry": shown}
-    return _entry(store, bench, row, ranks)
+    return _entry(bench, row, ranks, record)
 
 
 def _rank_status(
-    store: Store, settings: Settings, bench: BenchmarkRecord, metric: str, rule: str, total: int
+    store: Store,
+    settings: Settings,
+    snapshot: BoardSnapshot,
+    metric: str,
+    rule: str,
+    total: int,
 ) -> tuple[RankStatus, dict[str, Any]]:
-    doc = store.get_ranks(bench.id, metric, rule)
-    version = store.leaderboard_version(bench.id)
-    current = doc is not None and doc.get("version") == version
+    bench, doc = snapshot.bench, snapshot.ranks
+    current = doc is not None and doc.get("version") == snapshot.version
     if not current and total > 0 and store.claim_ranks(bench.id, metric, rule, RANKS_CLAIM_S):
         try:
             jobs.enqueue_ranks(settings, bench.id, metric, rule)
@@ -143,31 +189,83 @@ def _rank_status(
     return status, dict(doc.get("entries", {}))
 
 
-def _read(
-    store: Store, settings: Settings, bench_id: str, metric: str | None, offset: int, limit: int
-) -> Leaderboard:
-    bench = store.get_benchmark(bench_id)
-    if bench is None:
-        raise ApiError(404, f"no benchmark {bench_id!r}", field="bench_id")
+def _board(
+    bench: BenchmarkRecord, metric: str | None, estimator: str | None
+) -> tuple[str, str, str | None]:
+    """(board, metric, estimator shown) of a read; 422 naming the query parameter for a
+    metric the benchmark does not show or an estimator it has no board for."""
     name = metric or bench.primary_metric
     if name not in bench.metrics:
         raise ApiError(
             422,
-            f"benchmark {bench_id!r} shows metrics {bench.metrics}; found {name!r}",
+            f"benchmark {bench.id!r} shows metrics {bench.metrics}; found {name!r}",
             field="metric",
         )
-    spec = registry.get(name)
-    rows, total = store.leaderboard_page(bench.id, name, bench.rule, offset, limit)
-    status, ranks = _rank_status(store, settings, bench, name, bench.rule, total)
-    records = store.get_submissions([r["submission"] for r in rows])
+    spec = registry.get(name, bench.task)
+    own = own_estimator(spec, bench.params.get(name))
+    if estimator is None:
+        return name, name, own
+    if bench.task != "classification":
+        raise ApiError(
+            422,
+            f"estimator applies to classification benchmarks only; benchmark {bench.id!r} is "
+            f"a {bench.task} benchmark",
+            field="estimator",
+        )
+    if own is None:
+        raise ApiError(
+            422,
+            f"metric {name!r} does not take an estimator; leave estimator out",
+            field="estimator",
+        )
+    available = [own, *(e for e in bench.estimators or [] if e != own)]
+    if estimator not in available:
+        kind = "built-in estimator" if estimator in CANONICAL_ESTIMATORS else "estimator"
+        raise ApiError(
+            422,
+            f"unknown estimator {estimator!r} for metric {name!r} on benchmark {bench.id!r}: "
+            f"it has no leaderboard for this {kind}; available: {', '.join(available)}",
+            field="estimator",
+        )
+    return board_name(name, estimator, own), name, estimator
+
+
+def _deps(bench: BenchmarkRecord, metric: str | None, estimator: str | None) -> BoardDeps:
+    """Where an answer to (``metric``, ``estimator``) reads besides the record and the
+    boards' version (422 as :func:`_board`)."""
+    board, _, _ = _board(bench, metric, estimator)
+    return BoardDeps(board=board, rule=bench.rule, baseline=bench.baseline)
+
+
+def _read(
+    store: Store,
+    settings: Settings,
+    snapshot: BoardSnapshot,
+    metric: str | None,
+    estimator: str | None,
+    offset: int,
+    limit: int,
+) -> Leaderboard:
+    """The leaderboard of ``snapshot``'s benchmark (its record, boards' version and rank
+    document read together) under ``metric`` and ``estimator``."""
+    bench = snapshot.bench
+    board, name, shown_estimator = _board(bench, metric, estimator)
+    spec = registry.get(name, bench.task)
+    rows, total = store.leaderboard_page(bench.id, board, bench.rule, offset, limit)
+    status, ranks = _rank_status(store, settings, snapshot, board, bench.rule, total)
+    # The page's submissions and the baseline's in one round trip.
+    ids = [r["submission"] for r in rows]
+    records = store.get_submissions(ids if bench.baseline is None else [*ids, bench.baseline])
+    base_record = records.pop() if bench.baseline is not None else None
     entries = [
         e
-        for e in (_entry(store, bench, r, ranks, rec) for r, rec in zip(rows, records, strict=True))
+        for e in (_entry(bench, r, ranks, rec) for r, rec in zip(rows, records, strict=True))
         if e is not None
     ]
     return Leaderboard(
         benchmark_id=bench.id,
         metric=name,
+        estimator=shown_estimator,
         direction=spec.direction,
         bounds=list(spec.bounds),
         rule=bench.rule,
@@ -175,7 +273,7 @@ def _read(
         offset=offset,
         limit=limit,
         entries=entries,
-        baseline=_baseline(store, bench, name, bench.rule, ranks),
+        baseline=_baseline(store, bench, board, bench.rule, ranks, base_record),
         ranks=status,
     )
 
@@ -189,6 +287,90 @@ def _csv(board: Leaderboard) -> str:
         d["metadata"] = json.dumps(e.metadata, separators=(",", ":"), sort_keys=True)
         writer.writerow(["" if d[c] is None else d[c] for c in CSV_COLUMNS])
     return out.getvalue()
+
+
+Format = Literal["json", "csv"]
+
+
+def _render(
+    store: Store,
+    settings: Settings,
+    snapshot: BoardSnapshot,
+    metric: str | None,
+    estimator: str | None,
+    offset: int,
+    limit: int,
+    fmt: Format,
+) -> RenderedPage:
+    """The answer's bytes: JSON encoded as ``JSONResponse`` does, or the CSV export with its
+    Content-Disposition."""
+    board = _read(store, settings, snapshot, metric, estimator, offset, limit)
+    if fmt == "csv":
+        suffix = f"-{board.estimator}" if estimator is not None else ""
+        filename = f"{board.benchmark_id}-{board.metric}{suffix}.csv"
+        disposition = f'attachment; filename="{filename}"'
+        return RenderedPage(_csv(board).encode(), disposition)
+    body = json.dumps(
+        board.model_dump(mode="json"),
+        ensure_ascii=False,
+        allow_nan=False,
+        indent=None,
+        separators=(",", ":"),
+    ).encode()
+    return RenderedPage(body)
+
+
+def page_key(
+    bench_id: str,
+    metric: str | None,
+    estimator: str | None,
+    offset: int,
+    limit: int,
+    fmt: Format,
+) -> str:
+    """The Redis key of the cached answer to one query (the query as asked: ``metric`` None
+    and the primary metric named are two answers, whose CSV file names differ)."""
+    query = json.dumps([metric, estimator, offset, limit, fmt]).encode()
+    return keys.leaderboard_page_cache(bench_id, hashlib.blake2b(query, digest_size=16).hexdigest())
+
+
+def serve(
+    request: Request,
+    token: str | None,
+    bench_id: str,
+    metric: str | None,
+    estimator: str | None,
+    offset: int,
+    limit: int,
+    fmt: Format,
+) -> RenderedPage:
+    """The route's work, in one trip through the thread pool: authentication, rate count and
+    a current cached answer in one Redis round trip; else the answer rendered (and cached)."""
+    store, settings = get_store(request), get_settings(request)
+    if token is None:
+        raise key_required()
+    ensure_admin_key(request, store)
+    page = page_key(bench_id, metric, estimator, offset, limit, fmt)
+    found = store.leaderboard_cached(
+        token,
+        page,
+        bench_id,
+        rate_limit=settings.rate_limit,
+        window_s=settings.rate_limit_window_s,
+    )
+    admitted(settings, found.key, found.retry_after_s)
+    if found.body is not None:
+        return RenderedPage(found.body, found.disposition)
+    rendered = store.leaderboard_render(
+        bench_id,
+        page,
+        lambda bench: _deps(bench, metric, estimator),
+        lambda snapshot: _render(store, settings, snapshot, metric, estimator, offset, limit, fmt),
+        PAGE_TTL_S,
+    )
+    if rendered is None:
+        raise ApiError(404, f"no benchmark {bench_id!r}", field="bench_id")
+    return rendered
 
 
 @router.get(
@@ -205,13 +387,21 @@ def _csv(board: Leaderboard) -> str:
     },
 )
 async def get_leaderboard(
+    request: Request,
     bench_id: Annotated[str, Path(min_length=1, max_length=100, description="The benchmark id.")],
-    key: KeyDep,
-    store: StoreDep,
-    settings: SettingsDep,
+    token: TokenDep,
     metric: Annotated[
         str | None,
         Query(max_length=100, description="One of the benchmark's metrics (default: primary)."),
+    ] = None,
+    estimator: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=100,
+            description="Classification benchmarks, metrics that take an estimator: one of "
+            "the benchmark's estimators, or the metric's own (default).",
+        ),
     ] = None,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
@@ -224,13 +414,15 @@ async def get_leaderboard(
     bootstrap interval, the rank interval from the bootstrap rank distribution, and whether
     each entry is separable from the leader and from the baseline (the baseline row is
     marked). Tied teams share a rank. ``ranks.status`` says whether the rank intervals are
-    current for the board."""
-    board = await run_in_threadpool(_read, store, settings, bench_id, metric, offset, limit)
+    current for the board. On a classification benchmark, ``estimator`` picks the board of a
+    metric under one of the benchmark's estimators (default: the metric's own)."""
+    # An async route with one trip through the thread pool: the key is read by an async
+    # dependency and checked with the read (plain dependencies would each take a trip).
+    page = await run_in_threadpool(
+        serve, request, token, bench_id, metric, estimator, offset, limit, format
+    )
     if format == "csv":
-        filename = f"{board.benchmark_id}-{board.metric}.csv"
         return Response(
-            _csv(board),
-            media_type="text/csv",
-            headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+            page.body, media_type="text/csv", headers={"Content-Disposition": page.disposition}
         )
-    return JSONResponse(board.model_dump(mode="json"))
+    return Response(page.body, media_type="application/json")

@@ -1,5 +1,5 @@
 """Submissions: create (JSON or NPZ body; inline targets or a benchmark's), list, read,
-delete, cancel.
+change the visibility, delete, cancel.
 
 Who sees what (:mod:`service.api.access`): a submitter key reads and changes its team's
 submissions (a key without a team: its own), reads public ones, and gets 404 for any other id,
@@ -27,6 +27,7 @@ from service.api.schemas import (
     SubmissionDetail,
     SubmissionPage,
     SubmissionSummary,
+    SubmissionUpdate,
 )
 from service.api.validation import ValidSubmission, validate
 from service.settings import Settings
@@ -304,6 +305,10 @@ def get_submission(sub_id: SubId, key: KeyDep, store: StoreDep) -> Response:
     record, result = store.get_submission_and_result(sub_id)
     if record is None or not access.can_read(key, record):
         raise ApiError(404, f"no submission {sub_id!r}", field="sub_id")
+    return _detail_response(store, record, result)
+
+
+def _detail_response(store: Store, record: SubmissionRecord, result: bytes | None) -> Response:
     if record.status != "succeeded" or result is None:
         return JSONResponse(detail(store, record).model_dump(mode="json"))
     # The hot path of polling clients: the stored result document (validated JSON, NaN-free,
@@ -311,6 +316,42 @@ def get_submission(sub_id: SubId, key: KeyDep, store: StoreDep) -> Response:
     head = detail(store, record, with_result=False).model_dump_json(exclude={"result"})
     body = b"".join((head[:-1].encode(), b',"result":', result, b"}"))
     return Response(content=body, media_type="application/json")
+
+
+@router.patch(
+    "/v1/submissions/{sub_id}",
+    operation_id="updateSubmission",
+    summary="Make a submission public or private",
+    response_model=SubmissionDetail,
+    responses=errors(401, 403, 404, 409, 422, 503),
+)
+def update_submission(
+    sub_id: SubId, body: SubmissionUpdate, key: KeyDep, store: StoreDep
+) -> Response:
+    """Change the visibility of one of your team's submissions (admins: of any).
+
+    Public: readable by every key and, once it succeeded, ranked on its benchmark's
+    leaderboards. Made private, a succeeded submission leaves the leaderboards in the same
+    atomic step (its team's next best or latest public submission takes its place); made
+    public, it enters them; either way the rank intervals are computed again. A queued or
+    running submission is ranked according to its visibility when it succeeds. Answers the
+    submission as ``GET`` does.
+    """
+    _changeable(store, key, sub_id)
+    outcome = store.set_visibility(sub_id, body.visibility)
+    if outcome == "missing":
+        raise ApiError(404, f"no submission {sub_id!r}", field="sub_id")
+    if outcome == "unranked":
+        raise ApiError(
+            409,
+            f"submission {sub_id!r} was evaluated by an older version of the service that "
+            "stored no leaderboard entries for it; its visibility cannot change (resubmit it)",
+            field="visibility",
+        )
+    record, result = store.get_submission_and_result(sub_id)
+    if record is None:
+        raise ApiError(404, f"no submission {sub_id!r}", field="sub_id")
+    return _detail_response(store, record, result)
 
 
 @router.delete(
