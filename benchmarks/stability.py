@@ -3,20 +3,24 @@
 The straightforward approach is what users do today: for each of B resamples, re-index the
 arrays and recompute each metric with numpy/scipy (MAE with numpy, NLL with
 ``scipy.stats.norm.logpdf``, Spearman with ``scipy.stats.spearmanr``). uqcore draws the same
-kind of resamples as count vectors and evaluates them through the one engine (shared sorts,
-one matrix product per block for mean-type metrics).
+kind of resamples as count vectors and evaluates them through the one engine (one matrix
+product per block for the row sums, cumulative weights along orders computed once for the
+rest).
 
 Run from the repository root:
 
-    python benchmarks/stability.py            # N = 10^4 and 10^5, B = 1000
-    python benchmarks/stability.py --full     # also N = 10^6 (about 25 minutes on 2 cores)
-    python benchmarks/stability.py --paths    # block vs per-resample path per metric (prints)
+    python benchmarks/stability.py            # N = 10^4 and 10^5, B = 1000 (about 5 minutes)
+    python benchmarks/stability.py --full     # also N = 10^6 (about 20 minutes on 2 cores)
+    python benchmarks/stability.py --paths    # only the per-metric table at N = 10^5 (prints)
 
-Writes the "Stability (bootstrap)" section of ``benchmarks/RESULTS.md``: the three timings per
-N from one run (so the ratios compare like with like on a shared machine), the load average
-before and after, and the cost per resample of each metric alone at N = 10^5 (B = 50; the
-order-based metrics with a block evaluator marked). Peak memory is the ``tracemalloc`` peak of
-new allocations during the call (numpy reports its buffers to it).
+Writes the "Stability (bootstrap)" section of ``benchmarks/RESULTS.md``: the timings per N from
+one run (so the ratios compare like with like on a shared machine), the load average before
+and after, and the engine time per resample of each metric alone, through its block path and
+through its implementation on the same counts (``Engine(..., use_blocks=False,
+use_mean_terms=False)``), alternated, best of several rounds. Peak memory is the
+``tracemalloc`` peak of new allocations during a call (numpy reports its buffers to it),
+measured in a separate call on the first two blocks: tracemalloc slowed the timed calls down by
+20–30%.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from benchmarks._results import write_section
 from uqcore import predictions as P
 from uqcore import registry
 from uqcore.batch import Batch
-from uqcore.stability import bootstrap
+from uqcore.stability import _blocks, bootstrap
 from uqcore.stability._engine import Engine, Resample, default_block, select_metrics
 from uqcore.stability.weights import Resampler
 
@@ -68,46 +72,45 @@ def straightforward(mu: np.ndarray, sd: np.ndarray, y: np.ndarray, b: int) -> No
     np.quantile(out, [0.025, 0.975], axis=0)
 
 
-def measure(fn: Callable[[], Any]) -> tuple[float, float]:
-    """Seconds and peak MiB of new allocations."""
-    tracemalloc.start()
-    t0 = time.perf_counter()
+def timed(fn: Callable[[], Any]) -> tuple[float, float]:
+    """Wall-clock and CPU seconds of the process (all its threads) for one call."""
+    t0, c0 = time.perf_counter(), time.process_time()
     fn()
-    elapsed = time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
+def peak_mib(fn: Callable[[], Any]) -> float:
+    """Peak MiB of new allocations during one call (``tracemalloc``, which slows Python code
+    down, so it is not on while timing)."""
+    tracemalloc.start()
+    fn()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return elapsed, peak / 2**20
+    return peak / 2**20
 
 
-def per_metric(n: int, b: int) -> list[tuple[str, str, float]]:
-    """(name, path, ms per resample) of each applicable metric alone, bootstrap of B resamples."""
+def one_size(n: int, b: int, trio: list[str]) -> tuple[float, ...]:
+    """Seconds and MiB of the straightforward approach, uqcore's trio and all metrics (and the
+    CPU seconds of all) at N = ``n``."""
     mu, sd, y = batch(n)
     pred = P.Gaussian(mu, sd)
-    chosen, _ = select_metrics([pred], "all", None)
-    out = []
-    for c in chosen:
-        engine = Engine(Batch(pred, y), [c])
-        path = (
-            "matrix product"
-            if engine.is_mean_type(c)
-            else "block"
-            if c.name in engine._fast
-            else "per resample"
-        )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            bootstrap(pred, y, [c.name], n_resamples=2)
-            t0 = time.perf_counter()
-            bootstrap(pred, y, [c.name], n_resamples=b)
-            out.append((c.name, path, (time.perf_counter() - t0) / b * 1e3))
-        print(out[-1], flush=True)
-    return out
+    # the peak memory is reached within the first blocks: measured on two of them
+    b_mem = min(b, max(16, 2 * default_block(n, b)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t_ref, _ = timed(lambda: straightforward(mu, sd, y, b))
+        t_trio, _ = timed(lambda: bootstrap(pred, y, trio, n_resamples=b))
+        t_all, c_all = timed(lambda: bootstrap(pred, y, "all", n_resamples=b))
+        m_ref = peak_mib(lambda: straightforward(mu, sd, y, b_mem))
+        m_trio = peak_mib(lambda: bootstrap(pred, y, trio, n_resamples=b_mem))
+        m_all = peak_mib(lambda: bootstrap(pred, y, "all", n_resamples=b_mem))
+    return t_ref, m_ref, t_trio, m_trio, t_all, c_all, m_all
 
 
-def paths(n: int, b: int, reps: int = 4) -> str:
-    """Engine time per resample of each metric with a block evaluator: the block path against
-    the per-resample path on the same resamples, alternated, best of ``reps`` (a markdown
-    table). Counts are drawn beforehand (not timed)."""
+def paths(n: int, b: int, rounds: int) -> list[tuple[str, str, float, float]]:
+    """(metric, path, block-path ms, per-resample-path ms) per resample of each metric alone
+    and of all of them together ("all"): the engine on the same counts (drawn beforehand, not
+    timed), the two paths alternated, best of ``rounds``."""
     mu, sd, y = batch(n)
     pred = P.Gaussian(mu, sd)
     size = default_block(n, b)
@@ -115,43 +118,64 @@ def paths(n: int, b: int, reps: int = 4) -> str:
         [Resample(r) for r in Resampler(n).block(0, list(range(s, min(s + size, b))))]
         for s in range(0, b, size)
     ]
-    lines = [
-        f"Engine time per resample at N = {n:.0e} (B = {b}, best of {reps} alternated runs):",
-        "",
-        "| metric | block path ms | per-resample path ms | speed-up |",
-        "|---|---|---|---|",
-    ]
     chosen_all, _ = select_metrics([pred], "all", None)
+    shared = Batch(pred, y)  # its sorts and PIT values are computed once for every engine
+    out = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for c in chosen_all:
-            if c.name not in Engine(Batch(pred, y), [c])._fast:
-                continue
+        for c in [*chosen_all, None]:
+            chosen = chosen_all if c is None else [c]
+            engines = {
+                fast: Engine(shared, chosen, use_blocks=fast, use_mean_terms=fast)
+                for fast in (True, False)
+            }
+            if c is None:
+                path = "all"
+            elif engines[True].is_mean_type(c):
+                path = "matrix product"
+            else:
+                path = "block" if c.name in engines[True]._fast else "per resample"
             best = {True: math.inf, False: math.inf}
-            for _ in range(reps):
-                for use in (True, False):
-                    engine = Engine(Batch(pred, y), [c], use_blocks=use)
-                    engine.values(blocks[0])
+            for _ in range(rounds):
+                for fast, engine in engines.items():
+                    engine.values(blocks[0][:1])
                     t0 = time.perf_counter()
                     for bl in blocks:
                         engine.values(bl)
-                    best[use] = min(best[use], (time.perf_counter() - t0) / b * 1e3)
-            lines.append(
-                f"| {c.name} | {best[True]:.2f} | {best[False]:.2f} "
-                f"| {best[False] / best[True]:.1f}× |"
-            )
-            print(lines[-1], flush=True)
-    return "\n".join(lines)
+                    best[fast] = min(best[fast], (time.perf_counter() - t0) / b * 1e3)
+            name = "all metrics together" if c is None else c.name
+            out.append((name, path, best[True], best[False]))
+            print(out[-1], flush=True)
+    return out
+
+
+def paths_table(
+    n: int, b: int, rows: list[tuple[str, str, float, float]], load: str = ""
+) -> list[str]:
+    lines = [
+        f"Engine time per resample at N = {n:.0e} (B = {b}{load}, counts drawn beforehand; each "
+        "metric alone, then all together): its path ('matrix product': the row sums of all "
+        "mean-type terms and block columns in one product per block; 'block': cumulative "
+        "weights along fixed orders, a block of resamples at a time) against its "
+        "implementation called resample by resample on the counts as weights, the same "
+        "resamples, alternated, best of the rounds.",
+        "",
+        "| metric | path | ms per resample | through the implementation | speed-up |",
+        "|---|---|---|---|---|",
+    ]
+    for name, path, fast, slow in sorted(rows, key=lambda r: (r[1] == "all", -r[3])):
+        lines.append(f"| {name} | {path} | {fast:.2f} | {slow:.2f} | {slow / fast:.1f}× |")
+    return lines
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--full", action="store_true")
-    ap.add_argument("--resamples", type=int, default=1000)
-    ap.add_argument("--paths", action="store_true", help="only print the block/per-resample table")
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--full", action="store_true", help="also N = 10^6 (about 20 minutes)")
+    ap.add_argument("--resamples", type=int, default=1000, help="B (default 1000)")
+    ap.add_argument("--paths", action="store_true", help="only print the per-metric table")
     args = ap.parse_args()
     if args.paths:
-        print(paths(10**5, 40))
+        print("\n".join(paths_table(10**5, 32, paths(10**5, 32, 3))))
         return
     sizes = [10**4, 10**5] + ([10**6] if args.full else [])
     b = args.resamples
@@ -159,17 +183,15 @@ def main() -> None:
     load_before = os.getloadavg()
     rows = []
     for n in sizes:
-        mu, sd, y = batch(n)
-        pred = P.Gaussian(mu, sd)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            t_ref, m_ref = measure(lambda a=(mu, sd, y): straightforward(*a, b))
-            t_trio, m_trio = measure(lambda p=pred, t=y: bootstrap(p, t, trio, n_resamples=b))
-            t_all, m_all = measure(lambda p=pred, t=y: bootstrap(p, t, "all", n_resamples=b))
-        rows.append((n, t_ref, m_ref, t_trio, m_trio, t_all, m_all))
+        rows.append((n, *one_size(n, b, trio)))
         print(rows[-1], flush=True)
     load_after = os.getloadavg()
-    costs = per_metric(10**5, 50)
+    per_metric = []
+    for n, b_paths, rounds in [(10**5, 32, 3)] + ([(10**6, 8, 2)] if args.full else []):
+        before = os.getloadavg()[0]
+        table = paths(n, b_paths, rounds)
+        load = f"; load average {before:.2f} before, {os.getloadavg()[0]:.2f} after"
+        per_metric.append((n, b_paths, table, load))
     n_all = len(
         [s for s in registry.specs("regression") if s.why_not(P.Gaussian([0.0], [1.0])) is None]
     )
@@ -181,31 +203,27 @@ def main() -> None:
         "one run.",
         f"Straightforward: re-index + numpy/scipy MAE, NLL, Spearman per resample. uqcore "
         f"'trio': bootstrap() of {', '.join(trio)} (the registered ones of the three); 'all': "
-        f"all {n_all} regression metrics that apply to a Gaussian.",
+        f"all {n_all} regression metrics that apply to a Gaussian (adversarial group "
+        "calibration's random groups in a helper thread: "
+        f"{'on' if _blocks.BACKGROUND else 'off'}).",
+        "",
+        "Wall-clock seconds; 'CPU s' is the CPU time of the process (all its threads) during "
+        "the call, which depends less on the other jobs. MiB: peak of new allocations "
+        "(tracemalloc, not on while timing; measured on the first two blocks, where the peak "
+        "is reached).",
         "",
         "| N | straightforward (3 metrics) s | MiB | uqcore trio s | MiB | speed-up "
-        "| uqcore all s | MiB | all vs straightforward |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| uqcore all s | CPU s | MiB | all vs straightforward |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for n, t_ref, m_ref, t_trio, m_trio, t_all, m_all in rows:
+    for n, t_ref, m_ref, t_trio, m_trio, t_all, c_all, m_all in rows:
         lines.append(
             f"| {n:.0e} | {t_ref:.2f} | {m_ref:.0f} | {t_trio:.2f} | {m_trio:.0f} "
-            f"| {t_ref / t_trio:.1f}× | {t_all:.2f} | {m_all:.0f} | {t_ref / t_all:.2f}× |"
+            f"| {t_ref / t_trio:.1f}× | {t_all:.2f} | {c_all:.2f} | {m_all:.0f} "
+            f"| {t_ref / t_all:.2f}× |"
         )
-    lines += [
-        "",
-        "Cost per resample of each metric alone (bootstrap of B = 50 at N = 1e5, the same "
-        "machine; includes drawing the counts, ≈1 ms): 'matrix product' = mean-type metrics "
-        "(one product per block), 'block' = order-based metrics evaluated a block of resamples "
-        "at a time over fixed orders, 'per resample' = through the implementation.",
-        "",
-        "| metric | path | ms per resample |",
-        "|---|---|---|",
-        *(
-            f"| {name} | {path} | {ms:.2f} |"
-            for name, path, ms in sorted(costs, key=lambda r: -r[2])
-        ),
-    ]
+    for n, b_paths, table, load in per_metric:
+        lines += ["", *paths_table(n, b_paths, table, load)]
     write_section("Stability (bootstrap)", "\n".join(lines))
     print("\n".join(lines))
 

@@ -47,7 +47,12 @@ def _integer_totals(batch: Batch, counts: np.ndarray[Any, Any]) -> np.ndarray[An
                 "adversarial_group_calibration needs integer (frequency) sample_weight: a row "
                 "of weight k counts as k rows when groups are drawn; found non-integer weights"
             )
-    total = batch.total_weight
+    return _categories(counts, batch.total_weight)
+
+
+def _categories(counts: np.ndarray[Any, Any], total: float) -> np.ndarray[Any, Any]:
+    """Rows per category (M + 1: entering the level sets first at level j, or never) from the
+    nested counts of the level sets and the total weight."""
     cum = np.concatenate([counts, [total]])
     cats = np.diff(np.concatenate([[0.0], cum]))
     return np.rint(cats).astype(np.int64)
@@ -121,9 +126,36 @@ def adversarial_group_calibration(
         raise UQValidationError(f"seed must be an integer, found {seed!r}")
     tally = _tally(batch, prop_type, levels, compat)
     cats = _integer_totals(batch, tally.counts)  # M + 1 categories: first level inside, or never
+    return _scores(
+        cats,
+        tally.expected,
+        cali_type=cali_type,
+        prop_type=prop_type,
+        n_bins=n_bins,
+        trials=trials,
+        draws=draws,
+        draw_with_replacement=draw_with_replacement,
+        seed=int(seed),
+    )
+
+
+def _scores(
+    cats: np.ndarray[Any, Any],
+    expected: np.ndarray[Any, Any],
+    *,
+    cali_type: CaliType,
+    prop_type: PropType,
+    n_bins: int,
+    trials: int,
+    draws: int,
+    draw_with_replacement: bool,
+    seed: int,
+) -> dict[str, Any]:
+    """The result of :func:`adversarial_group_calibration` from the category totals ``cats``
+    (validated options; also the stability engine's per-resample form, whose totals come from
+    cumulative weights along the PIT order)."""
     n_rows = int(cats.sum())
-    expected = tally.expected
-    rng = np.random.default_rng(int(seed))
+    rng = np.random.default_rng(seed)
     ratios = np.linspace(0.0, 1.0, n_bins)
     sizes: list[int] = []
     means: list[float] = []

@@ -887,6 +887,52 @@ def _interval_summary(
     }
 
 
+def _interval_value_terms(
+    batch: Batch, levels: Any, level: Any, covered: bool
+) -> tuple[Array, float] | None:
+    """Per-row terms t_i and a factor c such that the ``"value"`` of :func:`coverage`
+    (``covered``) or :func:`mean_width` is c · Σ w_i t_i / Σ w_i (the stability engine's
+    per-block form); ``None`` where the value is undefined (a ``Quantiles`` prediction that
+    does not span the interval at ``level``).
+
+    The terms are those of :func:`_interval_summary` at ``level``: the indicators
+    1{zl ≤ z_i ≤ zu} (or 1{l_i ≤ y_i ≤ u_i}) for coverage; for the width of a location-scale
+    prediction the scales with c = zu − zl, else the widths u_i − l_i.
+    """
+    lv, at = _interval_levels(levels, level)
+    lo, hi = 0.5 - lv / 2.0, 0.5 + lv / 2.0
+    ok = _available(batch, lo, hi)
+    if not bool(ok[at]):
+        return None
+    idx = np.flatnonzero(ok)
+    j = int(np.flatnonzero(idx == at)[0])
+    lo_k, hi_k = lo[idx], hi[idx]
+    m = idx.shape[0]
+    pred = batch.prediction
+    xp = batch.xp
+    if _tabulable(pred):
+        zl, zu = _std_ppf(pred, lo_k), _std_ppf(pred, hi_k)
+        if not covered:
+            return _terms(batch, 1, lambda rows, y: _scale(rows)), float(zu[j] - zl[j])
+        a, b = float(zl[j]), float(zu[j])
+
+        def hit(rows: Any, y: Array) -> Array:
+            z = rows.standardize(y)
+            return xp.astype((z >= a) & (z <= b), xp.float64)
+
+        return _terms(batch, 1, hit), 1.0
+    both = np.concatenate([lo_k, hi_k])
+
+    def block(sub: Any, y: Array) -> Array:
+        qv = _quantiles_at(sub, both)  # every level, as the metric computes them
+        ql, qu = qv[:, j], qv[:, m + j]
+        if covered:
+            return xp.astype((y >= ql) & (y <= qu), xp.float64)
+        return qu - ql
+
+    return _terms(batch, _width_of(pred, 2 * m), block), 1.0
+
+
 @register(
     "coverage",
     family="scoring",

@@ -251,8 +251,10 @@ def bootstrap(
     block = block_size if block_size is not None else default_block(batch.n, b_count)
     block = check_resamples(block, "block_size")
 
+    buffer = np.empty((min(block, b_count), batch.n))  # reused: each block is used up in turn
+
     def make(indices: Sequence[int]) -> list[Resample]:
-        w = resampler.block(seed, list(indices))
+        w = resampler.block(seed, list(indices), out=buffer)
         return [Resample(row) for row in w]
 
     boot = engine.run(make, b_count, block)

@@ -334,9 +334,16 @@ BLOCK_METRICS = [
     "ause",
     "aurg",
     "pit",
+    "ece",
+    "rmsce",
+    "calibration_error",
+    "miscalibration_area",
+    "adversarial_group_calibration",
     "pearson",
     "corr",
     "r2",
+    "coverage",
+    "mean_width",
     "mdae",
     "ence",
     "uce",
@@ -345,11 +352,19 @@ BLOCK_METRICS = [
 ]
 
 
+def test_every_metric_of_a_gaussian_has_a_block_path() -> None:
+    pred, y = _data(50, 39)
+    chosen, _ = select_metrics([pred], "all", None)
+    engine = Engine(Batch(pred, y), chosen)
+    rest = [c.name for c in chosen if not engine.is_mean_type(c)]
+    assert sorted(engine._fast) == sorted(rest) == sorted(BLOCK_METRICS)
+
+
 @pytest.mark.parametrize("scheme", ["multinomial", "poisson"])
 def test_block_evaluators_equal_the_metric_on_resampled_arrays(scheme: Any) -> None:
-    """The order-based metrics evaluated a block at a time (cumulative sums of the weight matrix
-    along fixed orders) equal the metric on the explicit index resample, with integer base
-    weights too; and the per-resample path agrees."""
+    """The metrics evaluated a block at a time (row sums by one matrix product, cumulative sums
+    of the weight matrix along fixed orders) equal the metric on the explicit index resample,
+    with integer base weights too, and the per-resample path to 1e-12."""
     pred, y = _data(300, 40)
     base = np.random.default_rng(41).integers(1, 4, size=300).astype(float)
     counts = Resampler(300, scheme=scheme).block(6, range(7))
@@ -362,10 +377,62 @@ def test_block_evaluators_equal_the_metric_on_resampled_arrays(scheme: Any) -> N
         assert not slow._fast
         ref = slow.values([Resample(row) for row in counts])
         for name in BLOCK_METRICS:
-            np.testing.assert_allclose(got[name], ref[name], rtol=1e-10, atol=1e-13)
+            np.testing.assert_allclose(got[name], ref[name], rtol=1e-12, atol=1e-14, err_msg=name)
             for i, row in enumerate(counts):
                 idx = counts_to_indices(row if w is None else row * w)
                 _same(float(got[name][i]), _plain(name, pred.take(idx), y[idx]), f"{name}[{i}]")
+
+
+@pytest.mark.parametrize("name", BLOCK_METRICS)
+def test_each_block_evaluator_alone_with_small_windows(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Alone (no cumulative sums shared with other metrics: quantiles and the calibration tally
+    are searched and summed without them), with windows, chunks and blocks far smaller than
+    N so that every search widens its window and every bin spans several chunks; non-integer
+    base weights (the float paths) too. Equal to the per-resample path to 1e-12."""
+    from uqcore.stability import _blocks
+
+    monkeypatch.setattr(_blocks, "LOCAL_MARGIN_FACTOR", 0)
+    monkeypatch.setattr(_blocks, "LOCAL_MARGIN", 1)
+    monkeypatch.setattr(_blocks, "PREFIX_CHUNK", 7)
+    monkeypatch.setattr(_blocks, "CHUNK", 5)
+    monkeypatch.setattr(_blocks, "BLOCK_ELEMENTS", 2 * 500)  # two resamples per block
+    monkeypatch.setattr(_blocks, "LINEAR_EINSUM_MAX", 0)  # row sums by the BLAS product
+    pred, y = _data(500, 44)
+    counts = Resampler(500).block(8, range(5))
+    chosen, _ = select_metrics([pred], [name], None)
+    for w in (None, np.random.default_rng(45).uniform(0.5, 2.0, size=500)):
+        fast = Engine(Batch(pred, y, w), chosen)
+        assert name in fast._fast
+        got = fast.values([Resample(row) for row in counts])[name]
+        ref = Engine(Batch(pred, y, w), chosen, use_blocks=False)
+        np.testing.assert_allclose(
+            got, ref.values([Resample(row) for row in counts])[name], rtol=1e-12, atol=1e-14
+        )
+
+
+def test_calibration_block_paths_follow_the_options() -> None:
+    """Other levels and proportion types take the block path; Uncertainty Toolbox's z-space
+    proportions and non-integer weights for adversarial group calibration do not (and agree)."""
+    pred, y = _data(200, 46)
+    counts = Resampler(200).block(2, range(4))
+    params: dict[str, dict[str, Any]] = {
+        "ece": {"prop_type": "quantile", "levels": [0.1, 0.5, 0.9]},
+        "calibration_error": {"level_weights": "mean", "prop_type": "interval"},
+        "miscalibration_area": {"compat": "uncertainty_toolbox"},
+        "adversarial_group_calibration": {"cali_type": "root_mean_sq", "num_trials": 3},
+    }
+    chosen, _ = select_metrics([pred], list(params), params)
+    for w in (None, np.random.default_rng(47).uniform(0.5, 2.0, size=200)):
+        fast = Engine(Batch(pred, y, w), chosen)
+        assert sorted(fast._fast) == ["adversarial_group_calibration", "calibration_error", "ece"]
+        got = fast.values([Resample(r) for r in counts])
+        ref = Engine(Batch(pred, y, w), chosen, use_blocks=False)
+        ref_values = ref.values([Resample(r) for r in counts])
+        for name in params:
+            np.testing.assert_allclose(got[name], ref_values[name], rtol=1e-12, atol=1e-14)
+    assert np.all(np.isnan(got["adversarial_group_calibration"]))  # non-integer weights
 
 
 def test_block_evaluators_fall_back_where_their_conditions_fail() -> None:
@@ -418,3 +485,21 @@ def test_bias_note_advises_bca_only_for_the_percentile_interval() -> None:
             notes[method] = [w for w in entry["warnings"] if "standard errors" in w]
     assert len(notes["percentile"]) == 1 and "prefer method='bca'" in notes["percentile"][0]
     assert len(notes["bca"]) == 1 and "BCa interval corrects" in notes["bca"][0]
+
+
+def test_background_draws_change_no_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adversarial group calibration's random groups run in the helper thread or not: the
+    same values, bit for bit, for every metric of the block."""
+    from uqcore.stability import _blocks
+
+    pred, y = _data(400, 48)
+    counts = Resampler(400).block(3, range(6))
+    chosen, _ = select_metrics([pred], "all", None)
+    got = {}
+    for background in (True, False):
+        monkeypatch.setattr(_blocks, "BACKGROUND", background)
+        engine = Engine(Batch(pred, y), chosen)
+        got[background] = engine.values([Resample(row) for row in counts])
+    for name, values in got[True].items():
+        np.testing.assert_array_equal(values, got[False][name], err_msg=name)
+    assert np.all(np.isfinite(got[True]["adversarial_group_calibration"]))

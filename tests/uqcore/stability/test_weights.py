@@ -44,6 +44,18 @@ def test_block_equals_per_resample_counts_and_is_independent_of_blocking() -> No
             np.testing.assert_array_equal(block[j], r.counts(9, i))
         np.testing.assert_array_equal(r.block(9, [5])[0], block[2])
         assert not np.array_equal(r.block(10, [3])[0], block[0])
+        out = np.full((6, 40), -1.0)  # a reused buffer gives the same counts
+        got = r.block(9, [3, 4, 5, 6], out=out)
+        np.testing.assert_array_equal(got, block)
+        assert np.shares_memory(got, out) and got.shape == (4, 40)
+
+
+def test_multinomial_counts_into_a_buffer_are_the_same_draws() -> None:
+    for n in (50, 2 * W.CHUNK + 5):
+        ref = W.multinomial_counts(n, np.random.default_rng(3))
+        row = np.full(n, -1.0)
+        W.multinomial_counts(n, np.random.default_rng(3), out=row)
+        np.testing.assert_array_equal(row, ref)
 
 
 def test_poisson_counts_have_mean_one() -> None:
