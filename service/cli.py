@@ -1,12 +1,17 @@
 """The ``uqeval`` command line: ``serve`` (everything on localhost), ``worker`` and ``api``.
 
 ``uqeval serve`` is the embedded default: it starts a Redis server it manages itself (unless
-``REDIS_URL`` is set), ``--workers`` Celery worker processes and the API (uvicorn), prints the
-URL, the docs URL and the admin key, and on Ctrl-C or SIGTERM stops the API, then the workers
-(warm shutdown: a running job finishes or is re-queued), then Redis — leaving no process
-behind. Each child runs in its own process group (so a terminal's Ctrl-C reaches only this
-supervisor, which stops them in order) and, on Linux, is also sent SIGTERM should the
-supervisor itself be killed.
+``REDIS_URL`` is set), ``--workers`` Celery worker processes and the API (uvicorn, in
+``--api-workers`` processes), prints the URL, the docs URL and the admin key, and on Ctrl-C or
+SIGTERM stops the API, then the workers (warm shutdown: a running job finishes or is
+re-queued), then Redis — leaving no process behind. Each child runs in its own process group
+(so a terminal's Ctrl-C reaches only this supervisor, which stops them in order) and, on
+Linux, is also sent SIGTERM should the supervisor itself be killed.
+
+With several API processes (``--api-workers`` / ``UQEVAL_API_WORKERS`` above 1, for ``serve``
+and ``api``) uvicorn runs that many worker processes on the one port, and the command gives
+them a fresh ``PROMETHEUS_MULTIPROC_DIR`` (removed when it stops) so that ``GET /metrics``
+sums the request metrics of all of them (:mod:`service.api.observability`).
 """
 
 from __future__ import annotations
@@ -14,11 +19,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -40,6 +48,27 @@ def _child_env(settings: Settings, redis_url: str) -> dict[str, str]:
     if settings.admin_key:
         env["UQEVAL_ADMIN_KEY"] = settings.admin_key
     return env
+
+
+#: The variable that puts prometheus_client in multiprocess mode (and names its directory).
+METRICS_DIR_VAR = "PROMETHEUS_MULTIPROC_DIR"
+
+
+@contextlib.contextmanager
+def _metrics_dir(api_workers: int, env: MutableMapping[str, str]) -> Iterator[None]:
+    """Set ``PROMETHEUS_MULTIPROC_DIR`` in ``env`` for ``api_workers`` API processes: a fresh
+    directory, removed on exit (counts of an earlier run must not add up with this one's);
+    for one process, unset (each process its own registry)."""
+    env.pop(METRICS_DIR_VAR, None)
+    if api_workers <= 1:
+        yield
+        return
+    path = tempfile.mkdtemp(prefix="uqeval-metrics-")
+    env[METRICS_DIR_VAR] = path
+    try:
+        yield
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _spawn(args: list[str], env: dict[str, str], log: Path | None) -> subprocess.Popen[bytes]:
@@ -125,6 +154,8 @@ def serve(args: argparse.Namespace) -> int:
         overrides["port"] = args.port
     if args.data_dir is not None:
         overrides["data_dir"] = Path(args.data_dir)
+    if args.api_workers is not None:
+        overrides["api_workers"] = args.api_workers
     settings = Settings(**overrides)
     if settings.port == 0:
         settings = settings.model_copy(update={"port": free_port(settings.host)})
@@ -140,6 +171,7 @@ def serve(args: argparse.Namespace) -> int:
     workers: list[subprocess.Popen[bytes]] = []
     api: subprocess.Popen[bytes] | None = None
     code = 0
+    stack = contextlib.ExitStack()
     try:
         if settings.redis_url:
             redis_url = settings.redis_url
@@ -156,22 +188,23 @@ def serve(args: argparse.Namespace) -> int:
                     logs / f"worker-{i + 1}.log",
                 )
             )
-        api = _spawn(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "service.api.app:create_app",
-                "--factory",
-                "--host",
-                settings.host,
-                "--port",
-                str(settings.port),
-                "--no-access-log",
-            ],
-            env,
-            logs / "api.log",
-        )
+        api_env = dict(env)
+        stack.enter_context(_metrics_dir(settings.api_workers, api_env))
+        api_cmd = [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "service.api.app:create_app",
+            "--factory",
+            "--host",
+            settings.host,
+            "--port",
+            str(settings.port),
+            "--no-access-log",
+        ]
+        if settings.api_workers > 1:
+            api_cmd += ["--workers", str(settings.api_workers)]
+        api = _spawn(api_cmd, api_env, logs / "api.log")
         base = f"http://{settings.host}:{settings.port}"
         if not _wait_http(f"{base}/healthz", [api, *workers], 60.0):
             print(f"uqeval: the API did not start; see {logs}", file=sys.stderr)
@@ -205,6 +238,7 @@ def serve(args: argparse.Namespace) -> int:
         print("uqeval: stopping ...", file=sys.stderr, flush=True)
         if api is not None:
             _stop(api, 10.0)
+        stack.close()  # the API's metrics directory, once no API process writes to it
         for proc in workers:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -258,13 +292,17 @@ def run_api(args: argparse.Namespace) -> int:
     from service.settings import get_settings
 
     settings = get_settings()
-    uvicorn.run(
-        "service.api.app:create_app",
-        factory=True,
-        host=args.host or settings.host,
-        port=args.port if args.port is not None else settings.port,
-        proxy_headers=True,
-    )
+    workers = args.api_workers if args.api_workers is not None else settings.api_workers
+    # uvicorn's worker processes inherit this process's environment.
+    with _metrics_dir(workers, os.environ):
+        uvicorn.run(
+            "service.api.app:create_app",
+            factory=True,
+            host=args.host or settings.host,
+            port=args.port if args.port is not None else settings.port,
+            proxy_headers=True,
+            workers=workers,
+        )
     return 0
 
 
@@ -282,6 +320,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="API port (default UQEVAL_PORT or 8000; 0 = free)")
     p.add_argument("--data-dir", help="Redis data and logs (default UQEVAL_DATA_DIR or .uqeval)")
     p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument(
+        "--api-workers",
+        type=int,
+        help="API processes (default UQEVAL_API_WORKERS or 1); each uses one core at most",
+    )
     p.set_defaults(func=serve)
 
     w = sub.add_parser("worker", help="run one Celery worker (needs REDIS_URL)")
@@ -294,6 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("api", help="run the API only (needs REDIS_URL)")
     a.add_argument("--host")
     a.add_argument("--port", type=int)
+    a.add_argument(
+        "--api-workers", type=int, help="API processes (default UQEVAL_API_WORKERS or 1)"
+    )
     a.set_defaults(func=run_api)
     return parser
 
@@ -309,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if getattr(args, "workers", 1) < 1:
         parser.error("--workers must be >= 1")
+    if getattr(args, "api_workers", None) is not None and args.api_workers < 1:
+        parser.error("--api-workers must be >= 1")
     result: int = args.func(args)
     return result
 

@@ -36,6 +36,15 @@ class Settings(BaseSettings):
     # --- API ---------------------------------------------------------------------------------
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)
+    # One uvicorn process runs one event loop on one core: with many concurrent readers the
+    # requests queue behind it. More processes use more cores (each holds its own Redis
+    # connections and memory); only useful where the cores are not needed by the workers.
+    api_workers: int = Field(
+        default=1,
+        ge=1,
+        description="API (uvicorn) processes of `uqeval serve` and `uqeval api`; each uses one "
+        "core at most. Above 1 their Prometheus request metrics are summed across processes.",
+    )
     admin_key: str | None = Field(
         default=None,
         description="Admin API key; unset: one is generated at first start and printed once.",

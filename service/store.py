@@ -49,6 +49,7 @@ __all__ = [
     "RenderedPage",
     "Store",
     "StoreUnavailable",
+    "SubmissionRead",
     "SubmissionRecord",
     "TeamRecord",
     "now_iso",
@@ -744,38 +745,84 @@ local function page_stamp(k, bench)
 end
 """
 
-# The leaderboard route's read in one round trip: authenticate the key (as
-# :meth:`Store.authenticate`), count the request against its rate limit (as
-# :meth:`Store.hit_rate`: live submitter keys only), then answer the cached page if the state it
-# shows is still the current one. KEYS: 1 apikey-hash:{digest}, 2 apikey:{id}, 3 the rate
-# counter of {id}, then when ARGV[5] == '1': 4 the cached page, 5 bench, 6 leaderboard info,
-# 7 the board's rank document, 8 its claim, [9 the baseline submission]. ARGV: 1 {id} (the
-# caller's guess of
-# the key's id: the other keys are its), 2 the digest, 3 the rate limit (0: none), 4 the rate
-# counter's TTL (s), 5 '1': look the page up. Returns {'denied'}, {'rekey', id} (call again with
-# this id), {'limited', record}, {'miss', record} or {'hit', record, body, disposition}.
-_PAGE_READ = (
-    _PAGE_STAMP
-    + """
-local id = redis.call('GET', KEYS[1])
-if not id then return {'denied'} end
-if id ~= ARGV[1] then return {'rekey', id} end
-local record = redis.call('HGETALL', KEYS[2])
-local f = {}
-for i = 1, #record, 2 do f[record[i]] = record[i + 1] end
-if f['hash'] ~= ARGV[2] or f['revoked'] == '1' then return {'denied'} end
-local limit = tonumber(ARGV[3])
-if f['role'] ~= 'admin' and limit > 0 then
-  local count = redis.call('INCR', KEYS[3])
-  redis.call('EXPIRE', KEYS[3], ARGV[4])
-  if count > limit then return {'limited', record} end
+# Authentication and rate counting inside a read's script, so that a read costs one round trip
+# (``_PAGE_READ``, ``_SUBMISSION_READ``): the key as :meth:`Store.authenticate` finds it and
+# its request counted as :meth:`Store.hit_rate` counts it (live submitter keys only). KEYS:
+# 1 apikey-hash:{digest}, 2 apikey:{id}, 3 the rate counter of {id} in the current window.
+# ARGV: 1 {id} (the caller's guess of the key's id: KEYS 2 and 3 are its keys), 2 the digest,
+# 3 the rate limit (0: none), 4 the rate counter's TTL (s). ``admit()`` returns 'ok' and the
+# key record (HGETALL's flat list), 'rekey' and the key's id (call again with it: no other key
+# was touched), 'limited' and the record, or 'denied'. A script returns {outcome, record} for
+# any outcome but 'ok' (:meth:`Store._read_with_key`).
+_ADMIT = """
+local function admit()
+  local id = redis.call('GET', KEYS[1])
+  if not id then return 'denied' end
+  if id ~= ARGV[1] then return 'rekey', id end
+  local record = redis.call('HGETALL', KEYS[2])
+  local f = {}
+  for i = 1, #record, 2 do f[record[i]] = record[i + 1] end
+  if f['hash'] ~= ARGV[2] or f['revoked'] == '1' then return 'denied' end
+  local limit = tonumber(ARGV[3])
+  if f['role'] ~= 'admin' and limit > 0 then
+    local count = redis.call('INCR', KEYS[3])
+    redis.call('EXPIRE', KEYS[3], ARGV[4])
+    if count > limit then return 'limited', record end
+  end
+  return 'ok', record
 end
+"""
+
+# The leaderboard route's read in one round trip: ``admit()`` (KEYS 1-3, ARGV 1-4), then the
+# cached page if the state it shows is still the current one. KEYS when ARGV[5] == '1': 4 the
+# cached page, 5 bench, 6 leaderboard info, 7 the board's rank document, 8 its claim, [9 the
+# baseline submission]. ARGV: 5 '1': look the page up. Returns {'denied'}, {'rekey', id},
+# {'limited', record}, {'miss', record} or {'hit', record, body, disposition}.
+_PAGE_READ = (
+    _ADMIT
+    + _PAGE_STAMP
+    + """
+local outcome, record = admit()
+if outcome ~= 'ok' then return {outcome, record} end
 if ARGV[5] ~= '1' then return {'miss', record} end
 local stored = redis.call('HGET', KEYS[4], 'stamp')
 local bench = redis.call('GET', KEYS[5])
 if not stored or not bench or stored ~= page_stamp(5, bench) then return {'miss', record} end
 local page = redis.call('HMGET', KEYS[4], 'body', 'disposition')
 return {'hit', record, page[1], page[2] or ''}
+"""
+)
+
+# A submission read in one round trip (GET /v1/submissions/{id}, the polling hot path):
+# ``admit()`` (KEYS 1-3, ARGV 1-4), then the submission's record, its result document once it
+# succeeded, and its position in its queue while it is queued. KEYS: 4 sub:{id}, 5 its result,
+# then the queued zsets of the queues named ARGV[6], ARGV[7], ... ARGV: 5 the submission id.
+# Returns {'denied'}, {'rekey', id}, {'limited', record} or {'found', key record, submission
+# record (false: none), result (false: none), queue position (false: none)}.
+_SUBMISSION_READ = (
+    _ADMIT
+    + """
+local outcome, record = admit()
+if outcome ~= 'ok' then return {outcome, record} end
+local sub = redis.call('HGETALL', KEYS[4])
+if #sub == 0 then return {'found', record, false, false, false} end
+local status, queue
+for i = 1, #sub, 2 do
+  if sub[i] == 'status' then status = sub[i + 1]
+  elseif sub[i] == 'queue' then queue = sub[i + 1] end
+end
+local result, position = false, false
+if status == 'succeeded' then
+  result = redis.call('GET', KEYS[5]) or false
+elseif status == 'queued' then
+  for i = 6, #ARGV do
+    if ARGV[i] == queue then
+      local rank = redis.call('ZRANK', KEYS[i], ARGV[5])
+      if rank then position = rank end
+    end
+  end
+end
+return {'found', record, sub, result, position}
 """
 )
 
@@ -853,6 +900,20 @@ class PageRead:
     retry_after_s: int | None = None
     body: bytes | None = None
     disposition: str = ""
+
+
+@dataclass(frozen=True)
+class SubmissionRead:
+    """What :meth:`Store.read_submission` found: the caller's key (None: unknown or revoked),
+    the seconds until its rate-limit window ends when it is spent, and the submission (None:
+    unknown), with its result document (raw JSON bytes; None until it succeeded) and its
+    0-based position in its queue (None unless queued)."""
+
+    key: ApiKeyRecord | None
+    retry_after_s: int | None = None
+    record: SubmissionRecord | None = None
+    result: bytes | None = None
+    queue_position: int | None = None
 
 
 def _page_stamp(
@@ -976,9 +1037,11 @@ class Store:
                 "ranks_hold": _RANKS_HOLD,
                 "leaderboard_rows": _LEADERBOARD_ROWS,
                 "page_read": _PAGE_READ,
+                "submission_read": _SUBMISSION_READ,
             }.items()
         }
-        # Hints of the leaderboard route's one-round-trip read (see leaderboard_cached).
+        # Hints of the one-round-trip reads (see _read_with_key and leaderboard_cached); each
+        # process has its own, and each hint is checked in Redis by the script it feeds.
         self._key_ids: dict[str, str] = {}
         self._page_deps: dict[str, BoardDeps] = {}
 
@@ -1022,7 +1085,12 @@ class Store:
         role: Literal["admin", "submitter"],
         token: str,
         team: str | None = None,
-    ) -> ApiKeyRecord:
+        *,
+        only_new: bool = False,
+    ) -> ApiKeyRecord | None:
+        """Store a key record for ``token``. ``only_new``: unless ``token`` is registered
+        already, checked and written in one transaction (None when it was, by this process or
+        another one at the same moment)."""
         record = ApiKeyRecord(
             key_id="key_" + secrets.token_hex(8),
             name=name,
@@ -1043,16 +1111,25 @@ class Store:
         if team is not None:
             fields["team"] = team
 
-        def write() -> None:
-            pipe = self.client.pipeline(transaction=True)
-            pipe.hset(keys.api_key(record.key_id), mapping=fields)
-            pipe.hset(keys.api_key_auth(digest), mapping=fields)
-            pipe.set(keys.api_key_hash(digest), record.key_id)
-            pipe.zadd(keys.api_keys(), {record.key_id: time.time()})
-            pipe.execute()
+        def write() -> bool:
+            pipe: Any
+            with self.client.pipeline(transaction=True) as pipe:
+                if only_new:
+                    pipe.watch(keys.api_key_hash(digest))
+                    if pipe.exists(keys.api_key_hash(digest)):
+                        return False
+                    pipe.multi()
+                pipe.hset(keys.api_key(record.key_id), mapping=fields)
+                pipe.hset(keys.api_key_auth(digest), mapping=fields)
+                pipe.set(keys.api_key_hash(digest), record.key_id)
+                pipe.zadd(keys.api_keys(), {record.key_id: time.time()})
+                try:
+                    pipe.execute()
+                except redis.WatchError:  # registered meanwhile by another process
+                    return False
+                return True
 
-        self._call(write)
-        return record
+        return record if self._call(write) else None
 
     def create_api_key(
         self,
@@ -1069,7 +1146,9 @@ class Store:
         if team is not None and self.get_team(team) is None:
             raise ValueError(f"no team {team!r}")
         token = "uqe_" + secrets.token_urlsafe(32)
-        return self._put_api_key(name, role, token, team), token
+        record = self._put_api_key(name, role, token, team)
+        assert record is not None  # written unconditionally
+        return record, token
 
     # --- teams ---------------------------------------------------------------------------------
 
@@ -1213,12 +1292,14 @@ class Store:
         (registered if new) or when a key was generated before (by any process). A new
         environment key replaces the previous one: earlier environment admin keys are revoked,
         so rotating ``UQEVAL_ADMIN_KEY`` retires the old value.
+
+        Safe when several API processes start at once: the token is registered by one of them
+        only (a second record of the same token would have each process revoke the other's,
+        and the shared copy under the token's hash with them).
         """
         if token:
-            digest = sha256_hex(token)
-            exists = self._call(lambda: self.client.exists(keys.api_key_hash(digest)))
-            if not exists:
-                current = self._put_api_key(ENV_ADMIN_NAME, "admin", token)
+            current = self._put_api_key(ENV_ADMIN_NAME, "admin", token, only_new=True)
+            if current is not None:
                 for record in self.list_api_keys():
                     if (
                         record.name == ENV_ADMIN_NAME
@@ -1518,27 +1599,33 @@ class Store:
             )
         return rows, total
 
-    def leaderboard_cached(
-        self, token: str, page: str, bench_id: str, *, rate_limit: int, window_s: int
-    ) -> PageRead:
-        """Authenticate ``token``, count the request against its key's rate limit and look up
-        the cached leaderboard answer ``page`` of benchmark ``bench_id`` — one round trip
-        (``_PAGE_READ``).
+    def _read_with_key(
+        self,
+        token: str,
+        script: str,
+        read_keys: list[str],
+        read_args: list[Any],
+        *,
+        rate_limit: int,
+        window_s: int,
+    ) -> tuple[ApiKeyRecord | None, int | None, list[Any]]:
+        """Run a read script that starts with ``_ADMIT``: authenticate ``token``, count the
+        request against its key's rate limit and read ``read_keys`` (its KEYS from 4 on, with
+        ``read_args`` as its ARGV from 5 on) — one round trip.
 
         Authentication and counting are those of :meth:`authenticate` and :meth:`hit_rate`
         (``rate_limit`` requests per ``window_s``; 0: none; admin keys are not counted). The
-        answer is served only when its stamp equals the stamp of the current state: the
-        benchmark record, the version of its boards, the rank document of its board and the
-        baseline's status and visibility (:class:`BoardDeps`). The script needs the key's id
-        and the page's dependencies before it runs: both come from this store's memo, filled
-        by earlier reads; a wrong guess costs one more round trip (the key) or a miss (the
-        page), never a wrong answer.
+        script needs the key's id before it runs (the record and the rate counter are keys of
+        the id): it comes from this store's memo, filled by earlier reads; a wrong guess
+        (another process's memo, a new key) costs one more round trip, never a wrong answer.
+
+        Returns the key (None: unknown or revoked), the seconds until its rate-limit window
+        ends when it is spent (Retry-After), and the script's reply when the key was admitted.
         """
         if not token:
-            return PageRead(None)
+            return None, None, []
         digest = sha256_hex(token)
-        deps = self._page_deps.get(page)
-        script = self._scripts["page_read"]
+        run = self._scripts[script]
         key_id = self._key_ids.get(digest, "")
         for _ in range(3):
             now = time.time()
@@ -1548,34 +1635,82 @@ class Store:
                 keys.api_key(key_id),
                 keys.rate(key_id, window),
             ]
-            if deps is not None:
-                script_keys += [page, *deps.keys(bench_id)]
-            args: list[str | int] = [
-                key_id,
-                digest,
-                int(rate_limit),
-                window_s + 1,
-                "0" if deps is None else "1",
-            ]
-            reply = self._call(lambda: script(keys=script_keys, args=args))  # noqa: B023
+            args = [key_id, digest, int(rate_limit), window_s + 1, *read_args]
+            reply = self._call(lambda: run(keys=script_keys + read_keys, args=args))  # noqa: B023
             outcome = _decode(reply[0])
             if outcome != "rekey":
                 break
             key_id = _decode(reply[1])
             _remember(self._key_ids, digest, key_id)
         else:  # the key's id changed under us twice: not a key to trust
-            return PageRead(None)
+            return None, None, []
         if outcome == "denied":
-            return PageRead(None)
+            return None, None, []
         raw = reply[1]
         record, stored = self._key_record(dict(zip(raw[::2], raw[1::2], strict=True)))
         if not hmac.compare_digest(stored.encode(), digest.encode()) or record.revoked:
-            return PageRead(None)
+            return None, None, []
         if outcome == "limited":
-            return PageRead(record, retry_after_s=max(math.ceil((window + 1) * window_s - now), 1))
-        if outcome == "hit":
-            return PageRead(record, body=reply[2], disposition=_decode(reply[3]))
-        return PageRead(record)
+            return record, max(math.ceil((window + 1) * window_s - now), 1), []
+        return record, None, list(reply)
+
+    def leaderboard_cached(
+        self, token: str, page: str, bench_id: str, *, rate_limit: int, window_s: int
+    ) -> PageRead:
+        """Authenticate ``token``, count the request against its key's rate limit and look up
+        the cached leaderboard answer ``page`` of benchmark ``bench_id`` — one round trip
+        (``_PAGE_READ``; authentication and counting as :meth:`_read_with_key`).
+
+        The answer is served only when its stamp equals the stamp of the current state: the
+        benchmark record, the version of its boards, the rank document of its board and the
+        baseline's status and visibility (:class:`BoardDeps`). The page's dependencies are
+        needed before the script runs: they come from this store's memo, filled by earlier
+        renders; a wrong or missing guess costs a miss (a render), never a wrong answer.
+        """
+        deps = self._page_deps.get(page)
+        key, wait, reply = self._read_with_key(
+            token,
+            "page_read",
+            [] if deps is None else [page, *deps.keys(bench_id)],
+            ["0" if deps is None else "1"],
+            rate_limit=rate_limit,
+            window_s=window_s,
+        )
+        if key is None or wait is not None:
+            return PageRead(key, retry_after_s=wait)
+        if _decode(reply[0]) == "hit":
+            return PageRead(key, body=reply[2], disposition=_decode(reply[3]))
+        return PageRead(key)
+
+    def read_submission(
+        self, token: str, sub_id: str, *, rate_limit: int, window_s: int
+    ) -> SubmissionRead:
+        """Authenticate ``token``, count the request against its key's rate limit and read
+        submission ``sub_id`` — its record, its result document (raw JSON bytes, as the worker
+        wrote them) once it succeeded and its queue position while it is queued — in one
+        round trip (``_SUBMISSION_READ``; authentication and counting as
+        :meth:`_read_with_key`). Whether the key may read the submission is the caller's
+        decision (:func:`service.api.access.can_read`)."""
+        key, wait, reply = self._read_with_key(
+            token,
+            "submission_read",
+            [keys.submission(sub_id), keys.result(sub_id), *map(keys.queued, keys.QUEUES)],
+            [sub_id, *keys.QUEUES],
+            rate_limit=rate_limit,
+            window_s=window_s,
+        )
+        if key is None or wait is not None:
+            return SubmissionRead(key, retry_after_s=wait)
+        raw, result, position = reply[2:5]
+        if not raw:
+            return SubmissionRead(key)
+        record = SubmissionRecord.from_hash(dict(zip(raw[::2], raw[1::2], strict=True)))
+        return SubmissionRead(
+            key,
+            record=record,
+            result=result or None,
+            queue_position=None if position is None else int(position),
+        )
 
     def leaderboard_render(
         self,

@@ -143,6 +143,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
             if own:
                 app.state.store.close()
             app.state.store = None
+            app.state.metrics.process_exit()
 
     app = FastAPI(
         title="uq-eval",

@@ -6,6 +6,12 @@ Submitter keys are rate limited per key (``settings.rate_limit`` requests per fi
 counted in Redis, :meth:`service.store.Store.hit_rate`): :func:`current_key` is a plain
 function, so FastAPI runs it — and its Redis round trips — in the thread pool, never on the
 event loop.
+
+The hot reads (a submission's status and result, a leaderboard page) authenticate in the same
+Redis round trip as their read instead (:meth:`service.store.Store.read_submission`,
+:meth:`service.store.Store.leaderboard_cached`): their routes take the token from the async
+:data:`TokenDep`, do all their work in one trip through the thread pool and give their verdict
+with :func:`key_required` and :func:`admitted` — the answers of :func:`current_key`.
 """
 
 from __future__ import annotations
@@ -56,30 +62,18 @@ def current_key(
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     header: Annotated[str | None, Depends(_header)],
 ) -> ApiKeyRecord:
-    """The caller's key record; 401 when the key is missing, unknown or revoked."""
+    """The caller's key record; 401 when the key is missing, unknown or revoked, 429 when its
+    rate limit is spent."""
     token = _token(bearer, header)
     if token is None:
-        raise ApiError(
-            401,
-            "an API key is required: send Authorization: Bearer <key> or X-API-Key: <key>",
-            headers=UNAUTHORIZED_HEADERS,
-        )
+        raise key_required()
     ensure_admin_key(request, store)
     record = store.authenticate(token)
-    if record is None:
-        raise ApiError(401, "the API key is unknown or revoked", headers=UNAUTHORIZED_HEADERS)
     settings: Settings = request.app.state.settings
-    if settings.rate_limit > 0 and record.role != "admin":
+    wait = None
+    if record is not None and settings.rate_limit > 0 and record.role != "admin":
         wait = store.hit_rate(record.key_id, settings.rate_limit, settings.rate_limit_window_s)
-        if wait is not None:
-            raise ApiError(
-                429,
-                f"rate limit of {settings.rate_limit} requests per "
-                f"{settings.rate_limit_window_s} s exceeded for this key; retry in {wait} s",
-                code="rate_limited",
-                headers={"Retry-After": str(wait)},
-            )
-    return record
+    return admitted(settings, record, wait)
 
 
 def admin_key(key: Annotated[ApiKeyRecord, Depends(current_key)]) -> ApiKeyRecord:
@@ -137,9 +131,10 @@ def key_required() -> ApiError:
 def admitted(
     settings: Settings, record: ApiKeyRecord | None, retry_after_s: int | None
 ) -> ApiKeyRecord:
-    """The verdict of :func:`current_key` on an authentication and a rate count done with a
-    read (:meth:`service.store.Store.leaderboard_cached`): the key, or a 401 when it is unknown
-    or revoked, or a 429 with Retry-After when its rate limit is spent."""
+    """The verdict on an authentication and a rate count (by :func:`current_key`, or done with
+    a read: :meth:`service.store.Store.read_submission`,
+    :meth:`service.store.Store.leaderboard_cached`): the key, or a 401 when it is unknown or
+    revoked, or a 429 with Retry-After when its rate limit is spent."""
     if record is None:
         raise ApiError(401, "the API key is unknown or revoked", headers=UNAUTHORIZED_HEADERS)
     if retry_after_s is not None:

@@ -4,44 +4,74 @@ Request counts and latencies are recorded by :class:`RequestMetrics`, a plain AS
 (it does not buffer bodies), labelled by the route *template* (``/v1/submissions/{sub_id}``), so
 ids never become label values. Queue depths, live workers and the job counters/duration
 histograms that workers keep in Redis are read at scrape time by :class:`StoreCollector`.
-Each app has its own registry, so several apps can live in one process (tests).
+Each app has its own registry, so several apps can live in one process (tests; one API
+process).
+
+Several API processes (``uqeval serve --api-workers N``, N > 1): ``PROMETHEUS_MULTIPROC_DIR``
+names a directory, fresh for the run, where every process's request metrics are kept
+(prometheus_client's multiprocess mode, chosen when the variable is set before it is
+imported); a scrape, served by any of the processes, sums them all
+(``MultiProcessCollector``), so the counts and the latency histogram are those of the whole
+API whichever process answers.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.store import Store, StoreUnavailable
 
+#: The directory of prometheus_client's multiprocess mode when this process is one of several
+#: API processes, else None: read at import, as prometheus_client reads it (the mode of its
+#: metric values is fixed when it is imported).
+MULTIPROCESS_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
+
 
 class Metrics:
-    """The registry of one app and its request metrics."""
+    """The registry of one app (what ``GET /metrics`` shows) and its request metrics."""
 
     def __init__(self) -> None:
-        self.registry = CollectorRegistry(auto_describe=True)
+        #: The request metrics of this app. In multiprocess mode their values live in the
+        #: shared directory (one file per process) and this registry is not scraped.
+        own = CollectorRegistry(auto_describe=True)
         self.requests = Counter(
             "uqeval_http_requests",
             "HTTP requests by method, route template and status.",
             ["method", "route", "status"],
-            registry=self.registry,
+            registry=own,
         )
         self.latency = Histogram(
             "uqeval_http_request_duration_seconds",
             "HTTP request duration (to the end of the response) by method and route template.",
             ["method", "route"],
-            registry=self.registry,
+            registry=own,
         )
+        self.multiprocess_dir = MULTIPROCESS_DIR
+        if self.multiprocess_dir is None:
+            self.registry = own
+        else:
+            # Every API process's request metrics, summed at scrape time.
+            self.registry = CollectorRegistry()
+            MultiProcessCollector(self.registry, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
 
     def watch_store(self, get_store: Callable[[], Store | None]) -> None:
         self.registry.register(StoreCollector(get_store))
+
+    def process_exit(self) -> None:
+        """This process stops serving (multiprocess mode: its live gauges are dropped; its
+        counts stay in the sums, as Prometheus counters must)."""
+        if self.multiprocess_dir is not None:
+            mark_process_dead(os.getpid(), self.multiprocess_dir)  # type: ignore[no-untyped-call]
 
 
 class RequestMetrics:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import uuid
 import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -16,16 +18,20 @@ import redis
 from service import keys
 from service import store as store_module
 from service.redis_server import free_port
+from service.settings import Settings
 from service.store import (
+    BoardDeps,
     IdempotencyConflict,
     Quota,
     Ranking,
+    RenderedPage,
     Store,
     StoreUnavailable,
     SubmissionRecord,
     now_iso,
     sha256_hex,
 )
+from tests.service.conftest import clear_store
 
 
 def make_record(owner: str = "key_a", *, queue: str = "cpu", n: int = 4) -> SubmissionRecord:
@@ -131,6 +137,33 @@ def test_rotating_the_environment_admin_key_revokes_the_old_one(store: Store) ->
     new = store.authenticate("new-token")
     assert new is not None and new.role == "admin"
     assert store.authenticate(token) == submitter  # other keys are untouched
+
+
+def test_api_processes_starting_together_register_the_environment_admin_key_once(
+    store: Store, session_settings: Settings
+) -> None:
+    """Several API processes (``uqeval serve --api-workers N``) register the same admin key at
+    the same moment: one record, live — not one each, each revoking the others."""
+    assert session_settings.redis_url is not None
+    stores = [Store.from_url(session_settings.redis_url, session_settings) for _ in range(6)]
+    start = threading.Barrier(len(stores))
+
+    def register(s: Store) -> str | None:
+        start.wait()
+        return s.ensure_admin_key("shared-env-admin-token")
+
+    try:
+        for round_ in range(5):
+            clear_store(store)
+            with ThreadPoolExecutor(len(stores)) as pool:
+                assert list(pool.map(register, stores)) == [None] * len(stores)
+            records = store.list_api_keys()
+            assert [(r.name, r.revoked) for r in records] == [(store_module.ENV_ADMIN_NAME, False)]
+            rec = store.authenticate("shared-env-admin-token")
+            assert rec == records[0], round_
+    finally:
+        for s in stores:
+            s.close()
 
 
 def test_admin_key_generated_only_at_first_start(store: Store) -> None:
@@ -836,6 +869,26 @@ def test_every_script_touches_only_the_keys_it_declares(store: Store) -> None:
         store.requeue_comparison(cmp_id, 1, 5.0)
         store.hold_ranks(BENCH, "mae", "best", "t1", 5.0, take=True)
         store.hold_ranks(BENCH, "mae", "best", "t1", 5.0, take=False)
+        reads()
+
+    def reads() -> None:
+        # The one-round-trip reads: authentication (an unknown token, a wrong guess of the
+        # key's id, the rate count and its refusal) with a submission (queued, succeeded,
+        # unknown) or a leaderboard page (no guess of its dependencies, a miss, a hit).
+        _, token = store.create_api_key("reader")
+        assert store.read_submission("nope", "x", rate_limit=0, window_s=60).key is None
+        store._key_ids[sha256_hex(token)] = "key_wrong"
+        queued = submit(store)
+        done = finish_on_board(store, bench_record("team_r", 3.0), 0.3)
+        for sub_id, rate_limit in ((queued.id, 0), (done, 0), ("unknown", 5), (done, 1)):
+            read = store.read_submission(token, sub_id, rate_limit=rate_limit, window_s=60)
+            assert read.key is not None
+        assert read.retry_after_s is not None  # the limit of 1 was spent by the read before
+        page = keys.leaderboard_page_cache(BENCH, "test")
+        assert store.leaderboard_cached(token, page, BENCH, rate_limit=0, window_s=60).body is None
+        deps = BoardDeps(board="mae", rule="best", baseline=done)
+        store.leaderboard_render(BENCH, page, lambda _: deps, lambda _: RenderedPage(b"[]"), 60)
+        assert store.leaderboard_cached(token, page, BENCH, rate_limit=0, window_s=60).body == b"[]"
 
     seen, violations = script_key_violations(store, lifecycle)
     assert seen > 50  # the scripts ran under the monitor

@@ -17,7 +17,17 @@ from fastapi.responses import JSONResponse
 from service import jobs
 from service import keys as schema_keys
 from service.api import access
-from service.api.auth import KeyDep, SettingsDep, StoreDep
+from service.api.auth import (
+    KeyDep,
+    SettingsDep,
+    StoreDep,
+    TokenDep,
+    admitted,
+    ensure_admin_key,
+    get_settings,
+    get_store,
+    key_required,
+)
 from service.api.errors import ApiError
 from service.api.payload import BodyFormat, content_encoding, decode, media_type, read_limited
 from service.api.routes.common import errors
@@ -124,6 +134,12 @@ def summary(record: SubmissionRecord) -> SubmissionSummary:
 def detail(store: Store, record: SubmissionRecord, *, with_result: bool = True) -> SubmissionDetail:
     position = store.queue_position(record.id) if record.status == "queued" else None
     result = store.get_result(record.id) if with_result and record.status == "succeeded" else None
+    return _detail(record, position, result)
+
+
+def _detail(
+    record: SubmissionRecord, position: int | None, result: dict[str, Any] | None
+) -> SubmissionDetail:
     return SubmissionDetail(
         **summary(record).model_dump(),
         metadata=record.metadata,
@@ -292,6 +308,25 @@ def list_submissions(
     )
 
 
+def read(request: Request, token: str | None, sub_id: str) -> Response:
+    """The GET route's work, in one trip through the thread pool: authentication, the rate
+    count and the submission (record, result bytes, queue position) in one Redis round trip
+    (:meth:`service.store.Store.read_submission`), then the answer (:func:`_render`) — the
+    same status codes, bodies and bytes as with :data:`KeyDep` and separate reads."""
+    store, settings = get_store(request), get_settings(request)
+    if token is None:
+        raise key_required()
+    ensure_admin_key(request, store)
+    found = store.read_submission(
+        token, sub_id, rate_limit=settings.rate_limit, window_s=settings.rate_limit_window_s
+    )
+    key = admitted(settings, found.key, found.retry_after_s)
+    record = found.record
+    if record is None or not access.can_read(key, record):
+        raise ApiError(404, f"no submission {sub_id!r}", field="sub_id")
+    return _render(record, found.queue_position, found.result)
+
+
 @router.get(
     "/v1/submissions/{sub_id}",
     operation_id="getSubmission",
@@ -299,21 +334,31 @@ def list_submissions(
     response_model=SubmissionDetail,
     responses=errors(401, 404, 422, 503),
 )
-def get_submission(sub_id: SubId, key: KeyDep, store: StoreDep) -> Response:
+async def get_submission(request: Request, sub_id: SubId, token: TokenDep) -> Response:
     """The submission's state (queued, running with progress %, succeeded, failed with the
     reason, cancelled), its timings, and the result document once it succeeded."""
-    record, result = store.get_submission_and_result(sub_id)
-    if record is None or not access.can_read(key, record):
-        raise ApiError(404, f"no submission {sub_id!r}", field="sub_id")
-    return _detail_response(store, record, result)
+    # The polling hot path: an async route with one trip through the thread pool (the key is
+    # read by an async dependency and checked with the read; plain dependencies would each
+    # take a trip, and each Redis call a round trip).
+    return await run_in_threadpool(read, request, token, sub_id)
 
 
 def _detail_response(store: Store, record: SubmissionRecord, result: bytes | None) -> Response:
+    """The answer of a read of ``record`` and its ``result`` (``get_submission_and_result``),
+    with the queue position (or a result written since) read separately."""
     if record.status != "succeeded" or result is None:
         return JSONResponse(detail(store, record).model_dump(mode="json"))
+    return _render(record, None, result)
+
+
+def _render(record: SubmissionRecord, position: int | None, result: bytes | None) -> Response:
+    """The answer of a read: the detail of ``record`` at queue ``position`` with the stored
+    ``result`` document (when it succeeded)."""
+    if record.status != "succeeded" or result is None:
+        return JSONResponse(_detail(record, position, None).model_dump(mode="json"))
     # The hot path of polling clients: the stored result document (validated JSON, NaN-free,
     # written by the worker) is spliced into the response as it is, not parsed and re-encoded.
-    head = detail(store, record, with_result=False).model_dump_json(exclude={"result"})
+    head = _detail(record, position, None).model_dump_json(exclude={"result"})
     body = b"".join((head[:-1].encode(), b',"result":', result, b"}"))
     return Response(content=body, media_type="application/json")
 
