@@ -120,7 +120,16 @@ def as_float_array(
 
 
 def check_finite(x: Array, name: str, xp: Namespace) -> None:
-    """Raise unless every entry of ``x`` is finite."""
+    """Raise unless every entry of ``x`` is finite.
+
+    A finite sum proves every entry finite (NaN and ±inf propagate through a sum), in one pass
+    without a boolean temporary; only a non-finite sum (a bad entry, or finite entries whose
+    sum overflows) takes the elementwise check, which also finds the first bad index.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow here is not the user's
+        total = xp.sum(x)
+    if bool(xp.isfinite(total)):
+        return
     _raise_at(x, xp.isfinite(x), name, "must be finite")
 
 

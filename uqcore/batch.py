@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import array_api_compat
+import numpy as np
+
 from uqcore._backend import Array, Namespace
 from uqcore._validation import UQValidationError, validate_sample_weight, validate_targets
 from uqcore.predictions.regression import RegressionPrediction
@@ -70,7 +73,6 @@ class Batch(_Caches):
         self.xp: Namespace = prediction.xp
         self.n = prediction.n
         first = next(iter(prediction.arrays().values()))
-        import array_api_compat
 
         self.device = array_api_compat.device(first)
         self.y: Array = validate_targets(y, self.n, self.xp, self.device)
@@ -107,6 +109,18 @@ class Batch(_Caches):
         if self.weights is None:
             return float(xp.mean(values))
         return float(xp.sum(self.weights * values)) / self.total_weight
+
+    def mean_square(self, values: Array) -> float:
+        """Weighted mean of squares Σ w_i v_i² / Σ w_i of a per-row array.
+
+        Unweighted numpy: one sum-of-products pass (``einsum``), no N-sized temporary.
+        """
+        xp = self.xp
+        if self.weights is None:
+            if array_api_compat.is_numpy_namespace(xp):
+                return float(np.einsum("i,i->", values, values)) / self.n
+            return float(xp.sum(values * values)) / self.n
+        return float(xp.sum(self.weights * values * values)) / self.total_weight
 
     def mean_rows(self, values: Array) -> Array:
         """Weighted mean over rows of an N×K array: a length-K array."""
@@ -187,7 +201,6 @@ class ClassificationBatch(_Caches):
         ood: Any = None,
         soft_labels: Any = None,
     ) -> None:
-        import numpy as np
 
         from uqcore.predictions.classification import (
             ClassificationPrediction,
@@ -243,7 +256,6 @@ class ClassificationBatch(_Caches):
 
     def weights_or_ones(self) -> Array:
         """The weights, or ones when unweighted."""
-        import numpy as np
 
         return np.ones(self.n) if self.weights is None else self.weights
 
@@ -259,14 +271,12 @@ class ClassificationBatch(_Caches):
     @property
     def predicted(self) -> Array:
         """Predicted class argmax_c p̄_c (the first of tied maxima)."""
-        import numpy as np
 
         return self.shared("predicted", lambda: np.argmax(self.probs, axis=1))
 
     @property
     def confidence(self) -> Array:
         """Top-label confidence max_c p̄_c."""
-        import numpy as np
 
         return self.shared("confidence", lambda: np.max(self.probs, axis=1))
 
@@ -278,7 +288,6 @@ class ClassificationBatch(_Caches):
 
 def host_weights(sample_weight: Any, n: int) -> Array | None:
     """Sample weights of any array library as a validated numpy array (``None`` stays)."""
-    import numpy as np
 
     from uqcore._backend import to_numpy
 

@@ -90,6 +90,34 @@ def test_undefined_value_is_null_with_warning() -> None:
         assert metric("r2", pred, y) is None
 
 
+def test_finiteness_check_finds_the_first_bad_entry_and_accepts_overflowing_sums() -> None:
+    # The check sums first (a finite sum proves every entry finite): an overflowing sum of
+    # finite values must still pass, and a bad entry must still be found by its index.
+    big = np.full(4, 1e308)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the overflow of the sum stays internal
+        assert metric("mae", P.Gaussian(big, np.ones(4)), big) == 0.0
+    pred = P.Gaussian(np.zeros(5), np.ones(5))
+    for bad, shown in [(np.inf, "inf"), (-np.inf, "-inf"), (np.nan, "nan")]:
+        y = np.array([0.0, 1e308, 1e308, bad, np.nan])
+        with pytest.raises(UQValidationError, match=re.escape(f"y must be finite; y[3] = {shown}")):
+            metric("mae", pred, y)
+    # +inf and -inf cancel to NaN in the sum; both are still caught.
+    with pytest.raises(UQValidationError, match=re.escape("y[0] = inf")):
+        metric("mae", P.Gaussian(np.zeros(2), np.ones(2)), np.array([np.inf, -np.inf]))
+
+
+def test_mean_of_squares_equals_the_textbook_expression() -> None:
+    rng = np.random.default_rng(4)
+    mu, sd, y = rng.normal(size=1001), rng.uniform(0.1, 3.0, size=1001), rng.normal(size=1001)
+    w = rng.uniform(0.0, 2.0, size=1001)
+    pred = P.Gaussian(mu, sd)
+    assert metric("sharpness", pred, y) == pytest.approx(np.sqrt(np.mean(sd**2)), rel=1e-14)
+    assert metric("rmse", pred, y) == pytest.approx(np.sqrt(np.mean((y - mu) ** 2)), rel=1e-14)
+    want = np.sqrt(np.sum(w * sd**2) / np.sum(w))
+    assert metric("sharpness", pred, y, sample_weight=w) == pytest.approx(want, rel=1e-14)
+
+
 def test_targets_and_weights_are_validated() -> None:
     pred = P.Gaussian([0.0, 1.0], [1.0, 1.0])
     with pytest.raises(

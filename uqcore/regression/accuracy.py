@@ -63,8 +63,7 @@ def rmse(batch: Batch) -> float:
     >>> rmse(P.PointUncertainty([0.0, 0.0], [1.0, 1.0]), np.array([3.0, 4.0]))  # doctest: +ELLIPSIS
     3.535...
     """
-    r = batch.residual
-    return float(batch.mean(r * r) ** 0.5)
+    return float(batch.mean_square(batch.residual) ** 0.5)
 
 
 @register(

@@ -211,20 +211,37 @@ def _at(bounds: np.ndarray[Any, Any], cum: np.ndarray[Any, Any], x: np.ndarray[A
     return cum[np.searchsorted(bounds, x)]
 
 
+def _pit_bounds(lv: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The PIT bounds whose weight at or below gives the counts of :func:`_pit_counts`.
+
+    One set of bounds serves both proportion types on lv and on lv ∪ {0, 1}, so ece, rmsce,
+    calibration_error and miscalibration_area of one batch share one pass over the PIT (and
+    the stability engine reads them off the cumulative weights along the PIT order).
+    """
+    full = np.unique(np.concatenate([[0.0], lv, [1.0]]))
+    return np.unique(np.concatenate([full, (1.0 + full) / 2.0, _prev((1.0 - full) / 2.0)]))
+
+
+def _pit_counts_at(
+    bounds: np.ndarray[Any, Any], cum: np.ndarray[Any, Any], prop_type: PropType, lv: Any
+) -> np.ndarray[Any, Any]:
+    """The counts of :func:`_pit_counts` from ``cum``, the weight at or below each of
+    :func:`_pit_bounds` (last axis; leading axes are independent weightings)."""
+    if prop_type == "quantile":  # u ≤ p
+        out: np.ndarray[Any, Any] = cum[..., np.searchsorted(bounds, lv)]
+        return out
+    # (1 − p)/2 ≤ u ≤ (1 + p)/2: weight at or below the upper end minus weight below the lower
+    upper = cum[..., np.searchsorted(bounds, (1.0 + lv) / 2.0)]
+    out = upper - cum[..., np.searchsorted(bounds, _prev((1.0 - lv) / 2.0))]
+    return out
+
+
 def _pit_counts(
     batch: Batch, prop_type: PropType, lv: np.ndarray[Any, Any]
 ) -> np.ndarray[Any, Any]:
-    # One set of bounds serves both proportion types on lv and on lv ∪ {0, 1}, so ece, rmsce,
-    # calibration_error and miscalibration_area of one batch share one pass over the PIT.
-    full = np.unique(np.concatenate([[0.0], lv, [1.0]]))
-    bounds = np.unique(np.concatenate([full, (1.0 + full) / 2.0, _prev((1.0 - full) / 2.0)]))
+    bounds = _pit_bounds(lv)
     cum = _weight_at_or_below(batch, "pit", lambda: batch.pit, bounds)
-    if prop_type == "quantile":  # u ≤ p
-        out: np.ndarray[Any, Any] = _at(bounds, cum, lv)
-        return out
-    # (1 − p)/2 ≤ u ≤ (1 + p)/2: weight at or below the upper end minus weight below the lower
-    out = _at(bounds, cum, (1.0 + lv) / 2.0) - _at(bounds, cum, _prev((1.0 - lv) / 2.0))
-    return out
+    return _pit_counts_at(bounds, cum, prop_type, lv)
 
 
 def _ut_counts(
@@ -466,12 +483,18 @@ def rmsce(
 
 def _area_between(x: np.ndarray[Any, Any], d: np.ndarray[Any, Any]) -> float:
     """∫ |d| for d linear between the points x; a segment crossing 0 is split at the crossing."""
-    dl, dr, dx = d[:-1], d[1:], np.diff(x)
+    return float(_areas_between(x, d[None, :])[0])
+
+
+def _areas_between(x: np.ndarray[Any, Any], d: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """:func:`_area_between` for each row of ``d`` (the stability engine's per-block form)."""
+    dl, dr, dx = d[:, :-1], d[:, 1:], np.diff(x)
     al, ar = np.abs(dl), np.abs(dr)
     cross = dl * dr < 0
     denom = np.where(cross, al + ar, 1.0)
     seg = np.where(cross, 0.5 * dx * (dl * dl + dr * dr) / denom, 0.5 * dx * (al + ar))
-    return float(np.sum(seg))
+    out: np.ndarray[Any, Any] = np.sum(seg, axis=1)
+    return out
 
 
 @register(
@@ -848,8 +871,7 @@ def sharpness(batch: Batch) -> float:
     >>> sharpness(P.Gaussian(np.zeros(2), np.array([1.0, 7.0])), np.zeros(2))
     5.0
     """
-    sigma = _sigma(batch)
-    return float(math.sqrt(batch.mean(sigma * sigma)))
+    return float(math.sqrt(batch.mean_square(_sigma(batch))))
 
 
 @register(
