@@ -197,45 +197,27 @@ def compare(
     >>> r["mae"]["high"] < 0, r["mae"]["p_better"]
     (True, 1.0)
     """
-    b_count = check_resamples(n_resamples)
-    level = check_level(level)
-    if method not in ("percentile", "bca"):
-        raise UQValidationError(f"method must be 'percentile' or 'bca', found {method!r}")
-    jackknife_blocks = check_resamples(jackknife_blocks, "jackknife_blocks")
-    engines, chosen, resampler, not_applicable = _setup(
-        [prediction_a, prediction_b],
+    done = _compare_many(
+        {"a": prediction_a, "b": prediction_b},
         y,
         metrics,
-        params,
-        sample_weight,
-        scheme,
-        unit,
-        groups,
-        kwargs,
-        estimators,
-    )
-    full_a, full_b = engines[0].compute_full(), engines[1].compute_full()
-    boot_a, boot_b = _paired_values(engines, resampler, seed, b_count, block_size)
-    jk: list[dict[str, np.ndarray[Any, Any]]] = []
-    jk_blocks = 0
-    if method == "bca":
-        for e in engines:
-            values, jk_blocks = jackknife_values(e, chosen, resampler, seed, jackknife_blocks)
-            jk.append(values)
-    return _pair_result(
-        chosen,
-        (full_a, full_b),
-        (boot_a, boot_b),
-        jk,
-        jk_blocks,
-        engines,
-        resampler,
-        not_applicable,
+        with_ranks=False,
+        n_resamples=n_resamples,
         seed=seed,
-        b_count=b_count,
         method=method,
         level=level,
+        simultaneous=False,
+        scheme=scheme,
+        unit=unit,
+        groups=groups,
+        params=params,
+        sample_weight=sample_weight,
+        jackknife_blocks=jackknife_blocks,
+        block_size=block_size,
+        estimators=estimators,
+        kwargs=kwargs,
     )
+    return done.pairs[("a", "b")]
 
 
 def _pair_result(
@@ -576,6 +558,51 @@ def compare_all(
     """
     if not isinstance(predictions, Mapping) or len(predictions) < 2:
         raise UQValidationError("predictions must be a mapping of at least 2 named predictions")
+    return _compare_many(
+        predictions,
+        y,
+        metrics,
+        with_ranks=True,
+        n_resamples=n_resamples,
+        seed=seed,
+        method=method,
+        level=level,
+        simultaneous=simultaneous,
+        scheme=scheme,
+        unit=unit,
+        groups=groups,
+        params=params,
+        sample_weight=sample_weight,
+        jackknife_blocks=jackknife_blocks,
+        block_size=block_size,
+        estimators=estimators,
+        kwargs=kwargs,
+    )
+
+
+def _compare_many(
+    predictions: Mapping[str, Any],
+    y: Any,
+    metrics: str | Sequence[str],
+    *,
+    with_ranks: bool,
+    n_resamples: int,
+    seed: int,
+    method: Method,
+    level: float,
+    simultaneous: bool,
+    scheme: Scheme,
+    unit: Unit,
+    groups: Any,
+    params: Mapping[str, Mapping[str, Any]] | None,
+    sample_weight: Any,
+    jackknife_blocks: int,
+    block_size: int | None,
+    estimators: str | Sequence[str] | None,
+    kwargs: Mapping[str, Any],
+) -> Comparisons:
+    """:func:`compare_all` (the rank distributions only ``with_ranks``); :func:`compare` is
+    its two-model case."""
     b_count = check_resamples(n_resamples)
     level = check_level(level)
     if method not in ("percentile", "bca"):
@@ -619,6 +646,8 @@ def compare_all(
             level=level,
         )
     notes = [n for e in engines for n in e.full_notes]
+    if not with_ranks:
+        return Comparisons(tuple(names), pairs, {})
     ranks = {
         c.name: _rank_result(
             names,
