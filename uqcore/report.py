@@ -16,7 +16,7 @@ from uqcore._validation import UQValidationError
 from uqcore.batch import make_batch
 from uqcore.registry import MetricValue
 
-__all__ = ["Report", "evaluate", "json_safe", "metric"]
+__all__ = ["Report", "estimator_names", "evaluate", "json_safe", "metric"]
 
 
 def json_safe(value: Any, where: str, notes: list[str]) -> Any:
@@ -171,7 +171,7 @@ def evaluate(
     batch = make_batch(prediction, y, sample_weight, ood=ood, soft_labels=soft_labels)
     task = str(getattr(prediction, "task", "regression"))
     targets: frozenset[str] = getattr(batch, "targets", frozenset())
-    est_names = _estimator_names(prediction, estimators)
+    est_names = estimator_names(prediction, estimators)
     params = dict(params or {})
     not_applicable: dict[str, str] = {}
     if isinstance(metrics, str):
@@ -241,7 +241,10 @@ def evaluate(
     return Report(values, used, not_applicable, notes, meta)
 
 
-def _estimator_names(prediction: Any, estimators: str | Sequence[str] | None) -> list[str]:
+def estimator_names(prediction: Any, estimators: str | Sequence[str] | None) -> list[str]:
+    """The estimator names that ``estimators`` selects for ``prediction`` (``evaluate``'s
+    argument): none for None, every one the prediction provides for ``"all"`` (its
+    aggregators and named estimates), else the listed names, each checked to apply."""
     if estimators is None:
         return []
     if getattr(prediction, "task", "regression") != "classification":

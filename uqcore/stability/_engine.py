@@ -208,9 +208,9 @@ def _estimators(predictions: Sequence[Any], estimators: str | Sequence[str] | No
     """The estimator names (those every prediction provides, for ``"all"``)."""
     if estimators is None:
         return []
-    from uqcore.report import _estimator_names
+    from uqcore.report import estimator_names
 
-    lists = [_estimator_names(p, estimators) for p in predictions]
+    lists = [estimator_names(p, estimators) for p in predictions]
     return [e for e in lists[0] if all(e in other for other in lists[1:])]
 
 
