@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
+import array_api_compat
+import numpy as np
+
 from uqcore._backend import Array, Namespace, scatter, select
 
 if TYPE_CHECKING:
@@ -220,12 +223,9 @@ def weighted_pearson(xp: Namespace, a: Array, b: Array, weights: Array | None) -
     if weights is None:
         am = a - xp.mean(a)
         bm = b - xp.mean(b)
-        prod = am * bm
-        sab = float(xp.sum(prod))
-        am *= am  # the centred copies are ours: square them in place
-        bm *= bm
-        saa = float(xp.sum(am))
-        sbb = float(xp.sum(bm))
+        sab = _dot(xp, am, bm)
+        saa = _dot(xp, am, am)
+        sbb = _dot(xp, bm, bm)
     else:
         tw = xp.sum(weights)
         am = a - xp.sum(weights * a) / tw
@@ -243,7 +243,14 @@ def weighted_pearson(xp: Namespace, a: Array, b: Array, weights: Array | None) -
     return float(max(-1.0, min(1.0, r)))
 
 
+def _dot(xp: Namespace, a: Array, b: Array) -> float:
+    """Σ a_i b_i; with numpy one sum-of-products pass (``einsum``) without a temporary."""
+    if array_api_compat.is_numpy_namespace(xp):
+        return float(np.einsum("i,i->", a, b))
+    return float(xp.sum(a * b))
+
+
 def _is_constant(xp: Namespace, x: Array, weights: Array | None) -> bool:
     if weights is not None:
         x = x[weights > 0]
-    return bool(xp.all(x == x[0]))
+    return bool(xp.min(x) == xp.max(x))  # two reductions, no N-sized temporary

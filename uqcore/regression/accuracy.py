@@ -121,7 +121,12 @@ def marpd(batch: Batch) -> float:
 
 def _marpd_terms(batch: Batch) -> Array:
     xp = batch.xp
-    denom = xp.abs(batch.point) + xp.abs(batch.y)
+    denom = xp.abs(batch.point)
+    denom += xp.abs(batch.y)
+    if float(xp.min(denom)) > 0.0:  # the usual case: no 0/0 row, three N-sized temporaries
+        terms = batch.abs_error * 200.0
+        terms /= denom
+        return terms
     safe = xp.where(denom > 0, denom, 1.0)
     return xp.where(denom > 0, 200.0 * batch.abs_error / safe, 0.0)
 
