@@ -150,10 +150,8 @@ def r2(batch: Batch) -> float | None:
     0.785714
     """
     ybar = batch.mean(batch.y)
-    d = batch.y - ybar
-    ss_tot = batch.mean(d * d)
-    r = batch.residual
-    ss_res = batch.mean(r * r)
+    ss_tot = batch.mean_square(batch.y - ybar)
+    ss_res = batch.mean_square(batch.residual)
     if ss_tot <= 0.0 or _constant(batch):
         undefined("r2", "the targets are constant (zero variance)")
         return None
