@@ -21,8 +21,10 @@ Measured (every loop bounded; loopback only):
   finished submission with its full result for ``--read-seconds`` (target p99 < 100 ms, zero
   errors), once with ``httpx.AsyncClient`` and once with a minimal asyncio HTTP/1.1 client
   whose small CPU cost leaves the shared cores to the server, and, as a control, the minimal
-  client against ``GET /healthz``; the API's own latency histogram (``GET /metrics``) and the
-  CPU time of every process tell the server's share;
+  client against ``GET /healthz``; each with 1 API process and with 2 (a second stack,
+  ``--api-workers 2``, on the first one's Redis), alternated; the API's own latency histogram
+  (``GET /metrics``) and the CPU time of every process tell the server's share, and the
+  route's work timed in this process against the stack's Redis its cost per read;
 * throughput: M jobs of N = 10^4 (all metrics, NPZ) posted back to back by one client while
   the workers drain the queue, with 1 and with 2 worker processes; jobs per minute from the
   first POST to the last finish, and between the first and the last finish (M = 200).
@@ -32,9 +34,10 @@ Then, on a fresh stack with 2 workers (``--leaderboard``: these phases only):
 * leaderboard: a benchmark (N = 1,000, metrics mae and crps, B = 100), 1,000 submitter keys
   without a team (each key is then its own team), one public submission each; once the board
   lists all 1,000 with ``ranks.status`` current, 50 minimal closed-loop clients GET its first
-  page (limit 50) for ``--read-seconds`` (target p99 < 100 ms, zero errors); a cProfile of
-  the route's body (``leaderboards._read``) against the stack's Redis shows where a read's
-  time goes;
+  page (limit 50) for ``--read-seconds`` (target p99 < 100 ms, zero errors), through 1 API
+  process and then through 2 (a second stack on the same Redis); a cProfile of
+  the route's work (``leaderboards.serve``: a cached answer, and one rendered afresh) against
+  the stack's Redis shows where a read's time goes;
 * comparison: 10 submissions at N = 10^5 on one benchmark, then POST /v1/comparisons of all
   of them with B = 1000 (metric crps); time from the POST until a GET shows the result.
 
@@ -175,6 +178,13 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _busy_s() -> float:
+    """CPU seconds the whole machine has been busy (all cores; Linux /proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def _role(cmdline: str) -> str:
     if "uvicorn" in cmdline:
         return "api"
@@ -187,14 +197,19 @@ def _role(cmdline: str) -> str:
 
 @dataclass
 class Stack:
-    """``uqeval serve --workers W`` in a temporary directory on a free loopback port."""
+    """``uqeval serve --workers W --api-workers A`` in a temporary directory on a free loopback
+    port; with ``twin_of``, on the Redis of that stack (``REDIS_URL``: no managed Redis of its
+    own), so that both serve the same data."""
 
     workers: int
     tmp: Path
     index: int = 0
+    api_workers: int = 1
+    twin_of: Stack | None = None
     proc: subprocess.Popen[bytes] | None = None
     base: str = ""
     pids: dict[int, str] = field(default_factory=dict)
+    roles: dict[int, str] = field(default_factory=dict)
     key: dict[str, str] = field(default_factory=dict)
     start_s: float = 0.0
     stop_s: float = 0.0
@@ -202,7 +217,11 @@ class Stack:
 
     @property
     def name(self) -> str:
-        return f"serve-{self.index}-{self.workers}w"
+        return f"serve-{self.index}-{self.workers}w-{self.api_workers}api"
+
+    def _uvicorn(self) -> int | None:
+        assert self.proc is not None
+        return next((p for p in _descendants(self.proc.pid) if "uvicorn" in _cmdline(p)), None)
 
     def start(self, timeout_s: float = 120.0) -> Stack:
         port = free_port("127.0.0.1")
@@ -210,7 +229,12 @@ class Stack:
         env = {k: v for k, v in os.environ.items() if not k.startswith("UQEVAL_")}
         env.pop("REDIS_URL", None)
         env["UQEVAL_ADMIN_KEY"] = ADMIN_KEY
+        # The read phases drive 50 closed-loop clients through one submitter key, far past
+        # the default per-key rate limit (which tests/service/test_api_ratelimit.py covers).
+        env["UQEVAL_RATE_LIMIT"] = "0"
         env["PYTHONPATH"] = str(ROOT)
+        if self.twin_of is not None:
+            env["REDIS_URL"] = redis_url(self.twin_of)
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(
             [
@@ -226,6 +250,8 @@ class Stack:
                 str(data),
                 "--workers",
                 str(self.workers),
+                "--api-workers",
+                str(self.api_workers),
             ],
             cwd=ROOT,
             env=env,
@@ -245,7 +271,12 @@ class Stack:
                 with contextlib.suppress(httpx.HTTPError):
                     r = client.get("/readyz")
                     if r.status_code == 200 and len(r.json()["workers"]) >= self.workers:
-                        break
+                        # Every API process up (uvicorn's workers: multiprocessing spawns).
+                        uvicorn = self._uvicorn()
+                        api = [] if uvicorn is None else _descendants(uvicorn)
+                        up = sum("spawn_main" in _cmdline(p) for p in api)
+                        if self.api_workers == 1 or up >= self.api_workers:
+                            break
                 time.sleep(0.1)
             self.start_s = time.perf_counter() - t0
             r = client.post(
@@ -256,13 +287,20 @@ class Stack:
             r.raise_for_status()
             self.key = {"Authorization": f"Bearer {r.json()['key']}"}
         self.pids = {p: _cmdline(p) for p in [self.proc.pid, *_descendants(self.proc.pid)]}
+        self.roles = {p: _role(cmd) for p, cmd in self.pids.items()}
+        uvicorn = self._uvicorn()
+        for p in [] if uvicorn is None else _descendants(uvicorn):
+            self.roles[p] = "api"  # uvicorn's worker processes (and its resource tracker)
         return self
 
     def cpu(self) -> dict[str, float]:
-        """CPU seconds used so far by the stack's processes, summed per role."""
+        """CPU seconds used so far by the stack's processes, summed per role (a twin: with
+        the Redis it uses)."""
         out: dict[str, float] = {}
-        for pid, cmd in self.pids.items():
-            out[_role(cmd)] = out.get(_role(cmd), 0.0) + _cpu_s(pid)
+        for pid, role in self.roles.items():
+            out[role] = out.get(role, 0.0) + _cpu_s(pid)
+        if self.twin_of is not None:
+            out["redis"] = self.twin_of.cpu().get("redis", 0.0)
         return out
 
     def _log_tail(self) -> str:
@@ -521,7 +559,7 @@ def reads(
             )
         size = len(client.get(path, headers=stack.key).content)
         hist0, sum0 = server_latency(client, route)
-    cpu0, me0 = stack.cpu(), time.process_time()
+    cpu0, me0, busy0 = stack.cpu(), time.process_time(), _busy_s()
     lat: list[float] = []
     errors: list[str] = []
 
@@ -539,14 +577,16 @@ def reads(
     t0 = time.perf_counter()
     asyncio.run(run())
     elapsed = time.perf_counter() - t0
-    cpu1, me1 = stack.cpu(), time.process_time()
+    cpu1, me1, busy1 = stack.cpu(), time.process_time(), _busy_s()
     with httpx.Client(base_url=stack.base, timeout=60.0) as client:
         hist1, sum1 = server_latency(client, route)
     hist = {le: hist1[le] - hist0.get(le, 0.0) for le in hist1}
     n_server = hist.get(float("inf"), 0.0)
+    cpu = {k: cpu1[k] - cpu0.get(k, 0.0) for k in cpu1}
     return {
-        "cpu": {k: cpu1[k] - cpu0.get(k, 0.0) for k in cpu1},
+        "cpu": cpu,
         "client_cpu": me1 - me0,
+        "other_cores": max(busy1 - busy0 - sum(cpu.values()) - (me1 - me0), 0.0) / elapsed,
         "server_n": n_server,
         "server_mean": (sum1 - sum0) / n_server if n_server else float("nan"),
         "server_le_100ms": hist.get(0.1, 0.0) / n_server if n_server else float("nan"),
@@ -558,10 +598,52 @@ def reads(
         "clients": clients,
         "label": ("minimal asyncio client" if raw else "httpx.AsyncClient")
         + (", GET /healthz (control)" if control else ""),
+        "api_workers": stack.api_workers,
         "control": control,
         "size": size,
         "n": n,
     }
+
+
+def profile_read(stack: Stack, calls: int) -> dict[str, Any]:
+    """The route's work of a result read (``service.api.routes.submissions.read``: what the
+    ``async`` route runs in its one trip through the thread pool) called ``calls`` times in
+    this process against the stack's Redis, unloaded, with the Redis requests it sends
+    counted."""
+    from types import SimpleNamespace
+
+    import redis
+
+    from service.api.routes.submissions import read
+    from service.settings import Settings
+    from service.store import Store
+
+    with httpx.Client(base_url=stack.base, timeout=60.0) as client:
+        sub_id = post(client, stack.key, npz_body(10_000, seed=3, metrics="all"), NPZ)
+        wait_done(client, stack.key, sub_id, 0.05, 120.0)
+    sent = [0]
+
+    class Counting(redis.Connection):
+        def send_packed_command(self, *args: Any, **kwargs: Any) -> None:
+            sent[0] += 1
+            super().send_packed_command(*args, **kwargs)
+
+    pool = redis.ConnectionPool.from_url(redis_url(stack))
+    pool.connection_class = Counting
+    settings = Settings(rate_limit=1200)  # counted, as by default (one round trip either way)
+    store = Store(redis.Redis(connection_pool=pool))
+    state = SimpleNamespace(store=store, settings=settings, admin_key_ready=True)
+    request: Any = SimpleNamespace(app=SimpleNamespace(state=state))
+    token = stack.key["Authorization"].removeprefix("Bearer ")
+    body = bytes(read(request, token, sub_id).body)  # this process learns the key's id
+    sent[0] = 0
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        read(request, token, sub_id)
+    per_call = (time.perf_counter() - t0) / calls
+    trips = sent[0] / calls
+    store.close()
+    return {"calls": calls, "per_call": per_call, "trips": trips, "size": len(body)}
 
 
 def throughput(stack: Stack, jobs: int, n: int) -> dict[str, Any]:
@@ -673,55 +755,71 @@ def redis_url(stack: Stack) -> str:
 
 
 def profile_leaderboard(stack: Stack, bench_id: str, calls: int) -> dict[str, Any]:
-    """cProfile of the route's body (``service.api.routes.leaderboards._read``) run in this
-    process against the stack's Redis: where one read's time goes, by function."""
+    """cProfile of the route's work (``service.api.routes.leaderboards.serve``: what the
+    ``async`` route runs in the thread pool) in this process against the stack's Redis, with
+    the stack's key: a cached answer (the readers' case), and the answer rendered afresh (a
+    miss: its cached copy deleted before each call)."""
     import cProfile
     import pstats
+    from types import SimpleNamespace
 
-    from service.api.routes.leaderboards import _read
+    from service.api.routes.leaderboards import page_key, serve
     from service.settings import Settings
     from service.store import Store
 
-    settings = Settings()
+    settings = Settings(rate_limit=0)  # as the stack runs
     store = Store.from_url(redis_url(stack), settings)
-    _read(store, settings, bench_id, None, 0, 50)  # warm
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        _read(store, settings, bench_id, None, 0, 50)
-    plain = (time.perf_counter() - t0) / calls
+    state = SimpleNamespace(store=store, settings=settings, admin_key_ready=True)
+    request: Any = SimpleNamespace(app=SimpleNamespace(state=state))
+    token = stack.key["Authorization"].removeprefix("Bearer ")
+    page = page_key(bench_id, None, None, 0, 50, "json")
+
+    def hit() -> bytes:
+        return serve(request, token, bench_id, None, None, 0, 50, "json").body
+
+    def miss() -> bytes:
+        store.client.delete(page)
+        return serve(request, token, bench_id, None, None, 0, 50, "json").body
+
+    body = miss()
+    if hit() != body or not store.client.exists(page):
+        raise RuntimeError("the page was not cached, or its cached copy differs")
+
+    def per_call(fn: Callable[[], bytes], n: int) -> float:
+        fn()  # warm
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        return (time.perf_counter() - t0) / n
+
+    plain, miss_s = per_call(hit, calls), per_call(miss, max(calls // 4, 10))
     prof = cProfile.Profile()
     t0 = time.perf_counter()
     prof.enable()
     for _ in range(calls):
-        _read(store, settings, bench_id, None, 0, 50)
+        hit()
     prof.disable()
     wall = (time.perf_counter() - t0) / calls
     stats = pstats.Stats(prof)
     rows = []
     for (file, line, func), (_cc, nc, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         rows.append((ct / calls, tt / calls, nc / calls, f"{Path(file).name}:{line} {func}"))
-    # JSON encoding of the answer, as the route does after _read.
-    board = _read(store, settings, bench_id, None, 0, 50)
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        json.dumps(board.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
-    encode = (time.perf_counter() - t0) / calls
+    store.close()
     return {
         "calls": calls,
         "wall": wall,
         "plain": plain,
-        "encode": encode,
-        "cum": sorted(rows, reverse=True)[:14],
+        "miss": miss_s,
+        "size": len(body),
+        "cum": sorted(rows, reverse=True)[:12],
         "self": sorted(rows, key=lambda r: r[1], reverse=True)[:8],
     }
 
 
-def leaderboard(
-    stack: Stack, entries: int, n: int, b: int, clients: int, seconds: float
-) -> dict[str, Any]:
+def leaderboard(stack: Stack, entries: int, n: int, b: int) -> dict[str, Any]:
     """``entries`` teams (one key each, no team: a key's own submissions are its team) each
-    submit one N = ``n`` Gaussian prediction; once the board lists them all with current rank
-    intervals, ``clients`` minimal closed-loop readers GET its first page for ``seconds``."""
+    submit one N = ``n`` Gaussian prediction; waits until the board lists them all with
+    current rank intervals."""
     rng = np.random.default_rng(11)
     y = rng.normal(size=n)
     with httpx.Client(base_url=stack.base, timeout=60.0) as client:
@@ -771,9 +869,31 @@ def leaderboard(
             raise RuntimeError(
                 f"board not complete and current: {doc.get('total')}, {doc['ranks']}"
             )
+    return {
+        "bench_id": bench_id,
+        "path": path,
+        "entries": entries,
+        "total": doc["total"],
+        "ranked": sum(e["rank_low"] is not None for e in doc["entries"]),
+        "rank_status": doc["ranks"]["status"],
+        "n": n,
+        "b": b,
+        "keys_s": keys_s,
+        "posting_s": posting_s,
+        "board_s": board_s,
+        "ranks_s": ranks_s,
+        "post_errors": errors,
+        "limit": doc["limit"],
+    }
+
+
+def leaderboard_reads(stack: Stack, path: str, clients: int, seconds: float) -> dict[str, Any]:
+    """``clients`` minimal closed-loop readers GET the board's first page for ``seconds``
+    through ``stack``; then one reader alone."""
+    with httpx.Client(base_url=stack.base, timeout=60.0) as client:
         size = len(client.get(path, headers=stack.key).content)
         hist0, sum0 = server_latency(client, LEADERBOARD_ROUTE)
-    cpu0, me0 = stack.cpu(), time.process_time()
+    cpu0, me0, busy0 = stack.cpu(), time.process_time(), _busy_s()
     lat: list[float] = []
     read_errors: list[str] = []
 
@@ -789,7 +909,7 @@ def leaderboard(
     t1 = time.perf_counter()
     asyncio.run(run())
     elapsed = time.perf_counter() - t1
-    cpu1, me1 = stack.cpu(), time.process_time()
+    cpu1, me1, busy1 = stack.cpu(), time.process_time(), _busy_s()
     with httpx.Client(base_url=stack.base, timeout=60.0) as client:
         hist1, sum1 = server_latency(client, LEADERBOARD_ROUTE)
         single = []
@@ -800,18 +920,7 @@ def leaderboard(
     hist = {le: hist1[le] - hist0.get(le, 0.0) for le in hist1}
     n_server = hist.get(float("inf"), 0.0)
     return {
-        "entries": entries,
-        "total": doc["total"],
-        "ranked": sum(e["rank_low"] is not None for e in doc["entries"]),
-        "rank_status": doc["ranks"]["status"],
-        "n": n,
-        "b": b,
-        "keys_s": keys_s,
-        "posting_s": posting_s,
-        "board_s": board_s,
-        "ranks_s": ranks_s,
-        "post_errors": errors,
-        "limit": doc["limit"],
+        "api_workers": stack.api_workers,
         "size": size,
         "clients": clients,
         "elapsed": elapsed,
@@ -820,10 +929,13 @@ def leaderboard(
         "single": single,
         "cpu": {k: cpu1[k] - cpu0.get(k, 0.0) for k in cpu1},
         "client_cpu": me1 - me0,
+        "other_cores": max(
+            busy1 - busy0 - sum(cpu1[k] - cpu0.get(k, 0.0) for k in cpu1) - (me1 - me0), 0.0
+        )
+        / elapsed,
         "server_mean": (sum1 - sum0) / n_server if n_server else float("nan"),
         "server_p50": bucket_quantile(hist, 0.5),
         "server_p99": bucket_quantile(hist, 0.99),
-        "profile": profile_leaderboard(stack, bench_id, 200),
         "load": loadavg(),
     }
 
@@ -923,6 +1035,10 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "**not met**"
 
 
+def _api(n: int) -> str:
+    return f"{n} API process" + ("" if n == 1 else "es")
+
+
 def report(res: dict[str, Any], args: argparse.Namespace, started: str, minutes: float) -> str:
     acc, e2e, rds = res["accept"], res["e2e"], res["reads"]
     runs = res["throughput"]
@@ -942,11 +1058,15 @@ def report(res: dict[str, Any], args: argparse.Namespace, started: str, minutes:
         "workers and the benchmark's clients all run on these 2 cores, so absolute times are "
         "noisy and the clients take CPU from the server.",
         "",
-        "Each stack is `uqeval serve --workers W` (default settings; managed Redis with AOF, "
-        "Celery solo-pool workers, uvicorn, 127.0.0.1, temporary data directory), stopped with "
-        "SIGTERM; afterwards no process of the stack was left: "
+        "Each stack is `uqeval serve --workers W --api-workers A` (default settings but the "
+        "per-key rate limit, off, `UQEVAL_RATE_LIMIT=0`, since the readers share one "
+        "submitter key; managed Redis with AOF, Celery solo-pool workers, uvicorn, 127.0.0.1, "
+        "temporary data directory), stopped with SIGTERM; afterwards no process of the stack "
+        "was left: "
         + "; ".join(
-            f"W = {s['workers']}: started in {s['start_s']:.1f} s, stopped in "
+            f"W = {s['workers']}, A = {s['api_workers']}"
+            + (" (on the first stack's Redis)" if s["twin"] else "")
+            + f": started in {s['start_s']:.1f} s, stopped in "
             f"{s['stop_s']:.1f} s, {len(s['pids'])} processes, "
             + ("none left" if not s["survivors"] else f"LEFT: {s['survivors']}")
             for s in res["stacks"]
@@ -974,8 +1094,8 @@ def report(res: dict[str, Any], args: argparse.Namespace, started: str, minutes:
         r99 = pct(lat, 99)
         lines.append(
             f"| {rd['clients']} concurrent clients ({rd['label']}) reading a result for "
-            f"{rd['elapsed']:.0f} s | p99 < 100 ms, 0 errors | p50 {fmt_s(pct(lat, 50))}, "
-            f"p99 {fmt_s(r99)}, {n_err} errors, {len(lat)} reads | "
+            f"{rd['elapsed']:.0f} s, {_api(rd['api_workers'])} | p99 < 100 ms, 0 errors | "
+            f"p50 {fmt_s(pct(lat, 50))}, p99 {r99 * 1e3:.1f} ms, {n_err} errors, {len(lat)} reads | "
             f"{verdict(r99 < 0.1 and n_err == 0)} |"
         )
     lines += [
@@ -1017,23 +1137,30 @@ def report(res: dict[str, Any], args: argparse.Namespace, started: str, minutes:
         "",
         f"Worker backend: {prov.get('backend')} ({prov.get('device')}).",
         "",
-        f"### Reads ({rds[0]['clients']} clients)",
+        f"### Reads ({rds[0]['clients']} clients, 1 and 2 API processes)",
         "",
         "Each client: its own connection, GET `/v1/submissions/{id}` of one finished N = 10^4 "
         f"submission with every metric ({rds[0]['size']:,} bytes of JSON), back to back with "
         "no think time (closed loop), all clients in one asyncio loop in the benchmark process. "
-        "Two client implementations, one after the other: `httpx.AsyncClient` (one per "
+        "Two client implementations: `httpx.AsyncClient` (one per "
         "client), and a minimal HTTP/1.1 keep-alive client on asyncio streams (prebuilt request "
         "bytes, Content-Length framing) that costs the shared CPU far less per request. The "
-        "control row runs the minimal client against `GET /healthz` (no key, no Redis, "
-        f"{rds[-1]['size']} bytes): the floor of one uvicorn process on this machine. "
+        "control rows run the minimal client against `GET /healthz` (no key, no Redis, "
+        f"{rds[-1]['size']} bytes): the floor of the uvicorn processes on this machine. Each "
+        "phase runs on the first stack (1 API process) and on a second stack, "
+        "`uqeval serve --workers 1 --api-workers 2` on the first one's Redis (its worker idle), "
+        "one after the other, in the order of the table. "
         "'Inside the API' is the API's own `uqeval_http_request_duration_seconds` histogram "
-        "(from routing to the end of the response; p50/p99 are bucket upper bounds). CPU is "
-        "user + system time during the phase, per read.",
+        "(from routing to the end of the response, summed over the API processes; p50/p99 are "
+        "bucket upper bounds). CPU is user + system time during the phase, per read (API: every "
+        "uvicorn process). Cores busy with other jobs: the machine's busy CPU time during the "
+        "phase (`/proc/stat`) less that of the stacks and of the benchmark process, per second "
+        "— what the other jobs on the machine took of its 2 cores.",
         "",
-        "| client | reads/s | p50 | p90 | p99 | max | errors | inside the API: mean, p50 ≤, "
-        "p99 ≤, share ≤ 100 ms | CPU per read: API, Redis, client |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---|",
+        "| client | API processes | reads/s | p50 | p90 | p99 | max | errors | inside the API: "
+        "mean, p50 ≤, p99 ≤, share ≤ 100 ms | CPU per read: API, Redis, client | cores busy "
+        "with other jobs |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|",
     ]
     for rd in rds:
         lat = rd["lat"]
@@ -1041,18 +1168,39 @@ def report(res: dict[str, Any], args: argparse.Namespace, started: str, minutes:
         kinds = ", ".join(sorted(set(rd["errors"])))
         errs_s = f"{len(rd['errors'])} ({kinds})" if rd["errors"] else "0"
         lines.append(
-            f"| {rd['label']} | {len(lat) / rd['elapsed']:.0f} | {fmt_s(pct(lat, 50))} | "
+            f"| {rd['label']} | {rd['api_workers']} | {len(lat) / rd['elapsed']:.0f} | "
+            f"{fmt_s(pct(lat, 50))} | "
             f"{fmt_s(pct(lat, 90))} | {fmt_s(pct(lat, 99))} | "
             f"{fmt_s(max(lat) if lat else float('nan'))} | {errs_s} | "
             f"{fmt_s(rd['server_mean'])}, {fmt_s(rd['server_p50'])}, "
             f"{fmt_s(rd['server_p99'])}, {rd['server_le_100ms']:.0%} | "
             f"{rd['cpu'].get('api', 0) / n * 1e3:.1f} ms, "
-            f"{rd['cpu'].get('redis', 0) / n * 1e3:.2f} ms, {rd['client_cpu'] / n * 1e3:.1f} ms |"
+            f"{rd['cpu'].get('redis', 0) / n * 1e3:.2f} ms, {rd['client_cpu'] / n * 1e3:.1f} ms | "
+            f"{rd['other_cores']:.1f} |"
         )
+    prof = res["profile"]
     lines += [
         "",
-        "With a closed loop, mean latency = clients / throughput, and one uvicorn process "
-        "(one core at most) serves every read.",
+        "With a closed loop, mean latency = clients / throughput; one uvicorn process (one "
+        "core at most) serves every read of the first stack, two share the reads of the "
+        "second. The machine has 2 cores for everything: the API processes, Redis, the idle "
+        "workers, the benchmark's 50 clients (one Python process) and other jobs, so a second "
+        "API process can take at most what the clients and the rest leave of the second core.",
+        "",
+        "A read costs one Redis round trip and one trip through the thread pool: the async "
+        "route takes the key from an async dependency and runs "
+        "`service/api/routes/submissions.py::read` in the pool, where one Lua script "
+        "(`service/store.py::_SUBMISSION_READ`, sharing `_ADMIT` with the leaderboard read) "
+        "authenticates the key, counts the request against its rate limit and returns the "
+        "submission record, its result bytes and its queue position; the route splices the "
+        "result bytes into the answer. That function called in the benchmark process against "
+        f"the stack's Redis, unloaded, rate counting on: {prof['per_call'] * 1e3:.2f} ms per "
+        f"read, {prof['trips']:g} Redis round trip per read ({prof['calls']} calls). Before "
+        "(2026-11-23, the same benchmark): plain store and key dependencies and a plain "
+        "route, three trips through the thread pool, and two Redis round trips "
+        "(authentication, the read; three with the rate count on): 1.2-1.3 ms of API CPU per "
+        "read, p50 102 ms / p99 258 ms (httpx) and p50 55 ms / p99 170 ms (minimal client) "
+        "with 1 API process.",
         "",
         "### Throughput (sustained N = 10^4 submissions)",
         "",
@@ -1087,24 +1235,30 @@ def report_boards(
     res: dict[str, Any], args: argparse.Namespace, started: str, minutes: float
 ) -> str:
     """The "Service: leaderboards and comparisons" section."""
-    lb, cm = res["leaderboard"], res["comparison"]
-    lat, n_err = lb["lat"], len(lb["errors"])
-    r99 = pct(lat, 99)
-    n_reads = max(len(lat), 1)
+    lb, cm, rds = res["leaderboard"], res["comparison"], res["board_reads"]
     run = "python benchmarks/service.py --leaderboard" + (" --quick" if args.quick else "")
     if args.read_seconds is not None:
         run += f" --read-seconds {args.read_seconds:g}"
-    st = res["stacks"][0]
+    st, twin = res["stacks"]
     cmp_run = cm["runs"][0]
-    kinds = ", ".join(sorted(set(lb["errors"])))
-    prof = lb["profile"]
+    prof = res["profile"]
+
+    def left(s: dict[str, Any]) -> str:
+        return (
+            "no process left" if not s["survivors"] else f"LEFT (killed by pid): {s['survivors']}"
+        )
+
     lines = [
         f"Run: `{run}` on {started}, {minutes:.1f} min. Machine: {machine()}; {versions()}.",
         "",
-        "One stack, `uqeval serve --workers 2` (default settings, as in the Service section; "
+        "One stack, `uqeval serve --workers 2` (the settings of the Service section: the "
+        "defaults, with the per-key rate limit off, `UQEVAL_RATE_LIMIT=0`, since the readers "
+        "share one submitter key; "
         f"started in {st['start_s']:.1f} s, stopped with SIGTERM in {st['stop_s']:.1f} s, "
-        + ("no process left" if not st["survivors"] else f"LEFT (killed by pid): {st['survivors']}")
-        + "). The same 2 shared cores run the stack and the benchmark's clients "
+        f"{left(st)}), and for the reads with 2 API processes a second one on its Redis, "
+        "`uqeval serve --workers 1 --api-workers 2` (its worker idle; started in "
+        f"{twin['start_s']:.1f} s, stopped in {twin['stop_s']:.1f} s, {left(twin)}). The same "
+        "2 cores, shared with other jobs, run the stacks and the benchmark's clients "
         f"(1-minute load average {res['load_start']} at the start, {res['load_end']} at the "
         "end).",
         "",
@@ -1112,10 +1266,17 @@ def report_boards(
         "",
         "| quantity | target | measured | verdict |",
         "|---|---|---|---|",
-        f"| leaderboard read, {lb['total']:,} entries, {lb['clients']} concurrent readers, "
-        f"page of {lb['limit']} | p99 < 100 ms | p50 {fmt_s(pct(lat, 50))}, p99 {fmt_s(r99)}, "
-        f"{n_err} errors, {len(lat):,} reads in {lb['elapsed']:.0f} s | "
-        f"{verdict(r99 < 0.1 and n_err == 0)} |",
+    ]
+    for rd in rds:
+        lat, n_err = rd["lat"], len(rd["errors"])
+        r99 = pct(lat, 99)
+        lines.append(
+            f"| leaderboard read, {lb['total']:,} entries, {rd['clients']} concurrent readers, "
+            f"page of {lb['limit']}, {_api(rd['api_workers'])} | p99 < 100 ms | "
+            f"p50 {fmt_s(pct(lat, 50))}, p99 {r99 * 1e3:.1f} ms, {n_err} errors, {len(lat):,} reads "
+            f"in {rd['elapsed']:.0f} s | {verdict(r99 < 0.1 and n_err == 0)} |"
+        )
+    lines += [
         f"| comparison of {cm['subs']} submissions, N = {cm['n']:,}, B = {cm['b']}, "
         f"POST to result | (measure) | {fmt_s(cmp_run['total'])} | — |",
         "",
@@ -1131,31 +1292,53 @@ def report_boards(
         f"the first {lb['ranked']} of the page; the rank job covers the leading teams up to "
         "`UQEVAL_LEADERBOARD_RANK_LIMIT`, 100 by default).",
         "",
-        f"Reads: {lb['clients']} minimal asyncio HTTP/1.1 clients (the Reads phase's client: "
+        f"Reads: {rds[0]['clients']} minimal asyncio HTTP/1.1 clients (the Reads phase's client: "
         "one keep-alive connection each, closed loop, no think time) GET "
         f"`/v1/benchmarks/{{id}}/leaderboard` (default page: offset 0, limit {lb['limit']}, "
-        f"{lb['size']:,} bytes of JSON) for {lb['elapsed']:.0f} s; an answer counts as an "
-        "error unless it is a 200 with `ranks.status` `current`.",
+        f"{rds[0]['size']:,} bytes of JSON) for {rds[0]['elapsed']:.0f} s; an answer counts as "
+        "an error unless it is a 200 with `ranks.status` `current`. First through the first "
+        "stack (1 API process), then through the second (2 API processes), the same board in "
+        "the same Redis. 'Inside the API' sums the API processes' histograms; CPU per read: "
+        "API = every uvicorn process; cores busy with other jobs as in the Service section.",
         "",
-        "| reads/s | p50 | p90 | p99 | max | errors | inside the API: mean, p50 ≤, p99 ≤ | "
-        "CPU per read: API, Redis, client | one reader alone: p50, p99 |",
-        "|---:|---:|---:|---:|---:|---:|---|---|---|",
-        f"| {len(lat) / lb['elapsed']:.0f} | {fmt_s(pct(lat, 50))} | {fmt_s(pct(lat, 90))} | "
-        f"{fmt_s(r99)} | {fmt_s(max(lat) if lat else float('nan'))} | "
-        f"{n_err}{f' ({kinds})' if kinds else ''} | {fmt_s(lb['server_mean'])}, "
-        f"{fmt_s(lb['server_p50'])}, {fmt_s(lb['server_p99'])} | "
-        f"{lb['cpu'].get('api', 0) / n_reads * 1e3:.1f} ms, "
-        f"{lb['cpu'].get('redis', 0) / n_reads * 1e3:.2f} ms, "
-        f"{lb['client_cpu'] / n_reads * 1e3:.2f} ms | {fmt_s(pct(lb['single'], 50))}, "
-        f"{fmt_s(pct(lb['single'], 99))} |",
+        "| API processes | reads/s | p50 | p90 | p99 | max | errors | inside the API: mean, "
+        "p50 ≤, p99 ≤ | CPU per read: API, Redis, client | one reader alone: p50, p99 | "
+        "cores busy with other jobs | load |",
+        "|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|",
+    ]
+    for rd in rds:
+        lat, n_err = rd["lat"], len(rd["errors"])
+        n_reads = max(len(lat), 1)
+        kinds = ", ".join(sorted(set(rd["errors"])))
+        lines.append(
+            f"| {rd['api_workers']} | {len(lat) / rd['elapsed']:.0f} | {fmt_s(pct(lat, 50))} | "
+            f"{fmt_s(pct(lat, 90))} | {fmt_s(pct(lat, 99))} | "
+            f"{fmt_s(max(lat) if lat else float('nan'))} | "
+            f"{n_err}{f' ({kinds})' if kinds else ''} | {fmt_s(rd['server_mean'])}, "
+            f"{fmt_s(rd['server_p50'])}, {fmt_s(rd['server_p99'])} | "
+            f"{rd['cpu'].get('api', 0) / n_reads * 1e3:.1f} ms, "
+            f"{rd['cpu'].get('redis', 0) / n_reads * 1e3:.2f} ms, "
+            f"{rd['client_cpu'] / n_reads * 1e3:.2f} ms | {fmt_s(pct(rd['single'], 50))}, "
+            f"{fmt_s(pct(rd['single'], 99))} | {rd['other_cores']:.1f} | {rd['load']} |"
+        )
+    lines += [
         "",
-        "Where a read's time goes: cProfile of the route's body "
-        "(`service/api/routes/leaderboards.py::_read`, the same page) called "
+        "Where a read's time goes: cProfile of the route's work "
+        "(`service/api/routes/leaderboards.py::serve`, what the `async` route runs in its one "
+        "trip through the thread pool; the same page, the stack's key) called "
         f"{prof['calls']} times in the benchmark process against the stack's Redis, unloaded: "
-        f"{prof['plain'] * 1e3:.2f} ms per call ({prof['wall'] * 1e3:.2f} ms under the "
-        "profiler), plus "
-        f"{prof['encode'] * 1e3:.2f} ms to dump and encode the answer as the route does "
-        "(`model_dump` + `json.dumps`). Cumulative time per call of the largest entries:",
+        f"{prof['plain'] * 1e3:.2f} ms per call for a cached answer "
+        f"({prof['wall'] * 1e3:.2f} ms under the profiler), "
+        f"{prof['miss'] * 1e3:.2f} ms for the answer rendered afresh (its cached copy deleted "
+        "first, as after a change of the board). A cached answer costs one Redis round trip: "
+        "one Lua script (`service/store.py::_PAGE_READ`) authenticates the key, counts the "
+        "request against its rate limit (when one is set) and returns the cached bytes when "
+        "their stamp — "
+        "SHA-1 of the benchmark record, the boards' version, SHA-1 of the board's rank "
+        "document, whether its rank job is claimed, the baseline's status and visibility — "
+        "equals the current one; the route "
+        f"answers those {prof['size']:,} bytes as they are (no model, no JSON encoding). "
+        "Cumulative time per call of the largest entries (cached answer):",
         "",
         "| function | cumulative per read | own per read | calls per read |",
         "|---|---:|---:|---:|",
@@ -1168,17 +1351,28 @@ def report_boards(
         + "; ".join(f"`{name}` {own * 1e3:.2f} ms" for _, own, _, name in prof["self"])
         + ".",
         "",
-        "With a closed loop, mean latency ≈ clients × time per read in the single uvicorn "
-        "process: the readers queue behind one event loop and one thread pool.",
+        "With a closed loop, mean latency ≈ clients × time per read in a uvicorn process: "
+        "with one, the readers queue behind one event loop and one thread pool; with two, "
+        "each takes the connections it accepts, on what the clients and the rest leave of "
+        "the 2 cores. Before "
+        "answers were cached (every read rendered the page: 4+ Redis round trips with a "
+        "ZCOUNT per row, 50 submission records decoded, pydantic and JSON encoding, and three "
+        "plain dependencies each taking a trip through the thread pool), the same benchmark measured "
+        "p50 510 ms, p99 849 ms and 10.2 ms of API CPU per read (2026-11-23, 2 shared cores "
+        "of an AMD EPYC; the control `GET /healthz` of the Service section costs about "
+        "0.4-0.6 ms of API CPU per read: the floor of one uvicorn process).",
         "",
         f"### Comparison ({cm['subs']} submissions, N = {cm['n']:,}, B = {cm['b']})",
         "",
         f"A benchmark with N = {cm['n']:,} targets (primary metric crps, no per-submission "
         f"bootstrap), {cm['subs']} Gaussian NPZ submissions, all succeeded; then POST "
         f"`/v1/comparisons` of all {cm['subs']} on crps with `n_resamples` {cm['b']}, GET "
-        "every 50 ms until it is done. The worker runs `uqcore.stability.compare` for each of "
-        f"the {cm['subs'] * (cm['subs'] - 1) // 2} pairs and one `rank_distribution` "
-        "(`worker/comparisons.py::_compute`), in one Celery task on one worker.",
+        "every 50 ms until it is done. The worker makes one `uqcore.stability.compare_all` "
+        "call (`worker/comparisons.py::_compute`): each resample is drawn once and each of "
+        f"the {cm['subs']} predictions evaluated once on it, which gives all "
+        f"{cm['subs'] * (cm['subs'] - 1) // 2} paired comparisons and the rank distribution "
+        "(equal to `compare` per pair and `rank_distribution` with the same seed), in one "
+        "Celery task on one worker.",
         "",
         "| POST → 202 | POST → result | pairs | load |",
         "|---:|---:|---:|---:|",
@@ -1231,17 +1425,25 @@ def main() -> None:
                 f"accept 10^6 NPZ x{repeats}", lambda: accept(s1, repeats, 1_000_000)
             )
             res["e2e"] = step(f"end to end x{repeats}", lambda: end_to_end(s1, repeats, 10_000))
+            # The reads with 1 and with 2 API processes, alternated: the second stack serves
+            # the first one's Redis (its own worker idles), so both read the same data.
+            twin = Stack(1, Path(tmp), index=len(stacks), api_workers=2, twin_of=s1)
+            stacks.append(twin)
+            step("start uqeval serve --workers 1 --api-workers 2 (same Redis)", twin.start)
+            res["profile"] = step("profile of a result read", lambda: profile_read(s1, 1000))
             res["reads"] = [
                 step(
-                    f"50 {label} readers for {read_s:g} s",
-                    functools.partial(reads, s1, 50, read_s, 10_000, raw=raw, control=control),
+                    f"50 {label} readers for {read_s:g} s, {st.api_workers} API process(es)",
+                    functools.partial(reads, st, 50, read_s, 10_000, raw=raw, control=control),
                 )
                 for label, raw, control in (
                     ("httpx", False, False),
                     ("minimal", True, False),
                     ("minimal /healthz", True, True),
                 )
+                for st in (s1, twin)
             ]
+            step("stop the 2-API stack", twin.stop)
             runs = [step(f"throughput, 1 worker, {jobs} jobs", lambda: throughput(s1, jobs, n))]
             step("stop", s1.stop)
             # Then 2, 1, 2, ... workers, alternated, each on a fresh stack.
@@ -1259,11 +1461,13 @@ def main() -> None:
                 step("stop", st.stop)
             res["throughput"] = runs
         finally:
-            for s in stacks:
+            for s in reversed(stacks):  # a twin before the stack whose Redis it uses
                 s.stop()
         res["stacks"] = [
             {
                 "workers": s.workers,
+                "api_workers": s.api_workers,
+                "twin": s.twin_of is not None,
                 "start_s": s.start_s,
                 "stop_s": s.stop_s,
                 "pids": s.pids,
@@ -1300,25 +1504,40 @@ def boards_main(args: argparse.Namespace) -> None:
 
     with tempfile.TemporaryDirectory(prefix="uqeval-bench-") as tmp:
         st = Stack(2, Path(tmp))
+        twin = Stack(1, Path(tmp), index=1, api_workers=2, twin_of=st)
         try:
             step("start uqeval serve --workers 2", st.start)
-            res["leaderboard"] = step(
-                f"leaderboard: {entries} submissions, 50 readers for {read_s:g} s",
-                lambda: leaderboard(st, entries, 1000, 100, 50, read_s),
+            lb = step(
+                f"leaderboard: {entries} submissions", lambda: leaderboard(st, entries, 1000, 100)
+            )
+            res["leaderboard"] = lb
+            step("start uqeval serve --workers 1 --api-workers 2 (same Redis)", twin.start)
+            res["board_reads"] = [
+                step(
+                    f"leaderboard: 50 readers for {read_s:g} s, {s.api_workers} API process(es)",
+                    functools.partial(leaderboard_reads, s, lb["path"], 50, read_s),
+                )
+                for s in (st, twin)
+            ]
+            step("stop the 2-API stack", twin.stop)
+            res["profile"] = step(
+                "profile of a leaderboard read",
+                lambda: profile_leaderboard(st, lb["bench_id"], 200),
             )
             res["comparison"] = step(
                 f"comparison: 10 submissions, N = {cmp_n}, B = {cmp_b}",
                 lambda: comparison(st, 10, cmp_n, cmp_b),
             )
         finally:
+            twin.stop()
             step("stop", st.stop)
         res["stacks"] = [
-            {"workers": 2, "start_s": st.start_s, "stop_s": st.stop_s, "survivors": st.survivors}
+            {"start_s": s.start_s, "stop_s": s.stop_s, "survivors": s.survivors} for s in (st, twin)
         ]
     res["load_end"] = loadavg()
     text = report_boards(res, args, started, (time.perf_counter() - t_start) / 60)
     print(text)
-    if st.survivors:
+    if st.survivors or twin.survivors:
         print("WARNING: processes were left behind (killed by pid)", file=sys.stderr)
     if not args.no_write:
         write_section("Service: leaderboards and comparisons", text)
