@@ -1960,17 +1960,7 @@ class Store:
 
     def orphaned_comparisons(self) -> list[str]:
         """Ids of running comparisons whose heartbeat has expired."""
-
-        def read() -> list[str]:
-            ids = [_decode(i) for i in self.client.zrange(keys.running_comparisons(), 0, -1)]
-            if not ids:
-                return []
-            pipe = self.client.pipeline(transaction=False)
-            for cmp_id in ids:
-                pipe.exists(keys.comparison_heartbeat(cmp_id))
-            return [c for c, alive in zip(ids, pipe.execute(), strict=True) if not alive]
-
-        return self._call(read)
+        return self._expired(keys.running_comparisons(), keys.comparison_heartbeat)
 
     def requeue_comparison(self, cmp_id: str, max_attempts: int, hb_ttl_s: float) -> str:
         """Re-queue a running comparison without heartbeat (its task is to be published
@@ -2359,15 +2349,19 @@ class Store:
 
     def orphaned(self) -> list[str]:
         """Ids of running jobs whose heartbeat has expired."""
+        return self._expired(keys.running(), keys.heartbeat)
+
+    def _expired(self, running: str, heartbeat: Callable[[str], str]) -> list[str]:
+        """The members of the ``running`` set whose ``heartbeat(id)`` key has expired."""
 
         def read() -> list[str]:
-            ids = [_decode(i) for i in self.client.zrange(keys.running(), 0, -1)]
+            ids = [_decode(i) for i in self.client.zrange(running, 0, -1)]
             if not ids:
                 return []
             pipe = self.client.pipeline(transaction=False)
-            for sub_id in ids:
-                pipe.exists(keys.heartbeat(sub_id))
-            return [s for s, alive in zip(ids, pipe.execute(), strict=True) if not alive]
+            for item in ids:
+                pipe.exists(heartbeat(item))
+            return [i for i, alive in zip(ids, pipe.execute(), strict=True) if not alive]
 
         return self._call(read)
 
