@@ -26,11 +26,14 @@ __all__ = [
     "Namespace",
     "Special",
     "bincount",
+    "flip_is_view",
     "float_dtype",
     "namespace",
+    "reversed_argsort",
     "scatter",
     "select",
     "special",
+    "take_descending",
     "to_numpy",
 ]
 
@@ -83,13 +86,40 @@ def scatter(xp: Namespace, index: Array, values: Array) -> Array:
     return xp.take(values, xp.argsort(index))
 
 
-def select(xp: Namespace, x: Array, ks: list[int]) -> list[float]:
+def flip_is_view(xp: Namespace) -> bool:
+    """Whether ``xp.flip`` of a 1-D array is a view (numpy, CuPy); torch copies."""
+    return not array_api_compat.is_torch_namespace(xp)
+
+
+def reversed_argsort(xp: Namespace, values: Array, ascending: Array | None = None) -> Array:
+    """A descending argsort of ``values`` (ties in any order): the reversed view of the ascending
+    argsort (``ascending`` if given) where reversing is free (numpy, CuPy), which costs one sort
+    and nothing else; torch sorts descending itself."""
+    if flip_is_view(xp):
+        if ascending is None:
+            ascending = xp.argsort(values, stable=False)
+        return xp.flip(ascending)
+    return xp.argsort(values, descending=True, stable=False)
+
+
+def take_descending(xp: Namespace, values: Array, descending: Array) -> Array:
+    """``take(values, descending)`` for a reversed argsort ``descending``: where reversing is free
+    the gather runs along the contiguous ascending order (faster than along a reversed index)
+    and the result is a reversed view."""
+    if flip_is_view(xp):
+        return xp.flip(xp.take(values, xp.flip(descending)))
+    return xp.take(values, descending)
+
+
+def select(xp: Namespace, x: Array, ks: list[int], *, overwrite: bool = False) -> list[float]:
     """The order statistics ``sort(x)[k]`` for 0-based positions ``ks`` (Python floats), in O(N).
 
     A partial sort: ``numpy.partition`` (numpy; two adjacent positions cost one partition and a
     minimum over the upper part), ``cupy.partition`` (CuPy), ``torch.kthvalue`` (torch), and a
     full ``xp.sort`` for other namespaces. The values equal those of a full sort exactly; ``x``
-    is not modified and must hold no NaN (+inf sorts last).
+    must hold no NaN (+inf sorts last). ``x`` is not modified unless ``overwrite=True`` (the
+    caller's own temporary): numpy then partitions it in place (its values are permuted), which
+    saves a copy of N values.
     """
     n = int(x.shape[0])
     pos = sorted({int(k) for k in ks})
@@ -97,12 +127,15 @@ def select(xp: Namespace, x: Array, ks: list[int]) -> list[float]:
         raise ValueError(f"order statistic positions {ks!r} out of range for {n} values")
     found: dict[int, float] = {}
     if array_api_compat.is_numpy_namespace(xp):
-        arr = np.asarray(x)
+        part = np.asarray(x)
+        kth = pos[0] if len(pos) == 2 and pos[1] == pos[0] + 1 else pos
+        if overwrite:
+            part.partition(kth)
+        else:
+            part = np.partition(part, kth)
         if len(pos) == 2 and pos[1] == pos[0] + 1:
-            part = np.partition(arr, pos[0])
             found = {pos[0]: float(part[pos[0]]), pos[1]: float(np.min(part[pos[1] :]))}
         else:
-            part = np.partition(arr, pos)
             found = {k: float(part[k]) for k in pos}
     elif array_api_compat.is_torch_namespace(xp):
         import torch
@@ -178,8 +211,11 @@ class Special:
             return getattr(self._lib, name)(*args)
         return self._host(scipy_fn, *args)
 
-    def ndtr(self, x: Array) -> Array:
-        """Standard normal CDF Φ(x)."""
+    def ndtr(self, x: Array, *, overwrite: bool = False) -> Array:
+        """Standard normal CDF Φ(x). ``overwrite=True``: ``x`` is the caller's own temporary
+        and may hold the result (numpy and CuPy write it in place: no second array)."""
+        if overwrite and self._kind in ("numpy", "cupy"):
+            return self._lib.ndtr(x, out=x)
         return self._call("ndtr", sps.ndtr, x)
 
     def ndtri(self, p: Array) -> Array:

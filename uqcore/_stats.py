@@ -7,7 +7,7 @@ that callers can sort once and reuse the order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Literal
 
 import array_api_compat
@@ -19,12 +19,15 @@ if TYPE_CHECKING:
     from uqcore.batch import Batch
 
 __all__ = [
+    "CHUNK_ROWS",
     "QuantileMethod",
+    "chunks",
     "interpolate",
     "select_quantile",
     "sorted_midranks",
     "sorted_values",
     "sorted_weights",
+    "sum_of_products",
     "tie_blocks",
     "tie_runs",
     "unit_quantile_positions",
@@ -34,6 +37,18 @@ __all__ = [
 ]
 
 QuantileMethod = Literal["linear", "inverted_cdf"]
+
+#: Rows per chunk of the per-row passes that :func:`chunks` splits (numpy): the temporaries of
+#: a chunk (512 KiB each in float64) stay in the CPU cache and no N-sized temporary is made.
+CHUNK_ROWS = 1 << 16
+
+
+def chunks(xp: Namespace, n: int) -> Iterator[slice]:
+    """Consecutive row slices covering 0..n: of :data:`CHUNK_ROWS` rows with numpy, one slice
+    of all rows with other namespaces (a GPU prefers one large kernel to many small ones)."""
+    step = CHUNK_ROWS if array_api_compat.is_numpy_namespace(xp) else max(n, 1)
+    for start in range(0, n, step):
+        yield slice(start, min(start + step, n))
 
 
 def weighted_quantile(
@@ -127,12 +142,23 @@ def select_quantile(xp: Namespace, values: Array, q: float, method: QuantileMeth
     return interpolate(a, b, frac)
 
 
-def sorted_values(batch: Batch, name: str, values: Callable[[], Array]) -> Array:
+def sorted_values(
+    batch: Batch, name: str, values: Callable[[], Array], *, owned: bool = False
+) -> Array:
     """``values()`` sorted ascending (a value sort, no argsort), cached in ``batch`` under
     ``"stats:sorted:<name>"``. Equals ``take(values, order)`` for every ascending argsort, so
-    it pairs with :func:`sorted_weights` of the same ``name``."""
+    it pairs with :func:`sorted_weights` of the same ``name``. ``owned=True``: ``values()``
+    returns a new array nothing else holds, which numpy then sorts in place (no copy)."""
     xp = batch.xp
-    return batch.shared(f"stats:sorted:{name}", lambda: xp.sort(values(), stable=False))
+
+    def compute() -> Array:
+        v = values()
+        if owned and array_api_compat.is_numpy_namespace(xp):
+            v.sort()
+            return v
+        return xp.sort(v, stable=False)
+
+    return batch.shared(f"stats:sorted:{name}", compute)
 
 
 def sorted_weights(batch: Batch, name: str, values: Callable[[], Array]) -> Array | None:
@@ -220,34 +246,46 @@ def weighted_pearson(xp: Namespace, a: Array, b: Array, weights: Array | None) -
     """
     if _is_constant(xp, a, weights) or _is_constant(xp, b, weights):
         return None
+    # centred sums of products, chunk by chunk (no N-sized temporary)
+    n = int(a.shape[0])
     if weights is None:
-        am = a - xp.mean(a)
-        bm = b - xp.mean(b)
-        sab = _dot(xp, am, bm)
-        saa = _dot(xp, am, am)
-        sbb = _dot(xp, bm, bm)
+        ma, mb = xp.mean(a), xp.mean(b)
     else:
         tw = xp.sum(weights)
-        am = a - xp.sum(weights * a) / tw
-        bm = b - xp.sum(weights * b) / tw
-        wa = weights * am
-        wb = weights * bm
-        sab = float(xp.sum(wa * bm))
-        wa *= am
-        wb *= bm
-        saa = float(xp.sum(wa))
-        sbb = float(xp.sum(wb))
+        ma = sum_of_products(xp, weights, a) / tw
+        mb = sum_of_products(xp, weights, b) / tw
+    sab = saa = sbb = 0.0
+    for rows in chunks(xp, n):
+        am = a[rows] - ma
+        bm = b[rows] - mb
+        if weights is None:
+            sab += sum_of_products(xp, am, bm)
+            saa += sum_of_products(xp, am, am)
+            sbb += sum_of_products(xp, bm, bm)
+        else:
+            w = weights[rows]
+            sab += sum_of_products(xp, w, am, bm)
+            saa += sum_of_products(xp, w, am, am)
+            sbb += sum_of_products(xp, w, bm, bm)
     if saa <= 0.0 or sbb <= 0.0:
         return None
     r = sab / (saa**0.5 * sbb**0.5)
     return float(max(-1.0, min(1.0, r)))
 
 
-def _dot(xp: Namespace, a: Array, b: Array) -> float:
-    """Σ a_i b_i; with numpy one sum-of-products pass (``einsum``) without a temporary."""
+def sum_of_products(xp: Namespace, *arrays: Array) -> float:
+    """Σ_i Π_k arrays[k][i] of equal-length 1-D arrays (2 or 3 of them).
+
+    With numpy one ``einsum`` pass over the operands, any strides, no N-sized temporary;
+    other namespaces multiply and sum.
+    """
     if array_api_compat.is_numpy_namespace(xp):
-        return float(np.einsum("i,i->", a, b))
-    return float(xp.sum(a * b))
+        spec = ",".join("i" * len(arrays)) + "->"
+        return float(np.einsum(spec, *arrays))
+    prod = arrays[0] * arrays[1]
+    for a in arrays[2:]:
+        prod = prod * a
+    return float(xp.sum(prod))
 
 
 def _is_constant(xp: Namespace, x: Array, weights: Array | None) -> bool:

@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 import array_api_compat
 import numpy as np
 
-from uqcore._backend import Array, Namespace
+from uqcore._backend import Array, Namespace, flip_is_view, reversed_argsort
+from uqcore._stats import chunks, sum_of_products
 from uqcore._validation import UQValidationError, validate_sample_weight, validate_targets
 from uqcore.predictions.regression import RegressionPrediction
 
@@ -36,6 +37,10 @@ class _Caches:
         if key not in self._shared:
             self._shared[key] = compute()
         return self._shared[key]  # type: ignore[no-any-return]
+
+    def has_shared(self, key: str) -> bool:
+        """Whether the weight-independent quantity ``key`` is cached already."""
+        return key in self._shared
 
     def weighted(self, key: str, compute: Callable[[], T]) -> T:
         """Cache of a quantity that depends on this batch's weights."""
@@ -122,6 +127,18 @@ class Batch(_Caches):
             return float(xp.sum(values * values)) / self.n
         return float(xp.sum(self.weights * values * values)) / self.total_weight
 
+    def mean_by_chunks(self, terms: Callable[[slice], Array]) -> float:
+        """Weighted mean Σ w_i t_i / Σ w_i of per-row terms made chunk by chunk:
+        ``terms(rows)`` gives t_i for the rows of the slice ``rows``
+        (:func:`uqcore._stats.chunks`), so no N-sized array of terms is ever held."""
+        xp = self.xp
+        w = self.weights
+        total = 0.0
+        for rows in chunks(xp, self.n):
+            t = terms(rows)
+            total += float(xp.sum(t)) if w is None else sum_of_products(xp, w[rows], t)
+        return total / self.total_weight
+
     def mean_rows(self, values: Array) -> Array:
         """Weighted mean over rows of an N×K array: a length-K array."""
         xp = self.xp
@@ -152,8 +169,17 @@ class Batch(_Caches):
 
     @property
     def abs_error(self) -> Array:
-        """|y_i − ŷ_i|."""
-        return self.shared("abs_error", lambda: self.xp.abs(self.residual))
+        """|y_i − ŷ_i| (from the cached residual if there is one, else one new array)."""
+        return self.shared("abs_error", self._abs_error)
+
+    def _abs_error(self) -> Array:
+        xp = self.xp
+        if self.has_shared("residual"):
+            return xp.abs(self.residual)
+        d = self.y - self.point
+        if array_api_compat.is_numpy_namespace(xp):
+            return np.abs(d, out=d)
+        return xp.abs(d)
 
     @property
     def pit(self) -> Array:
@@ -167,10 +193,15 @@ class Batch(_Caches):
         unspecified order, so every consumer must give the same result for any order of ties
         (they do: ties are merged into blocks or only the sorted values are used).
         """
-        cache_key = f"order:{key}:{'desc' if descending else 'asc'}"
-        return self.shared(
-            cache_key, lambda: self.xp.argsort(values(), descending=descending, stable=False)
-        )
+        xp = self.xp
+        if descending:  # a reversed view of the ascending one where that is free (numpy, CuPy)
+            return self.shared(
+                f"order:{key}:desc",
+                lambda: reversed_argsort(
+                    xp, values(), self.order(key, values) if flip_is_view(xp) else None
+                ),
+            )
+        return self.shared(f"order:{key}:asc", lambda: xp.argsort(values(), stable=False))
 
 
 class ClassificationBatch(_Caches):

@@ -122,6 +122,24 @@ def test_backends_agree_with_numpy(name: str, kind: str, xp: Any) -> None:
     assert_same(_value(name, pred_b, y_b, w_b), expected, rtol=1e-9)
 
 
+@pytest.mark.parametrize(("name", "kind"), _cases())
+@pytest.mark.parametrize("ties", [False, True])
+def test_chunked_passes_equal_one_pass(
+    name: str, kind: str, ties: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Splitting the per-row passes into chunks (uqcore._stats.chunks, 65,536 rows in use)
+    changes nothing: here chunks of 5 rows against one chunk of all rows, with and without
+    weights."""
+    pred, y = make_prediction(kind, N, seed=12, ties=ties)
+    w = np.random.default_rng(13).integers(0, 3, size=N).astype(float)
+    w[0] = 1.0
+    monkeypatch.setattr("uqcore._stats.CHUNK_ROWS", N + 1)
+    whole = [_value(name, pred, y), _value(name, pred, y, w)]
+    monkeypatch.setattr("uqcore._stats.CHUNK_ROWS", 5)
+    assert_same(_value(name, pred, y), whole[0], "unweighted")
+    assert_same(_value(name, pred, y, w), whole[1], "weighted")
+
+
 def test_every_metric_is_fully_described() -> None:
     for spec in registry.specs():
         assert spec.reference, spec.name

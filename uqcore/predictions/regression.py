@@ -189,8 +189,10 @@ class _LocationScale(RegressionPrediction):
         return getattr(self, self._scale_name)
 
     def standardize(self, y: Array) -> Array:
-        """z_i = (y_i − loc_i) / scale_i."""
-        return (y - self._loc) / self._scale
+        """z_i = (y_i − loc_i) / scale_i (a new array: one allocation, divided in place)."""
+        z = y - self._loc
+        z /= self._scale
+        return z
 
     def point(self) -> Array:
         return self._loc
@@ -226,7 +228,7 @@ class Gaussian(_LocationScale):
         return self.std_
 
     def cdf(self, y: Array) -> Array:
-        return special(self.xp).ndtr(self.standardize(y))
+        return special(self.xp).ndtr(self.standardize(y), overwrite=True)
 
     def logpdf(self, y: Array) -> Array:
         z = self.standardize(y)

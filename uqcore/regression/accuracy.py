@@ -63,7 +63,7 @@ def rmse(batch: Batch) -> float:
     >>> rmse(P.PointUncertainty([0.0, 0.0], [1.0, 1.0]), np.array([3.0, 4.0]))  # doctest: +ELLIPSIS
     3.535...
     """
-    return float(batch.mean_square(batch.residual) ** 0.5)
+    return float(batch.mean_square(batch.abs_error) ** 0.5)
 
 
 @register(
@@ -116,19 +116,24 @@ def marpd(batch: Batch) -> float:
     >>> marpd(P.PointUncertainty([1.0, 0.0], [1.0, 1.0]), np.array([3.0, 0.0]))
     50.0
     """
-    return batch.mean(_marpd_terms(batch))
+    return batch.mean_by_chunks(lambda rows: _marpd_rows(batch, rows))
 
 
-def _marpd_terms(batch: Batch) -> Array:
+def _marpd_rows(batch: Batch, rows: slice) -> Array:
+    """The terms 200|e_i| / (|ŷ_i| + |y_i|) of ``rows`` (0 where ŷ_i = y_i = 0)."""
     xp = batch.xp
-    denom = xp.abs(batch.point)
-    denom += xp.abs(batch.y)
-    if float(xp.min(denom)) > 0.0:  # the usual case: no 0/0 row, three N-sized temporaries
-        terms = batch.abs_error * 200.0
+    denom = xp.abs(batch.point[rows])
+    denom += xp.abs(batch.y[rows])
+    if float(xp.min(denom)) > 0.0:  # the usual case: no 0/0 row
+        terms = batch.abs_error[rows] * 200.0
         terms /= denom
         return terms
     safe = xp.where(denom > 0, denom, 1.0)
-    return xp.where(denom > 0, 200.0 * batch.abs_error / safe, 0.0)
+    return xp.where(denom > 0, 200.0 * batch.abs_error[rows] / safe, 0.0)
+
+
+def _marpd_terms(batch: Batch) -> Array:
+    return _marpd_rows(batch, slice(0, batch.n))
 
 
 @register(
@@ -150,12 +155,17 @@ def r2(batch: Batch) -> float | None:
     0.785714
     """
     ybar = batch.mean(batch.y)
-    ss_tot = batch.mean_square(batch.y - ybar)
-    ss_res = batch.mean_square(batch.residual)
+    ss_tot = batch.mean_by_chunks(lambda rows: _squared(batch.y[rows] - ybar))
+    ss_res = batch.mean_square(batch.abs_error)
     if ss_tot <= 0.0 or _constant(batch):
         undefined("r2", "the targets are constant (zero variance)")
         return None
     return 1.0 - ss_res / ss_tot
+
+
+def _squared(values: Array) -> Array:
+    values *= values
+    return values
 
 
 def _constant(batch: Batch) -> bool:

@@ -33,21 +33,23 @@ proportions the two agree up to floating-point ties.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import array_api_compat
 import numpy as np
 import scipy.stats
 
-from uqcore._backend import Array, bincount, to_numpy
-from uqcore._stats import sorted_values, sorted_weights
+from uqcore._backend import Array, bincount, take_descending, to_numpy
+from uqcore._stats import chunks, sorted_values, sorted_weights, sum_of_products
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
 from uqcore.predictions.regression import Mixture, Samples, _LocationScale
 from uqcore.registry import register, undefined
+from uqcore.regression import ranking
 
 __all__ = [
     "DEFAULT_LEVELS",
@@ -172,7 +174,12 @@ def _prev(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
 
 
 def _weight_at_or_below(
-    batch: Batch, name: str, values: Callable[[], Array], bounds: np.ndarray[Any, Any]
+    batch: Batch,
+    name: str,
+    values: Callable[[], Array],
+    bounds: np.ndarray[Any, Any],
+    *,
+    owned: bool = False,
 ) -> np.ndarray[Any, Any]:
     """Weight of the rows with value ≤ b, for every b of the strictly increasing ``bounds``.
 
@@ -180,6 +187,8 @@ def _weight_at_or_below(
     and each bound costs one ``searchsorted``. With weights each row's bin, the number of bounds
     below its value, is found once per batch (weight-free, so shared with resampled weights);
     then one weighted ``bincount`` and a cumulative sum over the bins give every bound.
+    ``owned``: as for :func:`~uqcore._stats.sorted_values` (the sort may overwrite
+    ``values()``).
     """
     xp = batch.xp
     digest = hashlib.sha1(bounds.tobytes()).hexdigest()
@@ -187,7 +196,7 @@ def _weight_at_or_below(
 
     def compute() -> np.ndarray[Any, Any]:
         if w is None:
-            s = sorted_values(batch, name, values)
+            s = sorted_values(batch, name, values, owned=owned)
             b = xp.asarray(bounds, dtype=s.dtype, device=batch.device)
             return np.asarray(to_numpy(xp.searchsorted(s, b, side="right")), dtype=np.float64)
         k = bounds.shape[0]
@@ -236,11 +245,21 @@ def _pit_counts_at(
     return out
 
 
+def _pit_source(batch: Batch) -> tuple[Callable[[], Array], bool]:
+    """(the PIT values, whether a sort may overwrite them) for the sorted PIT values. Without
+    weights, and unless the PIT values are cached already, they are a new F_i(y_i) sorted in
+    place: the batch then holds the sorted PIT values only, not a second N-array."""
+    if batch.weights is None and not batch.has_shared("pit"):
+        return (lambda: batch.prediction.cdf(batch.y)), True
+    return (lambda: batch.pit), False
+
+
 def _pit_counts(
     batch: Batch, prop_type: PropType, lv: np.ndarray[Any, Any]
 ) -> np.ndarray[Any, Any]:
     bounds = _pit_bounds(lv)
-    cum = _weight_at_or_below(batch, "pit", lambda: batch.pit, bounds)
+    values, owned = _pit_source(batch)
+    cum = _weight_at_or_below(batch, "pit", values, bounds, owned=owned)
     return _pit_counts_at(bounds, cum, prop_type, lv)
 
 
@@ -639,11 +658,16 @@ def pit(batch: Batch, *, n_bins: int = 10, p_value: str = "auto") -> dict[str, A
     total = batch.total_weight
     w = batch.weights
     # the one sort of the PIT values in a batch (a value sort: much faster than an argsort)
-    s = sorted_values(batch, "pit", lambda: batch.pit)
+    values, owned = _pit_source(batch)
+    s = sorted_values(batch, "pit", values, owned=owned)
     if w is None:
-        cum = xp.arange(n + 1, dtype=s.dtype) / total  # F̂ just after the i-th smallest: cum[i+1]
-        after, before = cum[1:], cum[:-1]
-        d = max(float(xp.max(after - s)), float(xp.max(s - before)))
+        # F̂ is i/N just below and (i + 1)/N just after the i-th smallest value (0-based)
+        d = 0.0
+        for rows in chunks(xp, n):
+            before = xp.arange(rows.start, rows.stop, dtype=s.dtype) / total
+            d = max(d, float(xp.max(s[rows] - before)))
+            after = xp.arange(rows.start + 1, rows.stop + 1, dtype=s.dtype) / total
+            d = max(d, float(xp.max(after - s[rows])))
         n_eff = float(n)
     else:
         # cumulative weights in PIT order: these need the permutation itself (an argsort)
@@ -701,80 +725,110 @@ def _sigma(batch: Batch) -> Array:
     return batch.uncertainty if _uncertainty_is_std(batch) else batch.std
 
 
-def _sigma_descending(batch: Batch) -> Array:
-    """Row order by decreasing σ (the ranking metrics' order where uncertainty is σ)."""
-    if _uncertainty_is_std(batch):
-        return batch.order("uncertainty", lambda: batch.uncertainty, descending=True)
-    return batch.order("std", lambda: batch.std, descending=True)
+@dataclass(frozen=True)
+class _BySigma:
+    """The rows in ascending order of σ: σ itself (sorted values), |e| and the weights in that
+    order (paired position by position: ties of σ in any order)."""
+
+    sigma: Array
+    abs_error: Array
+    weights: Array | None
 
 
-#: With numpy and up to this many edges a row's bin is a sum of comparisons (sequential passes
-#: over bytes, ~3x faster than numpy's branchy binary search); other backends (torch: the
-#: reverse) and more edges use ``searchsorted``.
-_COMPARE_EDGES = 16
-
-
-def _bin_index(xp: Any, edges: list[float], key: Array) -> Array:
-    """The bin of each row, #{j : edges[j] < key}: bin k holds edge_{k−1} < key ≤ edge_k."""
-    if array_api_compat.is_numpy_namespace(xp) and len(edges) <= _COMPARE_EDGES:
-        idx = xp.astype(key > edges[0], xp.int8)
-        for e in edges[1:]:
-            idx = idx + xp.astype(key > e, xp.int8)
-        return xp.astype(idx, xp.int64)
-    e_arr = xp.asarray(edges, dtype=key.dtype, device=array_api_compat.device(key))
-    return xp.searchsorted(e_arr, key, side="left")
-
-
-def _bin_sums(
-    batch: Batch, key: Array, edges: list[float] | None, var: Array | None = None
-) -> tuple[np.ndarray[Any, Any], ...]:
-    """Per-bin weight, Σ wσ², Σ we² for the bins (edge_{k−1}, edge_k] of ``key`` (sorted edges).
-
-    Each row's bin is found once, then one weighted ``bincount`` per sum: sequential passes, no
-    gather, and a row's bin depends on its value only (so the sums do not depend on how tied
-    values were ordered). σ² (``var`` if given) and e² are temporaries, made one at a time:
-    caching them would hold two more N-arrays for the whole batch.
-    """
+def _by_sigma(batch: Batch) -> _BySigma:
+    """σ, |e| and the weights along the ascending σ order. Where the uncertainty is σ these are
+    the ranking metrics' shared arrays (the same sort, gather and weights); otherwise the std's
+    own, cached under their own keys."""
     xp = batch.xp
+    if _uncertainty_is_std(batch):
+        return _BySigma(
+            ranking._sorted_u(batch),
+            xp.flip(ranking._errors_by_u_descending(batch)),
+            ranking._weights_by_u(batch),
+        )
+    desc = batch.order("std", lambda: batch.std, descending=True)
+    e_desc = batch.shared(
+        "calibration:abs_error_by_std_desc",
+        lambda: take_descending(xp, batch.abs_error, desc),
+    )
     w = batch.weights
-    m = 1 if not edges else len(edges) + 1
-    idx = None if not edges else _bin_index(xp, edges, key)
+    return _BySigma(
+        sorted_values(batch, "std", lambda: batch.std),
+        xp.flip(e_desc),
+        None
+        if w is None
+        else batch.weighted("calibration:weights_by_std", lambda: xp.take(w, xp.flip(desc))),
+    )
 
-    def total(values: Array | None) -> np.ndarray[Any, Any]:
-        """Per-bin Σ w·values (Σ w for ``values=None``)."""
-        if values is None:
-            values = w
-        elif w is not None:
-            values = w * values
-        if idx is None:
-            s = batch.total_weight if values is None else float(xp.sum(values))
-            return np.asarray([s], dtype=np.float64)
-        return np.asarray(to_numpy(bincount(xp, idx, values, m)), dtype=np.float64)
 
-    sigma = _sigma(batch)
-    wk = total(None)
-    vk = total(sigma * sigma if var is None else var)
-    ek = total(batch.residual * batch.residual)
+def _largest_square_root(v: float) -> float:
+    """The largest float x >= 0 with x·x <= v in float64 (``v`` finite, >= 0).
+
+    x ↦ fl(x·x) is non-decreasing on x >= 0, so {x >= 0 : fl(x·x) <= v} is an interval [0, T]
+    and σ² <= v (computed as σ·σ) holds exactly for σ <= T: a bisection over the bit patterns
+    of non-negative floats (ordered as the floats are), at most 64 steps.
+    """
+    lo, hi = 0, 0x7FF0000000000000  # the bits of 0.0 and +inf: 0·0 <= v < inf·inf
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        x = struct.unpack("<d", struct.pack("<q", mid))[0]
+        if x * x <= v:
+            lo = mid
+        else:
+            hi = mid
+    return float(struct.unpack("<d", struct.pack("<q", lo))[0])
+
+
+def _bin_sums_by_sigma(
+    batch: Batch, rows: _BySigma, cuts: list[int]
+) -> tuple[np.ndarray[Any, Any], ...]:
+    """Per-bin weight, Σ wσ² and Σ we² of the contiguous runs rows[cuts[j]:cuts[j+1]] of the
+    ascending σ order: sums of products over each run (no N-sized temporary), the weights from
+    the positions (unweighted) or one cumulative sum. A bin is a set of σ *values*, so a run
+    holds the same rows for every order of tied σ."""
+    xp = batch.xp
+    s, e, w = rows.sigma, rows.abs_error, rows.weights
+    m = len(cuts) - 1
+    wk, vk, ek = np.zeros(m), np.zeros(m), np.zeros(m)
+    for j, (a, b) in enumerate(itertools.pairwise(cuts)):
+        if b <= a:
+            continue
+        if w is None:
+            wk[j] = b - a
+            vk[j] = sum_of_products(xp, s[a:b], s[a:b])
+            ek[j] = sum_of_products(xp, e[a:b], e[a:b])
+        else:
+            wk[j] = float(xp.sum(w[a:b]))
+            vk[j] = sum_of_products(xp, w[a:b], s[a:b], s[a:b])
+            ek[j] = sum_of_products(xp, w[a:b], e[a:b], e[a:b])
     return wk, vk, ek
 
 
-def _ence_edges(batch: Batch, k: int) -> list[float]:
-    """σ at the weighted lower quantiles j/k, j = 1..k−1 (inverted CDF), ascending."""
+def _cuts(batch: Batch, sorted_key: Array, bounds: list[float]) -> list[int]:
+    """[0, #{key <= bound} for each bound (ascending), N]: the runs of the bins (b_{j−1}, b_j]
+    along the ascending order of ``sorted_key``."""
+    xp = batch.xp
+    if not bounds:
+        return [0, batch.n]
+    b = xp.asarray(bounds, dtype=sorted_key.dtype, device=batch.device)
+    inner = [int(c) for c in to_numpy(xp.searchsorted(sorted_key, b, side="right"))]
+    return [0, *inner, batch.n]
+
+
+def _ence_edges(batch: Batch, rows: _BySigma, k: int) -> list[float]:
+    """σ at the weighted lower quantiles j/k, j = 1..k−1 (inverted CDF), ascending: the σ of
+    the first row (in σ order) whose cumulative weight reaches W·j/k."""
     xp = batch.xp
     n = batch.n
     total = batch.total_weight
     targets = [total * j / k for j in range(1, k)]
-    desc = _sigma_descending(batch)
-    w = batch.weights
-    if w is None:  # cumulative weight i + 1 at sorted position i: first position reaching t
+    if rows.weights is None:  # cumulative weight i + 1 at sorted position i
         pos = [min(max(math.ceil(t) - 1, 0), n - 1) for t in targets]
     else:
-        cumw = xp.cumulative_sum(xp.take(w, xp.flip(desc)))  # the one gather (weights only)
+        cumw = xp.cumulative_sum(rows.weights)
         t = xp.asarray(targets, dtype=cumw.dtype, device=batch.device)
-        found = xp.searchsorted(cumw, t, side="left")
-        pos = [min(int(p), n - 1) for p in to_numpy(found)]
-    rows = xp.take(desc, xp.asarray([n - 1 - p for p in pos], device=batch.device))
-    return [float(v) for v in to_numpy(xp.take(_sigma(batch), rows))]
+        pos = [min(int(p), n - 1) for p in to_numpy(xp.searchsorted(cumw, t, side="left"))]
+    return [float(v) for v in to_numpy(xp.take(rows.sigma, xp.asarray(pos, device=batch.device)))]
 
 
 @register(
@@ -803,8 +857,9 @@ def ence(batch: Batch, *, n_bins: int = 10) -> float:
     0.25
     """
     k = _check_n_bins(n_bins)
-    edges = _ence_edges(batch, k) if k > 1 else None
-    wk, vk, ek = _bin_sums(batch, _sigma(batch), edges)
+    rows = _by_sigma(batch)
+    edges = _ence_edges(batch, rows, k) if k > 1 else []
+    wk, vk, ek = _bin_sums_by_sigma(batch, rows, _cuts(batch, rows.sigma, edges))
     keep = wk > 0
     rmv = np.sqrt(vk[keep] / wk[keep])
     rmse_k = np.sqrt(ek[keep] / wk[keep])
@@ -836,16 +891,18 @@ def uce(batch: Batch, *, n_bins: int = 10) -> float:
     """
     m = _check_n_bins(n_bins)
     xp = batch.xp
-    sigma = _sigma(batch)
-    var = sigma * sigma
-    w = batch.weights
-    if w is None:
-        lo, hi = float(xp.min(var)), float(xp.max(var))
-    else:  # the range of the rows that count
-        lo = float(xp.min(xp.where(w > 0, var, math.inf)))
-        hi = float(xp.max(xp.where(w > 0, var, -math.inf)))
-    edges = [lo + (hi - lo) * j / m for j in range(1, m)] if m > 1 and hi > lo else None
-    wk, vk, ek = _bin_sums(batch, var, edges, var)
+    rows = _by_sigma(batch)
+    first, last = 0, batch.n - 1
+    if rows.weights is not None:  # the range of the rows that count (positive weight)
+        positive = xp.astype(rows.weights > 0, xp.int8)
+        first = int(xp.argmax(positive))
+        last = batch.n - 1 - int(xp.argmax(xp.flip(positive)))
+    s_first, s_last = float(rows.sigma[first]), float(rows.sigma[last])
+    lo, hi = s_first * s_first, s_last * s_last  # σ² is non-decreasing along the σ order
+    edges = [lo + (hi - lo) * j / m for j in range(1, m)] if m > 1 and hi > lo else []
+    # σ² <= edge (σ² as σ·σ) exactly where σ <= the edge's largest square root
+    cuts = _cuts(batch, rows.sigma, [_largest_square_root(e) for e in edges])
+    wk, vk, ek = _bin_sums_by_sigma(batch, rows, cuts)
     keep = wk > 0
     return float(np.sum(np.abs(ek[keep] - vk[keep])) / batch.total_weight)
 

@@ -42,13 +42,23 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Literal
 
-from uqcore._backend import Array, Namespace, scatter, select, special
+from uqcore._backend import (
+    Array,
+    Namespace,
+    flip_is_view,
+    scatter,
+    select,
+    special,
+    take_descending,
+)
 from uqcore._stats import (
     QuantileMethod,
+    chunks,
     interpolate,
     sorted_midranks,
     sorted_values,
     sorted_weights,
+    sum_of_products,
     tie_runs,
     unit_quantile_positions,
     weighted_pearson,
@@ -121,16 +131,27 @@ def _u_descending(batch: Batch) -> Array:
     return batch.order("uncertainty", lambda: batch.uncertainty, descending=True)
 
 
+def _sorted_u(batch: Batch) -> Array:
+    """The uncertainty sorted ascending (a value sort; shared with ENCE and UCE, which bin σ
+    along this order where the uncertainty is σ)."""
+    return sorted_values(batch, "uncertainty", lambda: batch.uncertainty)
+
+
+def _weights_by_u(batch: Batch) -> Array | None:
+    """The weights in the ascending order of the uncertainty (one gather); ``None`` when
+    unweighted."""
+    xp = batch.xp
+    w = batch.weights
+    if w is None:
+        return None
+    return batch.weighted("ranking:weights_by_u", lambda: xp.take(w, xp.flip(_u_descending(batch))))
+
+
 def _u_key(batch: Batch) -> _Key:
     xp = batch.xp
     order = xp.flip(_u_descending(batch))
-    ties = batch.shared(
-        "ranking:ties:uncertainty",
-        lambda: tie_runs(xp, xp.sort(batch.uncertainty, stable=False)),  # only ties are kept
-    )
-    w = batch.weights
-    sw = None if w is None else batch.weighted("ranking:weights_by_u", lambda: xp.take(w, order))
-    return _Key(order, ties, sw)
+    ties = batch.shared("ranking:ties:uncertainty", lambda: tie_runs(xp, _sorted_u(batch)))
+    return _Key(order, ties, _weights_by_u(batch))
 
 
 def _sorted_abs_error(batch: Batch) -> Array:
@@ -147,7 +168,8 @@ def _errors_by_u_descending(batch: Batch) -> Array:
     """|e| in the descending order of the uncertainty (one gather, shared)."""
     xp = batch.xp
     return batch.shared(
-        "ranking:abs_error_by_u_desc", lambda: xp.take(batch.abs_error, _u_descending(batch))
+        "ranking:abs_error_by_u_desc",
+        lambda: take_descending(xp, batch.abs_error, _u_descending(batch)),
     )
 
 
@@ -229,12 +251,18 @@ def _blocks(xp: Namespace, err: Array, weights: Array | None, ties: Any) -> _Blo
 
 def _exact_sum_unit(xp: Namespace, err: Array) -> tuple[float, float]:
     """(Σ_t remaining error / remaining weight, total error) for unit weights and no merged
-    ties: removing one row per step from the end leaves the prefix of length j = N, …, 1."""
+    ties: removing one row per step from the end leaves the prefix of length j = N, …, 1, so
+    the sum is Σ_j (Σ_{i<j} err_i) / j — prefix sums chunk by chunk, carried across chunks."""
     n = int(err.shape[0])
-    cum = xp.cumulative_sum(err)
-    total = float(cum[-1])
-    cum /= xp.arange(1, n + 1, dtype=cum.dtype)  # ours: divide in place
-    return float(xp.sum(cum)), total
+    total = 0.0
+    carry = 0.0
+    for rows in chunks(xp, n):
+        cum = xp.cumulative_sum(err[rows])
+        cum += carry
+        carry = float(cum[-1])
+        cum /= xp.arange(rows.start + 1, rows.stop + 1, dtype=cum.dtype)
+        total += float(xp.sum(cum))
+    return total, carry
 
 
 def _exact_sum_mae(b: _Blocks) -> float:
@@ -548,20 +576,26 @@ def _spearman_distinct(xp: Namespace, n: int, e_by_u_desc: Array) -> float | Non
     """Spearman's ρ for unit weights and no ties in either variable, from one argsort.
 
     With centred ranks c_k = k − (N − 1)/2 (exact), both rank variances are Σ c_k² =
-    N(N² − 1)/12. Let p sort the errors listed in decreasing uncertainty (``e_by_u_desc``):
-    the j-th smallest error sits at position p_j of that list, so its uncertainty rank is
-    N − 1 − p_j, i.e. centred −(p_j − (N − 1)/2), and ρ = −Σ_j c_j·(p_j − (N − 1)/2) / Σ c_k²
-    (no scatter or gather of the inverse permutations).
+    N(N² − 1)/12. Let p sort the errors listed in increasing uncertainty: the j-th smallest
+    error sits at position p_j of that list, which is its uncertainty rank, so
+    ρ = Σ_j c_j·(p_j − (N − 1)/2) / Σ c_k² (no scatter or gather of the inverse permutations).
+    That list is the reversed ``e_by_u_desc`` (a view for numpy and CuPy); torch argsorts the
+    decreasing list itself, whose positions p'_j = N − 1 − p_j flip the sign of the sum.
     """
     if n < 2:
         return None  # one row: the ranks are constant
     half = (n - 1) / 2.0
-    centred_pos = xp.astype(xp.argsort(e_by_u_desc, stable=False), xp.float64)
-    centred_pos -= half
-    c = xp.arange(n, dtype=xp.float64)
-    c -= half
-    c *= centred_pos
-    sab = -float(xp.sum(c))
+    if flip_is_view(xp):
+        pos, sign = xp.argsort(xp.flip(e_by_u_desc), stable=False), 1.0
+    else:
+        pos, sign = xp.argsort(e_by_u_desc, stable=False), -1.0
+    sab = 0.0
+    for rows in chunks(xp, n):  # Σ_j c_j·(p_j − (N − 1)/2), chunk by chunk
+        c = xp.arange(rows.start, rows.stop, dtype=xp.float64)
+        c -= half
+        p = xp.astype(pos[rows], xp.float64)
+        p -= half
+        sab += sign * sum_of_products(xp, c, p)
     saa = float(Fraction(n * (n * n - 1), 12))
     return float(max(-1.0, min(1.0, sab / saa)))
 
@@ -630,10 +664,11 @@ def _lambda(batch: Batch, alpha: float, method: QuantileMethod) -> float | None:
         if batch.weights is None:  # an O(N) selection of the one or two order statistics
             ratio = _ratios(batch)
             lo, hi, frac = unit_quantile_positions(batch.n, alpha, method)
+            # ``ratio`` is this call's own array: partitioned in place (no copy)
             if frac is None:
-                a = b = select(xp, ratio, [lo])[0]
+                a = b = select(xp, ratio, [lo], overwrite=True)[0]
             else:
-                a, b = select(xp, ratio, [lo, hi])
+                a, b = select(xp, ratio, [lo, hi], overwrite=True)
             if math.isfinite(a) and (frac is None or math.isfinite(b)):
                 return interpolate(a, b, frac)
             top = float(xp.max(xp.where(xp.isfinite(ratio), ratio, 0.0)))

@@ -4,6 +4,7 @@ compatibility mode against Uncertainty Toolbox's own functions."""
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from typing import Any
 
@@ -16,6 +17,7 @@ from tests.factories import make_prediction, to_backend
 from uqcore import UQValidationError, metric
 from uqcore import predictions as P
 from uqcore.regression.calibration import DEFAULT_LEVELS, CalibrationCurve, calibration_curve
+from uqcore.regression.recalibration import fit_isotonic
 
 matplotlib.use("Agg")
 warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -406,11 +408,15 @@ def _ref_binned(
     return out
 
 
-@pytest.mark.parametrize("kind", ["gaussian", "mixture", "samples"])
+@pytest.mark.parametrize("kind", ["gaussian", "laplace", "mixture", "samples", "recalibrated"])
 @pytest.mark.parametrize("n", [1, 2, 3, 45])
 @pytest.mark.parametrize("style", ["plain", "ties", "range", "real_weights"])
 def test_ence_uce_against_reference(kind: str, n: int, style: str) -> None:
-    pred, y, w = _case(kind, n, seed=n + 11, style=style)
+    if kind == "recalibrated":  # a kind whose std is not its ranking uncertainty's cache
+        base, y, w = _case("student_t", n, seed=n + 11, style=style)
+        pred = fit_isotonic(*_case("student_t", 30, seed=3, style="plain")[:2]).apply(base)
+    else:
+        pred, y, w = _case(kind, n, seed=n + 11, style=style)
     sd = np.asarray(pred.std())
     e2 = (y - np.asarray(pred.point())) ** 2
     for weights in (None, w):
@@ -423,6 +429,43 @@ def test_ence_uce_against_reference(kind: str, n: int, style: str) -> None:
             bins = _ref_binned(sd, e2, ww, nb, "width")
             ref = sum(wb * abs(m - v) for wb, v, m in bins) / tw
             _close(metric("uce", pred, y, sample_weight=weights, n_bins=nb), ref)
+
+
+def test_uce_bins_sigma_squared_exactly_at_the_edges() -> None:
+    """A row whose σ·σ equals a bin edge belongs to the lower bin, its float neighbour above
+    to the next one: the bins are decided on σ² as computed, not on σ against sqrt(edge)."""
+    lo_sd, hi_sd = 1.0, 3.0
+    lo, hi = lo_sd * lo_sd, hi_sd * hi_sd
+    m = 4
+    edges = [lo + (hi - lo) * j / m for j in range(1, m)]
+    sd = [lo_sd, hi_sd]
+    for e in edges:
+        root = math.sqrt(e)
+        for x in (math.nextafter(root, 0.0), root, math.nextafter(root, math.inf)):
+            sd.append(x)
+    sd_arr = np.asarray(sd * 3)
+    rng = np.random.default_rng(5)
+    y = rng.normal(size=sd_arr.shape[0]) * sd_arr
+    pred = P.Gaussian(np.zeros_like(y), sd_arr)
+    e2 = y * y
+    for weights in (None, rng.uniform(0.5, 2.0, size=y.shape[0])):
+        ww = [1.0] * len(y) if weights is None else list(weights)
+        bins = _ref_binned(sd_arr, e2, ww, m, "width")
+        ref = sum(wb * abs(mm - v) for wb, v, mm in bins) / sum(ww)
+        _close(metric("uce", pred, y, sample_weight=weights, n_bins=m), ref)
+
+
+def test_largest_square_root_is_the_boundary_of_the_squares() -> None:
+    from uqcore.regression.calibration import _largest_square_root
+
+    rng = np.random.default_rng(0)
+    values = [0.0, 5e-324, 1e-320, 1e-300, 0.5, 1.0, 2.0, 3.0, 1e300, sys.float_info.max]
+    values += list(10.0 ** rng.uniform(-300, 300, 200)) + list(rng.uniform(0, 10, 200))
+    for v in values:
+        t = _largest_square_root(v)
+        assert t * t <= v, v
+        above = math.nextafter(t, math.inf)
+        assert above * above > v, v
 
 
 def test_sharpness_and_mean_std() -> None:
