@@ -475,8 +475,12 @@ def end_to_end(stack: Stack, repeats: int, n: int) -> dict[str, Any]:
     return {"rows": rows, "n": n, "n_metrics": n_metrics, "backend": result["provenance"]}
 
 
+def _async_client(base: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=base, timeout=10.0, limits=httpx.Limits(max_connections=1))
+
+
 async def _reader(
-    base: str,
+    client: httpx.AsyncClient,
     key: dict[str, str],
     path: str,
     stop_at: float,
@@ -484,9 +488,10 @@ async def _reader(
     errors: list[str],
     expect: str,
 ) -> None:
-    async with httpx.AsyncClient(
-        base_url=base, timeout=10.0, limits=httpx.Limits(max_connections=1)
-    ) as client:
+    """Closed-loop GETs of ``path`` through ``client`` (made before the timed window: building
+    an httpx client takes tens of ms of the loop's time, which 50 of them at the start would
+    add to the first reads' latency)."""
+    async with client:
         while time.perf_counter() < stop_at:
             t0 = time.perf_counter()
             try:
@@ -564,13 +569,14 @@ def reads(
     errors: list[str] = []
 
     async def run() -> None:
+        made = [None if raw else _async_client(stack.base) for _ in range(clients)]
         stop_at = time.perf_counter() + seconds
         await asyncio.gather(
             *(
-                (_raw_reader if raw else _reader)(
-                    stack.base, stack.key, path, stop_at, lat, errors, expect
-                )
-                for _ in range(clients)
+                _raw_reader(stack.base, stack.key, path, stop_at, lat, errors, expect)
+                if c is None
+                else _reader(c, stack.key, path, stop_at, lat, errors, expect)
+                for c in made
             )
         )
 
@@ -1187,9 +1193,10 @@ def report(res: dict[str, Any], args: argparse.Namespace, started: str, minutes:
         "workers, the benchmark's 50 clients (one Python process) and other jobs, so a second "
         "API process can take at most what the clients and the rest leave of the second core.",
         "",
-        "A read costs one Redis round trip and one trip through the thread pool: the async "
-        "route takes the key from an async dependency and runs "
-        "`service/api/routes/submissions.py::read` in the pool, where one Lua script "
+        "A read costs one Redis round trip and one trip through the reads' own pool of "
+        "`UQEVAL_READ_THREADS` (4) threads: the async route takes the key from an async "
+        "dependency and runs `service/api/routes/submissions.py::read` in that pool, where "
+        "one Lua script "
         "(`service/store.py::_SUBMISSION_READ`, sharing `_ADMIT` with the leaderboard read) "
         "authenticates the key, counts the request against its rate limit and returns the "
         "submission record, its result bytes and its queue position; the route splices the "
@@ -1200,7 +1207,15 @@ def report(res: dict[str, Any], args: argparse.Namespace, started: str, minutes:
         "route, three trips through the thread pool, and two Redis round trips "
         "(authentication, the read; three with the rate count on): 1.2-1.3 ms of API CPU per "
         "read, p50 102 ms / p99 258 ms (httpx) and p50 55 ms / p99 170 ms (minimal client) "
-        "with 1 API process.",
+        "with 1 API process; then (one round trip, the shared 40-thread pool, no `gc.freeze`) "
+        "p99 112.8 ms (httpx) and 104.5 ms (minimal client) with 1 API process, and the "
+        "control 87 ms. Two changes took the tail down: the reads' own pool of 4 threads "
+        "(with 40, up to 40 reads at once contend for the GIL with the event loop: more API "
+        "CPU per read and a longer tail) and `gc.freeze()` at startup (`UQEVAL_GC_FREEZE`: a "
+        "full collection walked the 10^5 objects of the process, 40-55 ms here, during which "
+        "no request moved). The httpx clients are now made before the timed window (making "
+        "50 of them took about 1 s of the loop, which the first reads' latency carried: the "
+        "1.1 s maxima of the earlier httpx rows).",
         "",
         "### Throughput (sustained N = 10^4 submissions)",
         "",

@@ -45,6 +45,26 @@ class Settings(BaseSettings):
         description="API (uvicorn) processes of `uqeval serve` and `uqeval api`; each uses one "
         "core at most. Above 1 their Prometheus request metrics are summed across processes.",
     )
+    # The hot reads do one Redis round trip and a little CPU under the GIL each: a few
+    # threads keep one event loop busy; dozens only contend for the GIL.
+    read_threads: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="Threads of each API process for the polling hot paths (a submission's "
+        "status and result, a leaderboard page), apart from the pool of the other routes "
+        "(uploads are parsed there): the reads neither queue behind uploads nor crowd the GIL.",
+    )
+    # A full collection of Python's garbage collector walks every object of the process: in
+    # an API process (FastAPI, pydantic, numpy, scipy) over 10^5 of them, tens of ms during
+    # which no request moves. Frozen at startup, they are left out of every later collection.
+    gc_freeze: bool = Field(
+        default=True,
+        description="After startup each API process moves the objects it holds then (the "
+        "imported code and the app) to the garbage collector's permanent generation "
+        "(`gc.freeze`), so that collections while it serves do not walk them: shorter pauses "
+        "in the requests' tail latency. Undone at shutdown.",
+    )
     admin_key: str | None = Field(
         default=None,
         description="Admin API key; unset: one is generated at first start and printed once.",

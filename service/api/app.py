@@ -8,11 +8,13 @@ key is registered then, or one is generated at first start and logged once.
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
@@ -137,9 +139,16 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         except StoreUnavailable as exc:
             # Readiness reports it; the key is registered at the first authenticated request.
             log.warning("Redis unavailable at startup (%s); admin key not registered yet", exc)
+        app.state.read_limiter = anyio.CapacityLimiter(settings.read_threads)
+        frozen = settings.gc_freeze
+        if frozen:  # see Settings.gc_freeze
+            gc.collect()
+            gc.freeze()
         try:
             yield
         finally:
+            if frozen:
+                gc.unfreeze()
             if own:
                 app.state.store.close()
             app.state.store = None

@@ -10,15 +10,20 @@ event loop.
 The hot reads (a submission's status and result, a leaderboard page) authenticate in the same
 Redis round trip as their read instead (:meth:`service.store.Store.read_submission`,
 :meth:`service.store.Store.leaderboard_cached`): their routes take the token from the async
-:data:`TokenDep`, do all their work in one trip through the thread pool and give their verdict
-with :func:`key_required` and :func:`admitted` — the answers of :func:`current_key`.
+:data:`TokenDep`, do all their work in one trip through their own small thread pool
+(:func:`run_read`) and give their verdict with :func:`key_required` and :func:`admitted` — the
+answers of :func:`current_key`.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
+import anyio
+import anyio.to_thread
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
@@ -27,6 +32,8 @@ from service.settings import Settings
 from service.store import ApiKeyRecord, Store
 
 log = logging.getLogger("uqeval.api")
+
+T = TypeVar("T")
 
 _bearer = HTTPBearer(auto_error=False, description="API key as a bearer token.")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key header.")
@@ -44,6 +51,16 @@ def get_store(request: Request) -> Store:
 def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
+
+
+async def run_read(request: Request, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a thread of the hot reads' own small pool (``settings.read_threads``
+    threads; the app's ``read_limiter``). The reads' work is one Redis round trip and a little
+    CPU under the GIL: a few threads keep the event loop fed, while dozens of them (the shared
+    pool has 40) only contend for the GIL and stretch the tail latency. Their own pool also
+    keeps reads from queueing behind uploads being parsed in the shared one."""
+    limiter: anyio.CapacityLimiter = request.app.state.read_limiter
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=limiter)
 
 
 StoreDep = Annotated[Store, Depends(get_store)]

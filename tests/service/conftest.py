@@ -35,6 +35,8 @@ TEST_SETTINGS: dict[str, Any] = {
     "max_attempts": 3,
     "raw_retention_s": 600,
     "backend": "numpy",
+    # test processes start many apps; one test covers the default (on)
+    "gc_freeze": False,
 }
 
 

@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+import gc
 import socket
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -158,6 +163,55 @@ def test_unexpected_errors_hide_the_traceback(settings: Settings, store: Store, 
     assert err["code"] == "internal_error"
     assert "secret" not in r.text and "Traceback" not in r.text
     assert err["message"].startswith("internal error (reference ")
+
+
+def test_gc_freeze_at_startup_is_undone_at_shutdown(settings: Settings, store: Store):
+    assert Settings().gc_freeze is True  # the default
+    assert gc.get_freeze_count() == 0
+    app = create_app(settings.model_copy(update={"gc_freeze": True}), store=store)
+    with TestClient(app) as client:
+        assert gc.get_freeze_count() > 10_000  # the imported code and the app
+        assert client.get("/healthz").status_code == 200
+    assert gc.get_freeze_count() == 0
+    with TestClient(create_app(settings, store=store)) as client:  # gc_freeze=False
+        assert client.get("/healthz").status_code == 200
+        assert gc.get_freeze_count() == 0
+
+
+def test_hot_reads_run_in_their_own_small_pool(
+    settings: Settings, store: Store, monkeypatch: pytest.MonkeyPatch
+):
+    """GET /v1/submissions/{id} runs in the app's read pool: with read_threads=2, eight
+    concurrent reads (each held 0.2 s in the store, after its real Redis read) never run more
+    than two at a time, and all answer."""
+    app = create_app(settings.model_copy(update={"read_threads": 2}), store=store)
+    active = peak = 0
+    lock = threading.Lock()
+    real = store.read_submission
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        nonlocal active, peak
+        found = real(*args, **kwargs)
+        with lock:
+            active += 1
+            peak = max(peak, active)
+        time.sleep(0.2)
+        with lock:
+            active -= 1
+        return found
+
+    monkeypatch.setattr(store, "read_submission", held)
+    with TestClient(app) as client:
+        assert app.state.read_limiter.total_tokens == 2
+        with ThreadPoolExecutor(8) as pool:
+            codes = list(
+                pool.map(
+                    lambda i: client.get(f"/v1/submissions/none-{i}", headers=ADMIN).status_code,
+                    range(8),
+                )
+            )
+    assert codes == [404] * 8
+    assert peak == 2
 
 
 def test_unknown_route_and_method_use_the_error_shape(api: TestClient):

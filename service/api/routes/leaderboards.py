@@ -32,7 +32,6 @@ import logging
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
 from service import jobs, keys
@@ -43,6 +42,7 @@ from service.api.auth import (
     get_settings,
     get_store,
     key_required,
+    run_read,
 )
 from service.api.errors import ApiError
 from service.api.routes.common import errors
@@ -418,8 +418,8 @@ async def get_leaderboard(
     metric under one of the benchmark's estimators (default: the metric's own)."""
     # An async route with one trip through the thread pool: the key is read by an async
     # dependency and checked with the read (plain dependencies would each take a trip).
-    page = await run_in_threadpool(
-        serve, request, token, bench_id, metric, estimator, offset, limit, format
+    page = await run_read(
+        request, serve, request, token, bench_id, metric, estimator, offset, limit, format
     )
     if format == "csv":
         return Response(

@@ -27,6 +27,7 @@ from service.api.auth import (
     get_settings,
     get_store,
     key_required,
+    run_read,
 )
 from service.api.errors import ApiError
 from service.api.payload import BodyFormat, content_encoding, decode, media_type, read_limited
@@ -340,7 +341,7 @@ async def get_submission(request: Request, sub_id: SubId, token: TokenDep) -> Re
     # The polling hot path: an async route with one trip through the thread pool (the key is
     # read by an async dependency and checked with the read; plain dependencies would each
     # take a trip, and each Redis call a round trip).
-    return await run_in_threadpool(read, request, token, sub_id)
+    return await run_read(request, read, request, token, sub_id)
 
 
 def _detail_response(store: Store, record: SubmissionRecord, result: bytes | None) -> Response:
