@@ -29,7 +29,6 @@ __all__ = [
     "flip_is_view",
     "float_dtype",
     "namespace",
-    "reversed_argsort",
     "scatter",
     "select",
     "special",
@@ -89,17 +88,6 @@ def scatter(xp: Namespace, index: Array, values: Array) -> Array:
 def flip_is_view(xp: Namespace) -> bool:
     """Whether ``xp.flip`` of a 1-D array is a view (numpy, CuPy); torch copies."""
     return not array_api_compat.is_torch_namespace(xp)
-
-
-def reversed_argsort(xp: Namespace, values: Array, ascending: Array | None = None) -> Array:
-    """A descending argsort of ``values`` (ties in any order): the reversed view of the ascending
-    argsort (``ascending`` if given) where reversing is free (numpy, CuPy), which costs one sort
-    and nothing else; torch sorts descending itself."""
-    if flip_is_view(xp):
-        if ascending is None:
-            ascending = xp.argsort(values, stable=False)
-        return xp.flip(ascending)
-    return xp.argsort(values, descending=True, stable=False)
 
 
 def take_descending(xp: Namespace, values: Array, descending: Array) -> Array:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import array_api_compat
 import numpy as np
 
-from uqcore._backend import Array, Namespace, flip_is_view, reversed_argsort
+from uqcore._backend import Array, Namespace, flip_is_view
 from uqcore._stats import chunks, sum_of_products
 from uqcore._validation import UQValidationError, validate_sample_weight, validate_targets
 from uqcore.predictions.regression import RegressionPrediction
@@ -194,14 +194,17 @@ class Batch(_Caches):
         (they do: ties are merged into blocks or only the sorted values are used).
         """
         xp = self.xp
-        if descending:  # a reversed view of the ascending one where that is free (numpy, CuPy)
-            return self.shared(
-                f"order:{key}:desc",
-                lambda: reversed_argsort(
-                    xp, values(), self.order(key, values) if flip_is_view(xp) else None
-                ),
-            )
-        return self.shared(f"order:{key}:asc", lambda: xp.argsort(values(), stable=False))
+        if not descending:
+            return self.shared(f"order:{key}:asc", lambda: xp.argsort(values(), stable=False))
+
+        def reversed_order() -> Array:
+            # the reversed view of the ascending argsort where that is free (numpy, CuPy): one
+            # sort and nothing else; torch sorts descending itself
+            if flip_is_view(xp):
+                return xp.flip(self.order(key, values))
+            return xp.argsort(values(), descending=True, stable=False)
+
+        return self.shared(f"order:{key}:desc", reversed_order)
 
 
 class ClassificationBatch(_Caches):
