@@ -1270,7 +1270,8 @@ def report_boards(
 ) -> str:
     """The "Service: leaderboards and comparisons" section."""
     lb, cm, rds = res["leaderboard"], res["comparison"], res["board_reads"]
-    run = "python benchmarks/service.py --leaderboard" + (" --quick" if args.quick else "")
+    run = "python benchmarks/service.py" + (" --leaderboard" if args.leaderboard else "")
+    run += " --quick" if args.quick else ""
     if args.read_seconds is not None:
         run += f" --read-seconds {args.read_seconds:g}"
     st, twin = res["stacks"]
