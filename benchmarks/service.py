@@ -1284,7 +1284,9 @@ def report_boards(
         )
 
     lines = [
-        f"Run: `{run}` on {started}, {minutes:.1f} min. Machine: {machine()}; {versions()}.",
+        f"Run: `{run}` on {started}, {minutes:.1f} min"
+        + ("" if args.leaderboard else " (its leaderboard and comparison phases, run last)")
+        + f". Machine: {machine()}; {versions()}.",
         "",
         "One stack, `uqeval serve --workers 2` (the settings of the Service section: the "
         "defaults, with the per-key rate limit off, `UQEVAL_RATE_LIMIT=0`, since the readers "
