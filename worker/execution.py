@@ -322,12 +322,16 @@ def run_rank_job(
     """Compute the rank intervals of one board (:func:`worker.ranks.compute_ranks`) for the
     task delivery ``token``; returns the board version described (-1: none computed).
 
-    A board whose stored intervals are already current is left alone (a re-delivered task).
+    A board whose stored intervals are already current is left alone (a re-delivered task,
+    or a reader that claimed the job just before another job wrote them), and the claim it
+    was queued under is released: left to its reader's TTL (minutes), it would keep the next
+    change of the board from queueing a job, and the board stale, that long.
     While it computes, the job holds its board's claim with a heartbeat-length TTL, so that
     a job lost with its worker is queued again by the next leaderboard read.
     """
     doc = store.get_ranks(bench_id, metric, rule)
     if doc is not None and doc.get("version") == store.leaderboard_version(bench_id):
+        store.release_ranks(bench_id, metric, rule)
         return int(doc["version"])
     ttl = settings.heartbeat_ttl_s
     store.hold_ranks(bench_id, metric, rule, token, ttl, take=True)

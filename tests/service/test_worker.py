@@ -13,11 +13,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from service import jobs
+from service import jobs, keys
 from service.settings import Settings
 from service.store import Store, SubmissionRecord
 from tests.service.conftest import WorkerProcess, clear_store
 from worker.backend import select_backend
+from worker.execution import run_rank_job
 
 WAIT_S = 90.0  # generous: the machine may be busy; no test relies on speed
 
@@ -196,6 +197,23 @@ def test_cancel_a_running_job(store: Store, settings: Settings) -> None:
     assert done.status == "cancelled"
     assert store.get_result(rec.id) is None
     assert store.job_stats()["cancelled"] == 1
+
+
+def test_a_rank_job_that_finds_its_board_current_releases_the_claim(
+    store: Store, settings: Settings
+) -> None:
+    """A reader saw stale intervals and claimed the rank job just as another job wrote current
+    ones: the queued job finds them current and does nothing — but releases the reader's
+    claim, so that the board's next change queues its job at once (not after the claim's
+    600 s)."""
+    bench = "bench_claimed"
+    version = store.leaderboard_version(bench)
+    store.put_ranks(bench, "mae", "best", {"version": version, "entries": {}})
+    lock = keys.ranks_lock(bench, "mae", "best")
+    assert store.claim_ranks(bench, "mae", "best", 600.0)  # the reader's claim
+    assert run_rank_job(store, settings, bench, "mae", "best", token="t1") == version
+    assert not store.client.exists(lock)
+    assert store.claim_ranks(bench, "mae", "best", 600.0)  # the next reader can queue a job
 
 
 def test_live_worker_is_announced(store: Store, worker: WorkerProcess) -> None:
