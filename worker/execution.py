@@ -73,6 +73,12 @@ class Interrupter:
     thread raise at its next bytecode (a numpy call in progress finishes first). Arming and
     firing share a lock, and disarming clears a pending exception, so it can only surface
     inside the armed region (see :func:`run_job`).
+
+    Python drops an exception raised inside a finalizer (``__del__``, e.g. of a connection
+    the garbage collector frees in the computing thread): an asynchronous one that lands
+    there is lost. The heartbeat therefore sends it again while the thread stays armed
+    (:class:`JobHeartbeat`, every :data:`RESEND_BEATS` beats), and :meth:`disarm` is safe
+    against a resent one arriving while the first unwinds.
     """
 
     def __init__(self) -> None:
@@ -89,6 +95,17 @@ class Interrupter:
             if target is not None:
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(target), None)
 
+    def disarm_now(self) -> None:
+        """:meth:`disarm`, also when a resent interrupt lands before it takes the lock (that
+        one is dropped: the first is already in flight, or the next checkpoint stops the job,
+        since the heartbeat's flag is set)."""
+        while True:
+            try:
+                self.disarm()
+                return
+            except Stop:
+                continue
+
     def interrupt(self, exc: type[Stop]) -> bool:
         """Raise ``exc`` in the armed thread; False when not armed."""
         with self._lock:
@@ -98,6 +115,11 @@ class Interrupter:
                 ctypes.c_ulong(self._target), ctypes.py_object(exc)
             )
             return True
+
+
+#: Beats between two sends of the same interrupt while the computation stays armed (the
+#: first may have been dropped in a finalizer, see :class:`Interrupter`).
+RESEND_BEATS = 2
 
 
 class JobHeartbeat(threading.Thread):
@@ -120,6 +142,7 @@ class JobHeartbeat(threading.Thread):
         self.stopped = threading.Event()
         self.cancelled = threading.Event()
         self.lost = threading.Event()
+        self._beats_since_sent = 0
 
     def beat(self) -> None:
         try:
@@ -129,16 +152,23 @@ class JobHeartbeat(threading.Thread):
         except StoreUnavailable as exc:  # keep trying: the TTL decides when the job is orphaned
             log.warning("heartbeat of %s failed: %s", self.sub_id, exc)
             return
-        # Interrupt once, on the transition: a second exception could land in the handler
-        # of the first.
-        if not held and not self.lost.is_set():
-            self.lost.set()
-            if self.interrupter is not None:
-                self.interrupter.interrupt(Lost)
-        elif held and cancel and not self.cancelled.is_set():
-            self.cancelled.set()
-            if self.interrupter is not None:
-                self.interrupter.interrupt(Cancelled)
+        # Interrupt on the transition, and again every RESEND_BEATS beats while the
+        # computation is still armed (the first may have been dropped in a finalizer).
+        if not held:
+            self._send(self.lost, Lost)
+        elif cancel:
+            self._send(self.cancelled, Cancelled)
+
+    def _send(self, flag: threading.Event, exc: type[Stop]) -> None:
+        if not flag.is_set():
+            flag.set()
+            self._beats_since_sent = 0
+        elif self._beats_since_sent < RESEND_BEATS - 1:
+            self._beats_since_sent += 1
+            return
+        self._beats_since_sent = 0
+        if self.interrupter is not None:
+            self.interrupter.interrupt(exc)
 
     def check(self) -> None:
         """Raise Lost or Cancelled when the job must stop (a checkpoint)."""
@@ -220,7 +250,7 @@ def run_job(
                     load_s=load_s,
                 )
             finally:
-                interrupter.disarm()
+                interrupter.disarm_now()
             checkpoint(99.0)
         except Cancelled:
             return store.mark_cancelled(sub_id)
@@ -265,7 +295,7 @@ def run_job(
             log.info("result of %s not written: job is %s", sub_id, outcome)
         return outcome
     finally:
-        interrupter.disarm()
+        interrupter.disarm_now()
         heartbeat.stop()
 
 

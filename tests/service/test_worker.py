@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -443,6 +444,56 @@ def test_cancel_interrupts_a_long_phase(
         assert outcome == ["cancelled"] and finished == []
         got = st.get_submission(rec.id)
         assert got is not None and got.status == "cancelled"
+    finally:
+        st.client.flushdb()
+        st.close()
+
+
+def test_an_interrupt_dropped_in_a_finalizer_is_sent_again(
+    store: Store, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python drops an exception raised inside ``__del__``: a Cancelled that lands in a
+    finalizer running in the computing thread (here one that runs for several beats) is lost,
+    and the heartbeat sends it again while the computation is still armed, so the
+    computation stops there and not at the next checkpoint."""
+    from worker.execution import Cancelled, Interrupter, JobHeartbeat
+
+    assert settings.redis_url is not None
+    url = settings.redis_url.rsplit("/", 1)[0] + "/6"  # a database without workers
+    fast = settings.model_copy(update={"redis_url": url, "heartbeat_interval_s": 0.05})
+    st = Store.from_url(url, fast)
+    st.client.flushdb()
+    dropped: list[type[BaseException] | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: dropped.append(u.exc_type))
+    interrupter = Interrupter()
+    try:
+        rec = submit(st, fast, gaussian_arrays(10))
+        assert st.mark_running(rec.id, "t1", fast.heartbeat_ttl_s, 3, "w")[0] == "started"
+        assert st.cancel_submission(rec.id) is not None  # requested while it runs
+        heartbeat = JobHeartbeat(st, fast, rec.id, "t1", interrupter)
+
+        class Finalized:
+            def __del__(self) -> None:
+                heartbeat.start()  # it sees the request at its first beat
+                end = time.monotonic() + 20 * fast.heartbeat_interval_s
+                while time.monotonic() < end:
+                    pass
+
+        interrupter.arm()
+        stopped_at = None
+        deadline = time.monotonic() + 30.0
+        try:
+            obj = Finalized()
+            del obj  # the first Cancelled lands in __del__ and is dropped
+            while time.monotonic() < deadline:
+                pass
+        except Cancelled:
+            stopped_at = time.monotonic()
+        finally:
+            interrupter.disarm_now()
+            heartbeat.stop()
+        assert dropped == [Cancelled]
+        assert stopped_at is not None and stopped_at < deadline
     finally:
         st.client.flushdb()
         st.close()
