@@ -783,9 +783,9 @@ def _bin_sums_by_sigma(
     batch: Batch, rows: _BySigma, cuts: list[int]
 ) -> tuple[np.ndarray[Any, Any], ...]:
     """Per-bin weight, Σ wσ² and Σ we² of the contiguous runs rows[cuts[j]:cuts[j+1]] of the
-    ascending σ order: sums of products over each run (no N-sized temporary), the weights from
-    the positions (unweighted) or one cumulative sum. A bin is a set of σ *values*, so a run
-    holds the same rows for every order of tied σ."""
+    ascending σ order: sums of products over each run (no N-sized temporary), the weight of a
+    run its length (unweighted) or the sum of its weights. A bin is a set of σ *values*, so a
+    run holds the same rows for every order of tied σ."""
     xp = batch.xp
     s, e, w = rows.sigma, rows.abs_error, rows.weights
     m = len(cuts) - 1
