@@ -17,18 +17,23 @@ from worker import runtime
 from worker.celery_app import app
 from worker.execution import run_comparison_job, run_job, run_rank_job
 
+#: The options every task shares: late acknowledgement, re-queued when its worker process dies
+#: (also the app-wide defaults in :func:`service.celery_config.celery_conf`, repeated here so a
+#: task keeps them whatever app it is bound to), and up to 5 retries with exponential backoff
+#: and jitter on transient Redis errors.
+TASK_OPTIONS: dict[str, Any] = {
+    "bind": True,
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "autoretry_for": (StoreUnavailable,),
+    "retry_backoff": 1,
+    "retry_backoff_max": 30,
+    "retry_jitter": True,
+    "max_retries": 5,
+}
 
-@app.task(  # type: ignore[untyped-decorator]
-    name=TASK_NAME,
-    bind=True,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(StoreUnavailable,),
-    retry_backoff=1,
-    retry_backoff_max=30,
-    retry_jitter=True,
-    max_retries=5,
-)
+
+@app.task(name=TASK_NAME, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
 def evaluate(self: Any, submission_id: str) -> str:
     """Evaluate the stored submission ``submission_id`` (see :func:`run_job`)."""
     return run_job(
@@ -41,16 +46,7 @@ def evaluate(self: Any, submission_id: str) -> str:
     )
 
 
-@app.task(  # type: ignore[untyped-decorator]
-    name=RANKS_TASK_NAME,
-    bind=True,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(StoreUnavailable,),
-    retry_backoff=1,
-    retry_backoff_max=30,
-    max_retries=5,
-)
+@app.task(name=RANKS_TASK_NAME, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
 def leaderboard_ranks(self: Any, bench_id: str, metric: str, rule: str) -> int:
     """Compute the rank intervals of one leaderboard (see :func:`run_rank_job`); returns the
     board version described."""
@@ -59,16 +55,7 @@ def leaderboard_ranks(self: Any, bench_id: str, metric: str, rule: str) -> int:
     )
 
 
-@app.task(  # type: ignore[untyped-decorator]
-    name=COMPARE_TASK_NAME,
-    bind=True,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(StoreUnavailable,),
-    retry_backoff=1,
-    retry_backoff_max=30,
-    max_retries=5,
-)
+@app.task(name=COMPARE_TASK_NAME, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
 def compare_submissions(self: Any, comparison_id: str) -> str:
     """Run comparison ``comparison_id`` (see :func:`run_comparison_job`)."""
     return run_comparison_job(
