@@ -26,6 +26,7 @@ RUN mkdir -p uqcore service worker \
 COPY uqcore ./uqcore
 COPY service ./service
 COPY worker ./worker
+COPY uqeval ./uqeval
 RUN pip install --no-deps ".${EXTRAS:+[$EXTRAS]}"
 
 FROM ${PYTHON_IMAGE} AS runtime

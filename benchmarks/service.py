@@ -1,6 +1,6 @@
 """The evaluation service end to end: ``uqeval serve`` on loopback, driven over HTTP.
 
-Each stack is started exactly as a user starts it: ``python -m service.cli serve`` (= ``uqeval
+Each stack is started exactly as a user starts it: ``python -m uqeval serve`` (= ``uqeval
 serve``) with ``--data-dir`` in a temporary directory, ``--port`` a free port on 127.0.0.1 and
 ``--workers`` 1 or 2, with default settings (every ``UQEVAL_*`` variable and ``REDIS_URL``
 removed from the environment, ``UQEVAL_ADMIN_KEY`` set). It therefore runs a managed Redis
@@ -241,7 +241,7 @@ class Stack:
             [
                 sys.executable,
                 "-m",
-                "service.cli",
+                "uqeval",
                 "serve",
                 "--host",
                 "127.0.0.1",

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from service.cli import build_parser
 from service.settings import Settings
+from uqeval.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -183,7 +183,7 @@ def serve(args: argparse.Namespace) -> int:
         for i in range(args.workers):
             workers.append(
                 _spawn(
-                    [sys.executable, "-m", "service.cli", "worker", "--name", f"w{i + 1}"],
+                    [sys.executable, "-m", "uqeval", "worker", "--name", f"w{i + 1}"],
                     env,
                     logs / f"worker-{i + 1}.log",
                 )
