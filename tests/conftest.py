@@ -1,4 +1,5 @@
-"""Shared fixtures: array backends (numpy, array_api_strict, torch CPU when installed)."""
+"""Shared fixtures: array backends (numpy, array_api_strict, torch CPU when installed) and,
+through :mod:`tests.stack`, the running stack (Redis, store, Celery worker)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,10 @@ import importlib
 from typing import Any
 
 import pytest
+
+#: The Redis server, settings, store and Celery worker fixtures (tests/stack.py), for every
+#: directory that runs the service: service, worker, reliability, uqeval.
+pytest_plugins = ["tests.stack"]
 
 
 def _backends() -> list[Any]:

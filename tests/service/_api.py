@@ -29,7 +29,7 @@ import uvicorn
 from service.api.app import create_app
 from service.settings import Settings
 from service.store import Store
-from tests.service.conftest import TEST_SETTINGS, clear_store
+from tests.stack import TEST_SETTINGS, clear_store
 
 with warnings.catch_warnings():
     # Starlette suggests another httpx distribution; the test client works as it is.

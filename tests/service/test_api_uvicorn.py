@@ -24,7 +24,7 @@ from tests.service._api import (
     gaussian_npz,
     wait_terminal,
 )
-from tests.service.conftest import settings_env
+from tests.stack import settings_env
 
 pytest_plugins = ["tests.service._api"]
 

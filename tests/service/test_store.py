@@ -31,7 +31,7 @@ from service.store import (
     now_iso,
     sha256_hex,
 )
-from tests.service.conftest import clear_store
+from tests.stack import clear_store
 
 
 def make_record(owner: str = "key_a", *, queue: str = "cpu", n: int = 4) -> SubmissionRecord:

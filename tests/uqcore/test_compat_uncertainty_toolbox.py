@@ -78,6 +78,7 @@ def test_average_parts_without_scoring() -> None:
     )
 
 
+@pytest.mark.slow
 def test_adversarial_part_agrees_in_distribution() -> None:
     mu, sd, y = _data(50, 4)
     np.random.seed(4)  # noqa: NPY002  (the peer draws from the legacy global RNG)

@@ -86,6 +86,7 @@ def test_quantiles_kind_is_supported() -> None:
     assert math.isclose(r["score_mean"][-1], metric("ece", pred, y), rel_tol=1e-12)
 
 
+@pytest.mark.slow
 def test_agrees_in_distribution_with_uncertainty_toolbox() -> None:
     n, runs, ours_runs = 60, 10, 100
     pred, y, mu, sd = _data(n, 7)

@@ -20,7 +20,7 @@ from service.redis_server import ManagedRedis
 from service.settings import Settings
 from service.store import Store, StoreUnavailable, SubmissionRecord, now_iso
 from tests.service._api import ADMIN, NPZ, TestClient, new_key, npz_bytes, wait_terminal
-from tests.service.conftest import TEST_SETTINGS, WorkerProcess
+from tests.stack import TEST_SETTINGS, WorkerProcess
 from uqcore import predictions as P
 from uqcore.stability import compare, rank_distribution
 
@@ -279,6 +279,7 @@ def killable(own: tuple[Store, Settings], tmp_path: Path) -> Iterator[dict[str, 
             worker.stop()
 
 
+@pytest.mark.slow
 def test_rank_job_killed_mid_job_is_queued_again_and_completes_once(
     killable: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -340,6 +341,7 @@ def test_rank_job_killed_mid_job_is_queued_again_and_completes_once(
     assert not store.client.exists(lock)
 
 
+@pytest.mark.slow
 def test_comparison_killed_mid_job_is_requeued_and_completes_once(
     killable: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -18,8 +18,8 @@ import httpx
 import numpy as np
 import pytest
 
-from service.cli import build_parser, main
-from tests.service.conftest import ROOT
+from tests.stack import ROOT
+from uqeval.cli import build_parser, main
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -78,6 +78,7 @@ def read_banner(proc: subprocess.Popen[str], timeout_s: float = 90.0) -> dict[st
     raise AssertionError(f"no banner within {timeout_s} s: {banner}")
 
 
+@pytest.mark.slow
 def test_serve_runs_a_job_and_stops_cleanly(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("UQEVAL_")}
     env.pop("REDIS_URL", None)
@@ -88,7 +89,7 @@ def test_serve_runs_a_job_and_stops_cleanly(tmp_path: Path) -> None:
         PYTHONPATH=str(ROOT),
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve", "--port", "0", "--data-dir", str(tmp_path)],
+        [sys.executable, "-m", "uqeval", "serve", "--port", "0", "--data-dir", str(tmp_path)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -193,6 +194,7 @@ def process_count(metrics_dir: Path, pid: int, tmp: Path) -> float:
     return route_count(generate_latest(registry).decode())
 
 
+@pytest.mark.slow
 def test_serve_with_two_api_processes(tmp_path: Path) -> None:
     """``--api-workers 2``: two uvicorn processes serve the port (each answers reads, the
     same bytes), ``GET /metrics`` — whichever answers it — counts the requests of both, and
@@ -205,7 +207,7 @@ def test_serve_with_two_api_processes(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "service.cli",
+            "uqeval",
             "serve",
             "--port",
             "0",
@@ -325,7 +327,7 @@ def test_worker_without_redis_url_says_so(capsys: pytest.CaptureFixture[str]) ->
     env = {k: v for k, v in os.environ.items() if not k.startswith("UQEVAL_")}
     env.pop("REDIS_URL", None)
     out = subprocess.run(
-        [sys.executable, "-m", "service.cli", "worker"],
+        [sys.executable, "-m", "uqeval", "worker"],
         cwd=ROOT,
         env={**env, "PYTHONPATH": str(ROOT)},
         capture_output=True,

@@ -1,6 +1,7 @@
-"""Service fixtures: a real Redis server and a real Celery worker (never eager mode).
+"""The running stack for tests: a real Redis server and a real Celery worker (never eager mode).
 
-Session-scoped per pytest process, so every pytest-xdist worker runs its own server (free port,
+Loaded for every test directory as a plugin of the root ``tests/conftest.py`` (the service,
+worker, reliability and command-line tests share it). Session-scoped per pytest process, so every pytest-xdist worker runs its own server (free port,
 own data directory) and its own Celery worker subprocess: nothing is shared between them.
 ``store`` removes every ``uqeval:`` key after each test (Celery's own keys stay, so the
 session worker keeps its queues).
@@ -25,7 +26,7 @@ from service.redis_server import ManagedRedis
 from service.settings import Settings
 from service.store import Store
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 #: Short heartbeats so that orphaned jobs are detected within seconds in the tests.
 TEST_SETTINGS: dict[str, Any] = {

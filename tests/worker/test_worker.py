@@ -17,7 +17,7 @@ import pytest
 from service import jobs, keys
 from service.settings import Settings
 from service.store import Store, SubmissionRecord
-from tests.service.conftest import WorkerProcess, clear_store
+from tests.stack import WorkerProcess, clear_store
 from worker.backend import select_backend
 from worker.execution import run_rank_job
 
@@ -234,6 +234,7 @@ def test_auto_backend_without_cuda_is_numpy_or_gpu() -> None:
         select_backend("tpu")
 
 
+@pytest.mark.slow
 def test_worker_killed_mid_job_completes_once(
     settings: Settings, tmp_path: Path, session_settings: Settings
 ) -> None:
@@ -499,12 +500,13 @@ def test_an_interrupt_dropped_in_a_finalizer_is_sent_again(
         st.close()
 
 
+@pytest.mark.slow
 def test_pool_child_killed_mid_job_is_redelivered_and_completes_once(
     settings: Settings, tmp_path: Path
 ) -> None:
     """Prefork pool: SIGKILL the child running the job; the parent rejects the message
     (reject_on_worker_lost), it is delivered again and the job completes once (attempt 2)."""
-    from tests.service.test_cli import descendants
+    from tests.uqeval.test_cli import descendants
 
     assert settings.redis_url is not None
     url = settings.redis_url.rsplit("/", 1)[0] + "/6"
