@@ -1,7 +1,11 @@
-"""Seeded factories of predictions and targets for every regression kind (numpy, float64)."""
+"""Seeded factories of test data: predictions and targets for every regression kind (numpy,
+float64), classification batches, and the request bodies of the service (JSON and NPZ)."""
 
 from __future__ import annotations
 
+import gzip
+import io
+import json
 from typing import Any
 
 import numpy as np
@@ -149,3 +153,50 @@ def make_classification(
         alpha = np.exp(logits[0] / 2.0) + (0.0 if not ties else 1.0)
         return P.Dirichlet(alpha, estimates=est), y, targets
     raise ValueError(kind)
+
+
+# --- request bodies of the service ----------------------------------------------------------
+
+
+def gaussian_arrays(n: int = 64, seed: int = 0) -> dict[str, np.ndarray]:
+    """A seeded Gaussian batch: mean, std and targets drawn from the predictive law."""
+    rng = np.random.default_rng(seed)
+    mean = rng.normal(size=n)
+    std = rng.uniform(0.5, 1.5, size=n)
+    y = mean + std * rng.normal(size=n)
+    return {"mean": mean, "std": std, "y": y}
+
+
+def gaussian_json(n: int = 64, seed: int = 0, **fields: Any) -> dict[str, Any]:
+    """A JSON submission body of a Gaussian batch (``fields`` override/add top-level members)."""
+    a = gaussian_arrays(n, seed)
+    body: dict[str, Any] = {
+        "model_name": "test-model",
+        "metadata": {"seed": seed},
+        "prediction": {"kind": "gaussian", "mean": a["mean"].tolist(), "std": a["std"].tolist()},
+        "y": a["y"].tolist(),
+        "analyses": {"metrics": ["mae", "nll", "crps"]},
+    }
+    body.update(fields)
+    return body
+
+
+def npz_bytes(request: dict[str, Any] | None, compressed: bool = False, **arrays: Any) -> bytes:
+    """An NPZ body: ``arrays`` as members plus ``request`` (JSON) when given."""
+    buf = io.BytesIO()
+    members = dict(arrays)
+    if request is not None:
+        members["request"] = np.array(json.dumps(request))
+    (np.savez_compressed if compressed else np.savez)(buf, **members)
+    return buf.getvalue()
+
+
+def gaussian_npz(n: int = 64, seed: int = 0, **request: Any) -> bytes:
+    a = gaussian_arrays(n, seed)
+    req = {"kind": "gaussian", "model_name": "npz-model", "analyses": {"metrics": ["mae"]}}
+    req.update(request)
+    return npz_bytes(req, **a)
+
+
+def gz(data: bytes) -> bytes:
+    return gzip.compress(data, compresslevel=1)

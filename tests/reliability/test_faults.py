@@ -19,7 +19,8 @@ from service.api.app import create_app
 from service.redis_server import ManagedRedis
 from service.settings import Settings
 from service.store import Store, StoreUnavailable, SubmissionRecord, now_iso
-from tests.service._api import ADMIN, NPZ, TestClient, new_key, npz_bytes, wait_terminal
+from tests.factories import npz_bytes
+from tests.service._api import ADMIN, NPZ, TestClient, new_key, wait_terminal
 from tests.stack import TEST_SETTINGS, WorkerProcess
 from uqcore import predictions as P
 from uqcore.stability import compare, rank_distribution

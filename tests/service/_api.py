@@ -1,4 +1,5 @@
-"""Fixtures and helpers of the API tests: clients on the app, keys, bodies, polling.
+"""Fixtures and helpers of the API tests: clients on the app, keys, polling (the
+request bodies are in :mod:`tests.factories`).
 
 Test modules load the fixtures with ``pytest_plugins = ["tests.service._api"]`` and import the
 helpers; ``conftest.py`` provides the Redis server, ``settings``, ``store`` and the Celery
@@ -12,9 +13,6 @@ test modules and by doctest collection), so its asserts carry their own messages
 
 from __future__ import annotations
 
-import gzip
-import io
-import json
 import threading
 import time
 import warnings
@@ -22,7 +20,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-import numpy as np
 import pytest
 import uvicorn
 
@@ -41,55 +38,6 @@ __all__ = ["TestClient"]
 ADMIN_KEY: str = TEST_SETTINGS["admin_key"]
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 TERMINAL = {"succeeded", "failed", "cancelled"}
-
-# --------------------------------------------------------------------------------------------
-# bodies
-# --------------------------------------------------------------------------------------------
-
-
-def gaussian_arrays(n: int = 64, seed: int = 0) -> dict[str, np.ndarray]:
-    """A seeded Gaussian batch: mean, std and targets drawn from the predictive law."""
-    rng = np.random.default_rng(seed)
-    mean = rng.normal(size=n)
-    std = rng.uniform(0.5, 1.5, size=n)
-    y = mean + std * rng.normal(size=n)
-    return {"mean": mean, "std": std, "y": y}
-
-
-def gaussian_json(n: int = 64, seed: int = 0, **fields: Any) -> dict[str, Any]:
-    """A JSON submission body of a Gaussian batch (``fields`` override/add top-level members)."""
-    a = gaussian_arrays(n, seed)
-    body: dict[str, Any] = {
-        "model_name": "test-model",
-        "metadata": {"seed": seed},
-        "prediction": {"kind": "gaussian", "mean": a["mean"].tolist(), "std": a["std"].tolist()},
-        "y": a["y"].tolist(),
-        "analyses": {"metrics": ["mae", "nll", "crps"]},
-    }
-    body.update(fields)
-    return body
-
-
-def npz_bytes(request: dict[str, Any] | None, compressed: bool = False, **arrays: Any) -> bytes:
-    """An NPZ body: ``arrays`` as members plus ``request`` (JSON) when given."""
-    buf = io.BytesIO()
-    members = dict(arrays)
-    if request is not None:
-        members["request"] = np.array(json.dumps(request))
-    (np.savez_compressed if compressed else np.savez)(buf, **members)
-    return buf.getvalue()
-
-
-def gaussian_npz(n: int = 64, seed: int = 0, **request: Any) -> bytes:
-    a = gaussian_arrays(n, seed)
-    req = {"kind": "gaussian", "model_name": "npz-model", "analyses": {"metrics": ["mae"]}}
-    req.update(request)
-    return npz_bytes(req, **a)
-
-
-def gz(data: bytes) -> bytes:
-    return gzip.compress(data, compresslevel=1)
-
 
 NPZ = {"Content-Type": "application/x-npz"}
 

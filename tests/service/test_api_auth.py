@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.service._api import ADMIN, ADMIN_KEY, TestClient, error_of, gaussian_json, new_key
+from tests.factories import gaussian_json
+from tests.service._api import ADMIN, ADMIN_KEY, TestClient, error_of, new_key
 
 pytest_plugins = ["tests.service._api"]
 

@@ -14,16 +14,8 @@ import pytest
 from service import keys
 from service.settings import Settings
 from service.store import Store
-from tests.service._api import (
-    ADMIN,
-    NPZ,
-    TestClient,
-    error_of,
-    gaussian_arrays,
-    new_key,
-    npz_bytes,
-    wait_terminal,
-)
+from tests.factories import gaussian_arrays, npz_bytes
+from tests.service._api import ADMIN, NPZ, TestClient, error_of, new_key, wait_terminal
 from uqcore import evaluate
 from uqcore import predictions as P
 

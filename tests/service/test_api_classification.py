@@ -11,7 +11,8 @@ import pytest
 import uqcore
 from service.kinds import build_prediction
 from service.store import Store
-from tests.service._api import NPZ, TestClient, error_of, npz_bytes, wait_terminal
+from tests.factories import npz_bytes
+from tests.service._api import NPZ, TestClient, error_of, wait_terminal
 from uqcore.predictions import classification as PC
 
 pytest_plugins = ["tests.service._api"]

@@ -17,7 +17,8 @@ import pytest
 
 import uqcore
 from service.store import Store
-from tests.service._api import ADMIN, NPZ, TestClient, error_of, new_key, npz_bytes, wait_terminal
+from tests.factories import npz_bytes
+from tests.service._api import ADMIN, NPZ, TestClient, error_of, new_key, wait_terminal
 from uqcore.predictions import classification as PC
 from uqcore.stability import bootstrap, compare, rank_distribution
 

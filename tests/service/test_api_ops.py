@@ -17,7 +17,8 @@ from service.api.app import create_app
 from service.kinds import CLASSIFICATION_KINDS, REGRESSION_KINDS
 from service.settings import Settings
 from service.store import Store
-from tests.service._api import ADMIN, TestClient, error_of, gaussian_json, wait_terminal
+from tests.factories import gaussian_json
+from tests.service._api import ADMIN, TestClient, error_of, wait_terminal
 from uqcore import registry
 
 pytest_plugins = ["tests.service._api"]

@@ -13,7 +13,8 @@ import pytest
 
 from service.api.errors import ApiError
 from service.api.payload import read_limited
-from tests.service._api import NPZ, TestClient, error_of, gaussian_json, gaussian_npz, gz, new_key
+from tests.factories import gaussian_json, gaussian_npz, gz
+from tests.service._api import NPZ, TestClient, error_of, new_key
 
 pytest_plugins = ["tests.service._api"]
 

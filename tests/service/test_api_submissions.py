@@ -10,16 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.service._api import (
-    NPZ,
-    TestClient,
-    error_of,
-    gaussian_arrays,
-    gaussian_json,
-    new_key,
-    npz_bytes,
-    wait_terminal,
-)
+from tests.factories import gaussian_arrays, gaussian_json, npz_bytes
+from tests.service._api import NPZ, TestClient, error_of, new_key, wait_terminal
 
 pytest_plugins = ["tests.service._api"]
 

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.service._api import ADMIN, TestClient, error_of, gaussian_json, new_key, wait_terminal
+from tests.factories import gaussian_json
+from tests.service._api import ADMIN, TestClient, error_of, new_key, wait_terminal
 
 pytest_plugins = ["tests.service._api"]
 

@@ -15,15 +15,8 @@ from pathlib import Path
 import httpx
 
 from service.settings import Settings
-from tests.service._api import (
-    ADMIN,
-    NPZ,
-    LiveServer,
-    error_of,
-    gaussian_json,
-    gaussian_npz,
-    wait_terminal,
-)
+from tests.factories import gaussian_json, gaussian_npz
+from tests.service._api import ADMIN, NPZ, LiveServer, error_of, wait_terminal
 from tests.stack import settings_env
 
 pytest_plugins = ["tests.service._api"]

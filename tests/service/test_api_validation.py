@@ -11,15 +11,8 @@ import numpy as np
 import pytest
 
 from service.store import Store
-from tests.service._api import (
-    NPZ,
-    TestClient,
-    error_of,
-    gaussian_arrays,
-    gaussian_json,
-    new_key,
-    npz_bytes,
-)
+from tests.factories import gaussian_arrays, gaussian_json, npz_bytes
+from tests.service._api import NPZ, TestClient, error_of, new_key
 
 pytest_plugins = ["tests.service._api"]
 

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.service._api import ADMIN_KEY, LiveServer, gaussian_arrays
+from tests.factories import gaussian_arrays
+from tests.service._api import ADMIN_KEY, LiveServer
 
 pytest_plugins = ["tests.service._api"]
 

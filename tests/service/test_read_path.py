@@ -26,7 +26,8 @@ from service.api.app import create_app
 from service.api.routes.submissions import _detail_response
 from service.settings import Settings
 from service.store import Store, sha256_hex
-from tests.service._api import ADMIN, TestClient, error_of, gaussian_json, new_key
+from tests.factories import gaussian_json
+from tests.service._api import ADMIN, TestClient, error_of, new_key
 
 pytest_plugins = ["tests.service._api"]
 

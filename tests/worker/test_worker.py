@@ -17,18 +17,12 @@ import pytest
 from service import jobs, keys
 from service.settings import Settings
 from service.store import Store, SubmissionRecord
+from tests.factories import gaussian_arrays
 from tests.stack import WorkerProcess, clear_store
 from worker.backend import select_backend
 from worker.execution import run_rank_job
 
 WAIT_S = 90.0  # generous: the machine may be busy; no test relies on speed
-
-
-def gaussian_arrays(n: int, seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    mean = rng.normal(size=n)
-    std = rng.uniform(0.5, 2.0, size=n)
-    return {"mean": mean, "std": std, "y": mean + std * rng.normal(size=n)}
 
 
 def submit(
