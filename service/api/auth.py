@@ -1,18 +1,15 @@
-"""Authentication and the other dependencies of the routes: store, settings, the caller's key.
+"""Authentication of API keys: the verdicts on a key (401, 429), the admin key's registration,
+and the thread pool of the hot reads that authenticate in the same Redis round trip as their read.
 
-API keys travel in ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``; the store keeps
-only their SHA-256 and compares in constant time (:meth:`service.store.Store.authenticate`).
-Submitter keys are rate limited per key (``settings.rate_limit`` requests per fixed window,
-counted in Redis, :meth:`service.store.Store.hit_rate`): :func:`current_key` is a plain
-function, so FastAPI runs it — and its Redis round trips — in the thread pool, never on the
-event loop.
-
-The hot reads (a submission's status and result, a leaderboard page) authenticate in the same
-Redis round trip as their read instead (:meth:`service.store.Store.read_submission`,
-:meth:`service.store.Store.leaderboard_cached`): their routes take the token from the async
-:data:`TokenDep`, do all their work in one trip through their own small thread pool
-(:func:`run_read`) and give their verdict with :func:`key_required` and :func:`admitted` — the
-answers of :func:`current_key`.
+The routes get the caller's key through the dependencies of :mod:`service.api.deps`
+(:data:`~service.api.deps.KeyDep`, :data:`~service.api.deps.AdminDep`), whose
+:func:`~service.api.deps.current_key` gives its verdict with :func:`key_required` and
+:func:`admitted`. The hot reads (a submission's status and result, a leaderboard page)
+authenticate in the same Redis round trip as their read instead
+(:meth:`service.store.Store.read_submission`, :meth:`service.store.Store.leaderboard_cached`):
+their routes take the token from the async :data:`~service.api.deps.TokenDep`, do all their
+work in one trip through their own small thread pool (:func:`run_read`) and give the same
+verdicts with :func:`key_required` and :func:`admitted`.
 """
 
 from __future__ import annotations
@@ -20,12 +17,11 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
-from fastapi import Depends, Request
-from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import Request
 
 from service.api.errors import ApiError
 from service.settings import Settings
@@ -35,22 +31,7 @@ log = logging.getLogger("uqeval.api")
 
 T = TypeVar("T")
 
-_bearer = HTTPBearer(auto_error=False, description="API key as a bearer token.")
-_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key header.")
-
 UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Bearer realm="uq-eval"'}
-
-
-def get_store(request: Request) -> Store:
-    store: Store | None = getattr(request.app.state, "store", None)
-    if store is None:
-        raise ApiError(503, "the service is starting; retry later", headers={"Retry-After": "1"})
-    return store
-
-
-def get_settings(request: Request) -> Settings:
-    settings: Settings = request.app.state.settings
-    return settings
 
 
 async def run_read(request: Request, fn: Callable[..., T], *args: Any) -> T:
@@ -61,43 +42,6 @@ async def run_read(request: Request, fn: Callable[..., T], *args: Any) -> T:
     keeps reads from queueing behind uploads being parsed in the shared one."""
     limiter: anyio.CapacityLimiter = request.app.state.read_limiter
     return await anyio.to_thread.run_sync(functools.partial(fn, *args), limiter=limiter)
-
-
-StoreDep = Annotated[Store, Depends(get_store)]
-SettingsDep = Annotated[Settings, Depends(get_settings)]
-
-
-def _token(bearer: HTTPAuthorizationCredentials | None, header: str | None) -> str | None:
-    if bearer is not None and bearer.credentials:
-        return bearer.credentials
-    return header or None
-
-
-def current_key(
-    request: Request,
-    store: StoreDep,
-    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    header: Annotated[str | None, Depends(_header)],
-) -> ApiKeyRecord:
-    """The caller's key record; 401 when the key is missing, unknown or revoked, 429 when its
-    rate limit is spent."""
-    token = _token(bearer, header)
-    if token is None:
-        raise key_required()
-    ensure_admin_key(request, store)
-    record = store.authenticate(token)
-    settings: Settings = request.app.state.settings
-    wait = None
-    if record is not None and settings.rate_limit > 0 and record.role != "admin":
-        wait = store.hit_rate(record.key_id, settings.rate_limit, settings.rate_limit_window_s)
-    return admitted(settings, record, wait)
-
-
-def admin_key(key: Annotated[ApiKeyRecord, Depends(current_key)]) -> ApiKeyRecord:
-    """The caller's key, which must be an admin key (403 otherwise)."""
-    if key.role != "admin":
-        raise ApiError(403, "this route needs an admin key")
-    return key
 
 
 def ensure_admin_key(request: Request, store: Store) -> None:
@@ -116,28 +60,8 @@ def register_admin_key(settings: Settings, store: Store) -> None:
         log.warning("generated an admin API key (shown once, keep it): %s", plaintext)
 
 
-KeyDep = Annotated[ApiKeyRecord, Depends(current_key)]
-AdminDep = Annotated[ApiKeyRecord, Depends(admin_key)]
-
-
-# --- authentication in the same Redis round trip as a read ---------------------------------
-
-
-async def api_token(
-    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    header: Annotated[str | None, Depends(_header)],
-) -> str | None:
-    """The API key a request carries, or None: what :func:`current_key` reads, for a route
-    that authenticates in the same Redis round trip as its read (then :func:`admitted`).
-
-    ``async`` without I/O, so it runs on the event loop: a plain dependency would cost a trip
-    through the thread pool.
-    """
-    return _token(bearer, header)
-
-
 def key_required() -> ApiError:
-    """The 401 of :func:`current_key` for a request without a key."""
+    """The 401 of :func:`service.api.deps.current_key` for a request without a key."""
     return ApiError(
         401,
         "an API key is required: send Authorization: Bearer <key> or X-API-Key: <key>",
@@ -148,10 +72,11 @@ def key_required() -> ApiError:
 def admitted(
     settings: Settings, record: ApiKeyRecord | None, retry_after_s: int | None
 ) -> ApiKeyRecord:
-    """The verdict on an authentication and a rate count (by :func:`current_key`, or done with
-    a read: :meth:`service.store.Store.read_submission`,
-    :meth:`service.store.Store.leaderboard_cached`): the key, or a 401 when it is unknown or
-    revoked, or a 429 with Retry-After when its rate limit is spent."""
+    """The verdict on an authentication and a rate count (by
+    :func:`service.api.deps.current_key`, or done with a read:
+    :meth:`service.store.Store.read_submission`, :meth:`service.store.Store.leaderboard_cached`):
+    the key, or a 401 when it is unknown or revoked, or a 429 with Retry-After when its rate
+    limit is spent."""
     if record is None:
         raise ApiError(401, "the API key is unknown or revoked", headers=UNAUTHORIZED_HEADERS)
     if retry_after_s is not None:
@@ -163,6 +88,3 @@ def admitted(
             headers={"Retry-After": str(retry_after_s)},
         )
     return record
-
-
-TokenDep = Annotated[str | None, Depends(api_token)]

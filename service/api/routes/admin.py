@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
 
-from service.api.auth import AdminDep, StoreDep
+from service.api.deps import AdminDep, StoreDep
 from service.api.errors import ApiError
 from service.api.routes.common import errors
 from service.api.schemas import (

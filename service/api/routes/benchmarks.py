@@ -26,7 +26,7 @@ from fastapi import APIRouter, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from service.api.auth import AdminDep, KeyDep, SettingsDep, StoreDep
+from service.api.deps import AdminDep, KeyDep, SettingsDep, StoreDep
 from service.api.errors import ApiError
 from service.api.payload import (
     BodyFormat,

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 
 from service import jobs
 from service.api import access
-from service.api.auth import KeyDep, SettingsDep, StoreDep
+from service.api.deps import KeyDep, SettingsDep, StoreDep
 from service.api.errors import ApiError
 from service.api.routes.common import errors
 from service.api.schemas import ComparisonAccepted, ComparisonCreate, ComparisonDetail

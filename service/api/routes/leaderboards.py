@@ -35,15 +35,8 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from service import jobs, keys
-from service.api.auth import (
-    TokenDep,
-    admitted,
-    ensure_admin_key,
-    get_settings,
-    get_store,
-    key_required,
-    run_read,
-)
+from service.api.auth import admitted, ensure_admin_key, key_required, run_read
+from service.api.deps import TokenDep, get_settings, get_store
 from service.api.errors import ApiError
 from service.api.routes.common import errors
 from service.api.schemas import Leaderboard, LeaderboardEntry, RankStatus

@@ -17,18 +17,8 @@ from fastapi.responses import JSONResponse
 from service import jobs
 from service import keys as schema_keys
 from service.api import access
-from service.api.auth import (
-    KeyDep,
-    SettingsDep,
-    StoreDep,
-    TokenDep,
-    admitted,
-    ensure_admin_key,
-    get_settings,
-    get_store,
-    key_required,
-    run_read,
-)
+from service.api.auth import admitted, ensure_admin_key, key_required, run_read
+from service.api.deps import KeyDep, SettingsDep, StoreDep, TokenDep, get_settings, get_store
 from service.api.errors import ApiError
 from service.api.payload import BodyFormat, content_encoding, decode, media_type, read_limited
 from service.api.routes.common import errors

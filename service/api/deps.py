@@ -1,0 +1,98 @@
+"""The typed dependencies of the routes: the store, the settings and the caller's API key.
+
+A route declares what it needs with these ``Annotated`` aliases (``store: StoreDep``,
+``key: KeyDep``, ``admin: AdminDep``); FastAPI resolves each once per request.
+
+API keys travel in ``Authorization: Bearer <key>`` or ``X-API-Key: <key>`` (the two security
+schemes of the OpenAPI document); the store keeps only their SHA-256 and compares in constant
+time (:meth:`service.store.Store.authenticate`). Submitter keys are rate limited per key
+(``settings.rate_limit`` requests per fixed window, counted in Redis,
+:meth:`service.store.Store.hit_rate`): :func:`current_key` is a plain function, so FastAPI runs
+it — and its Redis round trips — in the thread pool, never on the event loop. The hot reads take
+only the token (:data:`TokenDep`) and authenticate with their read (:mod:`service.api.auth`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from service.api.auth import admitted, ensure_admin_key, key_required
+from service.api.errors import ApiError
+from service.settings import Settings
+from service.store import ApiKeyRecord, Store
+
+_bearer = HTTPBearer(auto_error=False, description="API key as a bearer token.")
+_header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key header.")
+
+
+def get_store(request: Request) -> Store:
+    store: Store | None = getattr(request.app.state, "store", None)
+    if store is None:
+        raise ApiError(503, "the service is starting; retry later", headers={"Retry-After": "1"})
+    return store
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+StoreDep = Annotated[Store, Depends(get_store)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+def _token(bearer: HTTPAuthorizationCredentials | None, header: str | None) -> str | None:
+    if bearer is not None and bearer.credentials:
+        return bearer.credentials
+    return header or None
+
+
+def current_key(
+    request: Request,
+    store: StoreDep,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    header: Annotated[str | None, Depends(_header)],
+) -> ApiKeyRecord:
+    """The caller's key record; 401 when the key is missing, unknown or revoked, 429 when its
+    rate limit is spent."""
+    token = _token(bearer, header)
+    if token is None:
+        raise key_required()
+    ensure_admin_key(request, store)
+    record = store.authenticate(token)
+    settings: Settings = request.app.state.settings
+    wait = None
+    if record is not None and settings.rate_limit > 0 and record.role != "admin":
+        wait = store.hit_rate(record.key_id, settings.rate_limit, settings.rate_limit_window_s)
+    return admitted(settings, record, wait)
+
+
+def admin_key(key: Annotated[ApiKeyRecord, Depends(current_key)]) -> ApiKeyRecord:
+    """The caller's key, which must be an admin key (403 otherwise)."""
+    if key.role != "admin":
+        raise ApiError(403, "this route needs an admin key")
+    return key
+
+
+KeyDep = Annotated[ApiKeyRecord, Depends(current_key)]
+AdminDep = Annotated[ApiKeyRecord, Depends(admin_key)]
+
+
+async def api_token(
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    header: Annotated[str | None, Depends(_header)],
+) -> str | None:
+    """The API key a request carries, or None: what :func:`current_key` reads, for a route
+    that authenticates in the same Redis round trip as its read (then
+    :func:`service.api.auth.admitted`).
+
+    ``async`` without I/O, so it runs on the event loop: a plain dependency would cost a trip
+    through the thread pool.
+    """
+    return _token(bearer, header)
+
+
+TokenDep = Annotated[str | None, Depends(api_token)]

@@ -1,0 +1,230 @@
+"""Benchmarks: their settings, creation (JSON and NPZ), changes and metadata."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from service.api.schemas.common import Estimators, Kind, Matrix, MetricName, StrictModel, Vector
+
+
+class QuotaOptions(StrictModel):
+    """Submissions per team: at most ``per_day`` in any 24 h and ``total`` in all (null: no
+    limit). A job failed by the system (not by its input) is not counted."""
+
+    per_day: int | None = Field(default=None, ge=1, le=1_000_000)
+    total: int | None = Field(default=None, ge=1, le=100_000_000)
+
+
+class BenchmarkBootstrap(StrictModel):
+    """The bootstrap of every submission's metrics (intervals on the leaderboard)."""
+
+    n_resamples: int = Field(default=1000, ge=0, le=100_000)
+    method: Literal["percentile", "bca"] = "percentile"
+    level: float = Field(default=0.95, gt=0, lt=1)
+    unit: Literal["row", "cluster"] = Field(
+        default="row", description="cluster: resample whole groups (needs groups)."
+    )
+
+
+class BenchmarkSettings(StrictModel):
+    """The metadata of a benchmark that an admin may change after creation."""
+
+    name: str = Field(min_length=1, max_length=200)
+    description: str = Field(default="", max_length=10_000)
+    primary_metric: MetricName = Field(description="The default metric of the leaderboard.")
+    metrics: Annotated[list[MetricName], Field(min_length=1, max_length=200)] | None = Field(
+        default=None,
+        description="Metrics computed and shown (default: the primary metric only).",
+    )
+    rule: Literal["best", "latest"] = Field(
+        default="best", description="Which submission of a team ranks: its best or its latest."
+    )
+    quota: QuotaOptions = Field(default_factory=QuotaOptions)
+
+
+_ESTIMATORS_DOC = (
+    "Classification only: estimators with their own leaderboards (metric[estimator]) for "
+    "every metric that takes an estimator, besides the metric's own (its params.estimator, "
+    "default one_minus_max_prob_bma). A built-in aggregator (GET /v1/metrics lists them "
+    "with the metrics) or the name of an estimate that submissions carry "
+    "(prediction.estimates / estimate:<name>); a submission without it is not ranked on "
+    "that estimator's boards."
+)
+
+
+class BenchmarkRequest(BenchmarkSettings):
+    """Everything of a new benchmark but its arrays (the ``request`` member of an NPZ upload)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "cityscapes-depth-val",
+                    "primary_metric": "crps",
+                    "metrics": ["crps", "ause"],
+                    "bootstrap": {"n_resamples": 1000, "unit": "cluster"},
+                }
+            ]
+        }
+    )
+
+    task: Literal["regression", "classification"] = Field(
+        default="regression",
+        description="regression: targets y; classification: labels (optionally soft_labels "
+        "and ood). Metrics are those of the task.",
+    )
+    kinds: Annotated[list[Kind], Field(min_length=1)] | None = Field(
+        default=None,
+        description="Prediction kinds accepted, all of the task (default: every kind of it).",
+    )
+    n_classes: int | None = Field(
+        default=None,
+        ge=2,
+        le=1_000_000,
+        description="Classification only: the number of classes C every prediction must "
+        "have (default: the width of soft_labels if given, else any C above every label).",
+    )
+    estimators: Estimators | None = Field(default=None, description=_ESTIMATORS_DOC)
+    params: dict[MetricName, dict[str, JsonValue]] = Field(default_factory=dict)
+    bootstrap: BenchmarkBootstrap = Field(default_factory=BenchmarkBootstrap)
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+
+
+class BenchmarkCreate(BenchmarkRequest):
+    """A new benchmark with its hidden targets (JSON; never readable back by submitters)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "uci-boston-split-3",
+                    "task": "regression",
+                    "description": "Boston housing, split 3 of 20.",
+                    "primary_metric": "crps",
+                    "metrics": ["crps", "nll", "mae"],
+                    "rule": "best",
+                    "quota": {"per_day": 5, "total": 100},
+                    "y": [0.0, 2.0, 3.0],
+                }
+            ]
+        }
+    )
+
+    y: Vector | None = Field(
+        default=None,
+        description="Regression (required): the hidden targets, N finite values.",
+    )
+    labels: Annotated[list[int], Field(min_length=1)] | None = Field(
+        default=None,
+        description="Classification (required): the hidden labels, N class indices in [0, C).",
+    )
+    soft_labels: Matrix | None = Field(
+        default=None,
+        description="Classification, optional: hidden label distributions, N×C rows on the "
+        "simplex (e.g. annotator votes); the aleatoric metrics need them.",
+    )
+    ood: Annotated[list[bool], Field(min_length=1)] | None = Field(
+        default=None,
+        description="Classification, optional: hidden flags, N values, true = "
+        "out-of-distribution sample; the OOD-detection metrics need them.",
+    )
+    groups: Annotated[list[int], Field(min_length=1)] | None = Field(
+        default=None,
+        description="Optional group label per row (stratified metrics, cluster "
+        "bootstrap), e.g. image ids for per-pixel data.",
+    )
+
+
+class BenchmarkUpdate(StrictModel):
+    """Fields to change (the targets cannot be changed: create a new benchmark)."""
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    description: str | None = Field(default=None, max_length=10_000)
+    primary_metric: MetricName | None = None
+    metrics: Annotated[list[MetricName], Field(min_length=1, max_length=200)] | None = None
+    rule: Literal["best", "latest"] | None = None
+    quota: QuotaOptions | None = None
+    baseline_id: str | None = Field(
+        default=None,
+        max_length=100,
+        description="A succeeded submission on this benchmark shown as the baseline row "
+        "(null: none).",
+    )
+    estimators: Estimators | None = Field(
+        default=None,
+        description="Classification only: replaces the estimators with their own "
+        "leaderboards (null: none); computed for submissions made from then on.",
+    )
+
+
+BENCHMARK_EXAMPLE: dict[str, Any] = {
+    "id": "bench_0f1e2d3c4b5a6978",
+    "name": "uci-boston-split-3",
+    "task": "regression",
+    "description": "Boston housing, split 3 of 20.",
+    "primary_metric": "crps",
+    "metrics": ["crps", "nll", "mae"],
+    "rule": "best",
+    "kinds": ["gaussian", "samples"],
+    "n": 102,
+    "has_groups": False,
+    "params": {},
+    "bootstrap": {"n_resamples": 1000, "method": "percentile", "level": 0.95, "unit": "row"},
+    "seed": 0,
+    "quota": {"per_day": 5, "total": 100},
+    "baseline_id": None,
+    "created_at": "2026-01-01T12:00:00Z",
+    "updated_at": "2026-01-01T12:00:00Z",
+    "n_classes": None,
+    "has_soft_labels": False,
+    "has_ood": False,
+    "estimators": None,
+}
+
+
+class BenchmarkInfo(BaseModel):
+    """A benchmark's metadata (never its targets)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [BENCHMARK_EXAMPLE]})
+
+    id: str
+    name: str
+    task: str
+    description: str
+    primary_metric: str
+    metrics: list[str]
+    rule: Literal["best", "latest"]
+    kinds: list[str]
+    n: int = Field(description="Number of targets a prediction must have.")
+    has_groups: bool
+    params: dict[str, Any]
+    bootstrap: dict[str, Any]
+    seed: int
+    quota: QuotaOptions
+    baseline_id: str | None
+    created_at: str
+    updated_at: str
+    n_classes: int | None = Field(
+        default=None,
+        description="Classification: the number of classes a prediction must have (null: "
+        "any number above every label).",
+    )
+    has_soft_labels: bool = Field(
+        default=False, description="Classification: hidden soft labels are held."
+    )
+    has_ood: bool = Field(default=False, description="Classification: hidden OOD flags are held.")
+    estimators: list[str] | None = Field(
+        default=None,
+        description="Classification: the estimators with their own leaderboards "
+        "(metric[estimator]) besides each metric's own.",
+    )
+
+
+class BenchmarkList(BaseModel):
+    """Every benchmark, oldest first."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"benchmarks": [BENCHMARK_EXAMPLE]}]})
+
+    benchmarks: list[BenchmarkInfo]
