@@ -28,6 +28,7 @@ from service.store import (
     Store,
     StoreUnavailable,
     SubmissionRecord,
+    codec,
     now_iso,
     sha256_hex,
 )
@@ -198,7 +199,7 @@ def test_array_codec_round_trip(array: np.ndarray) -> None:
 def test_arrays_are_stored_as_compressed_binary_chunks(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_module, "CHUNK_BYTES", 1000)
+    monkeypatch.setattr(codec, "CHUNK_BYTES", 1000)
     rng = np.random.default_rng(0)
     big = {"noise": rng.normal(size=1000), "y": np.ones(1000)}
     rec, _ = store.create_submission(make_record(n=1000), big)

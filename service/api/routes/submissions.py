@@ -33,6 +33,7 @@ from service.api.schemas import (
 from service.api.validation import ValidSubmission, validate
 from service.settings import Settings
 from service.store import (
+    TERMINAL,
     ApiKeyRecord,
     IdempotencyConflict,
     Quota,
@@ -42,8 +43,6 @@ from service.store import (
 )
 
 router = APIRouter(tags=["submissions"])
-
-TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 
 SubId = Annotated[str, Path(min_length=1, max_length=100, description="The submission id.")]
 

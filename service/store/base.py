@@ -1,0 +1,132 @@
+"""What every part of the store shares: the Redis client, the retry wrapper, the scripts.
+
+:class:`StoreBase` is the base of each resource's part of :class:`service.store.Store`
+(:mod:`~service.store.apikeys`, :mod:`~service.store.submissions`, ...); it holds the client,
+turns Redis' connection errors into :class:`StoreUnavailable`, and runs the Lua scripts of
+:mod:`service.store.scripts` by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Self, TypeVar
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from service import keys
+from service.store import codec, scripts
+from service.store.records import BoardDeps, StoreUnavailable, decode
+
+if TYPE_CHECKING:
+    from service.settings import Settings
+    from service.store.records import ApiKeyRecord, SubmissionRecord
+
+__all__ = ["StoreBase", "remember"]
+
+T = TypeVar("T")
+
+#: Entries kept in a store's memo of key ids and of the dependencies of cached pages (a hint
+#: only: a wrong or missing entry costs a round trip or a cache miss, never a wrong answer).
+_MEMO_SIZE = 4096
+
+
+def remember(memo: dict[str, T], key: str, value: T) -> None:
+    """Set ``memo[key]``, emptying the memo first when it is full (a memo of hints)."""
+    if len(memo) >= _MEMO_SIZE and key not in memo:
+        memo.clear()
+    memo[key] = value
+
+
+class StoreBase:
+    """The Redis client and scripts that every part of :class:`service.store.Store` uses.
+
+    Every method raises :class:`StoreUnavailable` when Redis cannot be reached or does not
+    answer within the client's socket timeout.
+    """
+
+    encode_array = staticmethod(codec.encode_array)
+    decode_array = staticmethod(codec.decode_array)
+
+    def __init__(self, client: redis.Redis, *, retention_s: int = 7 * 24 * 3600) -> None:
+        self.client = client
+        #: Seconds raw arrays are kept after a job ends (results stay); 0 deletes them at once.
+        self.retention_s = int(retention_s)
+        self._scripts = {
+            name: client.register_script(scripts.source(name)) for name in scripts.names()
+        }
+        # Hints of the one-round-trip reads (see _read_with_key and leaderboard_cached); each
+        # process has its own, and each hint is checked in Redis by the script it feeds.
+        self._key_ids: dict[str, str] = {}
+        self._page_deps: dict[str, BoardDeps] = {}
+
+    @classmethod
+    def from_url(cls, url: str, settings: Settings | None = None) -> Self:
+        """A store on ``url`` with the socket timeouts of ``settings`` and one quick retry."""
+        timeout = settings.redis_socket_timeout_s if settings is not None else 3.0
+        client = redis.Redis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=min(timeout, 1.0),
+            # One quick retry of a refused/reset connection; a timeout is not retried, so a
+            # hung server costs one socket timeout, not several.
+            retry=Retry(
+                ExponentialBackoff(cap=0.2, base=0.05), 1, supported_errors=(redis.ConnectionError,)
+            ),
+            health_check_interval=30,
+        )
+        return cls(client, retention_s=settings.raw_retention_s if settings else 7 * 24 * 3600)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise StoreUnavailable(f"Redis unavailable: {exc}") from exc
+        except redis.BusyLoadingError as exc:  # pragma: no cover - depends on server timing
+            raise StoreUnavailable(f"Redis is loading its data: {exc}") from exc
+
+    def ping(self) -> bool:
+        """True when Redis answers; raises :class:`StoreUnavailable` otherwise."""
+        return bool(self._call(self.client.ping))
+
+    # --- the scripts of a submission ------------------------------------------------------------
+
+    def _keys(self, sub_id: str) -> list[str]:
+        """The KEYS every submission script starts with (see ``lua/_end_helpers.lua``)."""
+        return [
+            keys.submission(sub_id),
+            keys.running(),
+            keys.queued("cpu"),
+            keys.queued("gpu"),
+            keys.heartbeat(sub_id),
+            keys.arrays(sub_id),
+            keys.stats(),
+        ]
+
+    def _run(self, name: str, sub_id: str, args: list[Any], extra_keys: Iterable[str] = ()) -> Any:
+        script = self._scripts[name]
+        return self._call(lambda: script(keys=self._keys(sub_id) + list(extra_keys), args=args))
+
+    def _expired(self, running: str, heartbeat: Callable[[str], str]) -> list[str]:
+        """The members of the ``running`` set whose ``heartbeat(id)`` key has expired."""
+
+        def read() -> list[str]:
+            ids = [decode(i) for i in self.client.zrange(running, 0, -1)]
+            if not ids:
+                return []
+            pipe = self.client.pipeline(transaction=False)
+            for item in ids:
+                pipe.exists(heartbeat(item))
+            return [i for i, alive in zip(ids, pipe.execute(), strict=True) if not alive]
+
+        return self._call(read)
+
+    if TYPE_CHECKING:
+        # Methods one part of the store calls on another (each defined in its own part).
+        get_submission: Callable[[str], SubmissionRecord | None]
+        leaderboard_forget: Callable[[str, str, Iterable[str]], None]
+        _read_with_key: Callable[..., tuple[ApiKeyRecord | None, int | None, list[Any]]]

@@ -1,0 +1,340 @@
+"""Submissions: stored with their arrays and indexes, read, listed and deleted.
+
+A submission is stored at once with its arrays, its indexes, its idempotency mapping and its
+place in its team's benchmark :class:`Quota` (one transaction); its job's life after that is
+:mod:`service.store.jobs`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import redis
+
+from service import keys
+from service.store import codec
+from service.store.base import StoreBase
+from service.store.records import (
+    IdempotencyConflict,
+    QuotaExceeded,
+    SubmissionRead,
+    SubmissionRecord,
+    decode,
+    sha256_hex,
+)
+
+__all__ = ["DAY_S", "Quota", "SubmissionStore"]
+
+#: The window of a per-day quota (rolling, not calendar days).
+DAY_S = 86400
+
+
+@dataclass(frozen=True)
+class Quota:
+    """A team's submission quota on one benchmark: at most ``per_day`` counted submissions in
+    any rolling 24 h and ``total`` in all (None: no limit). Counted submissions are the
+    members of the zset ``key`` (see :func:`service.keys.quota`)."""
+
+    key: str
+    per_day: int | None
+    total: int | None
+
+    def check(self, client: Any, now: float) -> None:
+        """Raise :class:`QuotaExceeded` when one more submission would exceed a limit."""
+        if self.total is not None:
+            used = int(client.zcard(self.key))
+            if used >= self.total:
+                raise QuotaExceeded(
+                    f"the team has used its total quota of {self.total} submissions on this "
+                    "benchmark (jobs failed by the system are not counted)"
+                )
+        if self.per_day is not None:
+            day = client.zrangebyscore(self.key, now - DAY_S, "+inf", withscores=True)
+            if len(day) >= self.per_day:
+                # The slot frees when the oldest counted submission of the window leaves it.
+                oldest = float(day[len(day) - self.per_day][1])
+                wait = max(math.ceil(oldest + DAY_S - now), 1)
+                raise QuotaExceeded(
+                    f"the team has used its quota of {self.per_day} submissions per 24 h on "
+                    f"this benchmark; the next is accepted in {wait} s (jobs failed by the "
+                    "system are not counted)",
+                    retry_after_s=wait,
+                )
+
+
+class SubmissionStore(StoreBase):
+    """Submissions: create, read, list, delete (a part of :class:`service.store.Store`)."""
+
+    def create_submission(
+        self,
+        record: SubmissionRecord,
+        arrays: Mapping[str, np.ndarray[Any, Any]],
+        *,
+        idempotency_key: str | None = None,
+        body_hash: str = "",
+        deadline: float | None = None,
+        quota: Quota | None = None,
+    ) -> tuple[SubmissionRecord, bool]:
+        """Store the record, its arrays, its indexes and the idempotency mapping atomically.
+
+        With an ``idempotency_key`` already used by the same owner: returns the existing
+        submission and False when ``body_hash`` matches, raises :class:`IdempotencyConflict`
+        otherwise (a mapping to a deleted submission is replaced). ``deadline`` is a
+        ``time.monotonic()`` value after which the write is abandoned (StoreUnavailable).
+        With a ``quota``, the submission is counted in it, or :class:`QuotaExceeded` is raised
+        when the team already has ``per_day`` counted submissions in the last 24 h or
+        ``total`` in all (checked and counted in the same transaction).
+        """
+        array_fields = codec.array_fields(arrays)
+        idem_key = (
+            keys.idempotency(record.owner, sha256_hex(idempotency_key))
+            if idempotency_key is not None
+            else None
+        )
+        record.created_ts = record.created_ts or time.time()
+
+        def write(pipe: Any) -> tuple[SubmissionRecord, bool] | None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise redis.TimeoutError("enqueue timeout exceeded while storing")
+            if idem_key is not None:
+                prior = pipe.get(idem_key)
+                if prior is not None:
+                    mapping = json.loads(prior)
+                    existing_raw = pipe.hgetall(keys.submission(mapping["id"]))
+                    if existing_raw:
+                        if mapping["body_hash"] != body_hash:
+                            raise IdempotencyConflict(
+                                "Idempotency-Key was used before with a different request body"
+                            )
+                        return SubmissionRecord.from_hash(existing_raw), False
+            if quota is not None:
+                quota.check(pipe, record.created_ts)
+            pipe.multi()
+            codec.put_arrays(pipe, keys.arrays(record.id), array_fields)
+            fields = record.to_hash()
+            if idem_key is not None:
+                fields["idem_key"] = idem_key
+            pipe.hset(keys.submission(record.id), mapping=fields)
+            pipe.zadd(keys.submissions(), {record.id: record.created_ts})
+            pipe.zadd(keys.owner_submissions(record.owner), {record.id: record.created_ts})
+            if record.team is not None:
+                pipe.zadd(keys.team_submissions(record.team), {record.id: record.created_ts})
+            if quota is not None:
+                pipe.hset(keys.submission(record.id), "quota_key", quota.key)
+                pipe.zadd(quota.key, {record.id: record.created_ts})
+            pipe.zadd(keys.queued(record.queue), {record.id: record.created_ts})
+            pipe.zadd(keys.pending(), {record.id: time.time()})
+            if idem_key is not None:
+                pipe.set(idem_key, json.dumps({"id": record.id, "body_hash": body_hash}), ex=86400)
+            return None
+
+        watches = [idem_key] if idem_key is not None else []
+        if quota is not None:
+            watches.append(quota.key)
+
+        def run() -> tuple[SubmissionRecord, bool]:
+            while True:
+                pipe: Any
+                with self.client.pipeline(transaction=True) as pipe:
+                    try:
+                        if watches:
+                            pipe.watch(*watches)
+                        replay = write(pipe)
+                        if replay is not None:
+                            pipe.reset()
+                            return replay
+                        pipe.execute()
+                        return record, True
+                    except redis.WatchError:
+                        continue
+
+        return self._call(run)
+
+    def get_submission(self, sub_id: str) -> SubmissionRecord | None:
+        raw = self._call(lambda: self.client.hgetall(keys.submission(sub_id)))
+        return SubmissionRecord.from_hash(raw) if raw else None
+
+    def get_submissions(self, sub_ids: list[str]) -> list[SubmissionRecord | None]:
+        """The records of ``sub_ids`` in one round trip (None for unknown ids)."""
+
+        def read() -> list[SubmissionRecord | None]:
+            if not sub_ids:
+                return []
+            pipe = self.client.pipeline(transaction=False)
+            for sub_id in sub_ids:
+                pipe.hgetall(keys.submission(sub_id))
+            return [SubmissionRecord.from_hash(raw) if raw else None for raw in pipe.execute()]
+
+        return self._call(read)
+
+    def list_submissions(
+        self,
+        owner: str | None,
+        status: str | None,
+        offset: int,
+        limit: int,
+        *,
+        team: str | None = None,
+    ) -> tuple[list[SubmissionRecord], int]:
+        """One page of submissions, newest first, and the total matching count.
+
+        ``team`` lists one team's; else ``owner`` one key's; ``owner=None`` every owner's.
+        ``status`` filters on the current status.
+        """
+        if team is not None:
+            index = keys.team_submissions(team)
+        else:
+            index = keys.submissions() if owner is None else keys.owner_submissions(owner)
+        offset = max(int(offset), 0)
+        limit = max(int(limit), 0)
+
+        def fetch(ids: list[Any]) -> list[SubmissionRecord]:
+            pipe = self.client.pipeline(transaction=False)
+            for sub_id in ids:
+                pipe.hgetall(keys.submission(decode(sub_id)))
+            return [SubmissionRecord.from_hash(raw) for raw in pipe.execute() if raw]
+
+        def read() -> tuple[list[SubmissionRecord], int]:
+            if status is None:
+                total = int(self.client.zcard(index))
+                if limit == 0:
+                    return [], total
+                ids = self.client.zrevrange(index, offset, offset + limit - 1)
+                return fetch(ids), total
+            ids = self.client.zrevrange(index, 0, -1)
+            matching: list[str] = []
+            for start in range(0, len(ids), 500):
+                part = ids[start : start + 500]
+                pipe = self.client.pipeline(transaction=False)
+                for sub_id in part:
+                    pipe.hget(keys.submission(decode(sub_id)), "status")
+                for sub_id, st in zip(part, pipe.execute(), strict=True):
+                    if st is not None and decode(st) == status:
+                        matching.append(decode(sub_id))
+            page = matching[offset : offset + limit]
+            return fetch([s.encode() for s in page]), len(matching)
+
+        return self._call(read)
+
+    def get_submission_and_result(
+        self, sub_id: str
+    ) -> tuple[SubmissionRecord | None, bytes | None]:
+        """The record and the stored result document (raw JSON bytes, NaN-free as written by
+        the worker; None until the job succeeded), in one round trip."""
+
+        def read() -> tuple[SubmissionRecord | None, bytes | None]:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hgetall(keys.submission(sub_id))
+            pipe.get(keys.result(sub_id))
+            raw, result = pipe.execute()
+            return (SubmissionRecord.from_hash(raw) if raw else None), result
+
+        return self._call(read)
+
+    def get_result(self, sub_id: str) -> dict[str, Any] | None:
+        raw = self._call(lambda: self.client.get(keys.result(sub_id)))
+        return None if raw is None else json.loads(raw)
+
+    def load_arrays(self, sub_id: str) -> dict[str, np.ndarray[Any, Any]] | None:
+        """The stored arrays of a submission; None once deleted or past their retention."""
+
+        return self._call(lambda: codec.read_arrays(self.client, keys.arrays(sub_id)))
+
+    def delete_submission(self, sub_id: str, *, refund: bool = False) -> bool:
+        """Remove the record, arrays, result, heartbeat, every index entry and the
+        idempotency mapping (its key may then be used again).
+
+        It stays counted in its benchmark quota (deleting does not give a slot back) unless
+        ``refund`` (the rollback of a submission that was never enqueued).
+        """
+
+        record = self.get_submission(sub_id)
+        if record is not None and record.benchmark is not None and record.status == "succeeded":
+            metrics = record.analyses.get("metrics")
+            if isinstance(metrics, list):
+                self.leaderboard_forget(record.benchmark, sub_id, metrics)
+
+        def write() -> bool:
+            owner, idem_key, team, quota_key = self.client.hmget(
+                keys.submission(sub_id), ["owner", "idem_key", "team", "quota_key"]
+            )
+            if owner is None:
+                return False
+            pipe = self.client.pipeline(transaction=True)
+            if idem_key is not None:
+                mapping = self.client.get(decode(idem_key))
+                if mapping is not None and json.loads(mapping).get("id") == sub_id:
+                    pipe.delete(decode(idem_key))
+            pipe.delete(
+                keys.submission(sub_id),
+                keys.arrays(sub_id),
+                keys.result(sub_id),
+                keys.heartbeat(sub_id),
+            )
+            pipe.zrem(keys.submissions(), sub_id)
+            pipe.zrem(keys.owner_submissions(decode(owner)), sub_id)
+            if team is not None:
+                pipe.zrem(keys.team_submissions(decode(team)), sub_id)
+            if refund and quota_key is not None:
+                pipe.zrem(decode(quota_key), sub_id)
+            pipe.zrem(keys.running(), sub_id)
+            pipe.zrem(keys.pending(), sub_id)
+            pipe.zrem(keys.resend(), sub_id)
+            for queue in keys.QUEUES:
+                pipe.zrem(keys.queued(queue), sub_id)
+            pipe.execute()
+            return True
+
+        return self._call(write)
+
+    def forget_idempotency(self, owner: str, idempotency_key: str) -> None:
+        """Drop an idempotency mapping (rollback of a submission that was never enqueued)."""
+        self._call(lambda: self.client.delete(keys.idempotency(owner, sha256_hex(idempotency_key))))
+
+    def queue_position(self, sub_id: str) -> int | None:
+        """0-based position among the queued jobs of its queue; None if not queued."""
+
+        def read() -> int | None:
+            queue = self.client.hget(keys.submission(sub_id), "queue")
+            if queue is None:
+                return None
+            rank: Any = self.client.zrank(keys.queued(decode(queue)), sub_id)
+            return None if rank is None else int(rank)
+
+        return self._call(read)
+
+    def read_submission(
+        self, token: str, sub_id: str, *, rate_limit: int, window_s: int
+    ) -> SubmissionRead:
+        """Authenticate ``token``, count the request against its key's rate limit and read
+        submission ``sub_id`` — its record, its result document (raw JSON bytes, as the worker
+        wrote them) once it succeeded and its queue position while it is queued — in one
+        round trip (``lua/submission_read.lua``; authentication and counting as
+        :meth:`_read_with_key`). Whether the key may read the submission is the caller's
+        decision (:func:`service.api.access.can_read`)."""
+        key, wait, reply = self._read_with_key(
+            token,
+            "submission_read",
+            [keys.submission(sub_id), keys.result(sub_id), *map(keys.queued, keys.QUEUES)],
+            [sub_id, *keys.QUEUES],
+            rate_limit=rate_limit,
+            window_s=window_s,
+        )
+        if key is None or wait is not None:
+            return SubmissionRead(key, retry_after_s=wait)
+        raw, result, position = reply[2:5]
+        if not raw:
+            return SubmissionRead(key)
+        record = SubmissionRecord.from_hash(dict(zip(raw[::2], raw[1::2], strict=True)))
+        return SubmissionRead(
+            key,
+            record=record,
+            result=result or None,
+            queue_position=None if position is None else int(position),
+        )
