@@ -29,6 +29,7 @@ from typing import Any, Literal
 import numpy as np
 from celery import Celery
 
+from service.analyses import Analyses
 from service.celery_config import COMPARE_TASK_NAME, RANKS_TASK_NAME, TASK_NAME, make_celery
 from service.settings import Settings
 from service.store import Quota, Store, StoreUnavailable, SubmissionRecord, now_iso
@@ -158,7 +159,7 @@ def submit(
     n: int,
     model_name: str,
     metadata: dict[str, Any],
-    analyses: dict[str, Any],
+    analyses: Analyses,
     arrays: Mapping[str, np.ndarray[Any, Any]],
     idempotency_key: str | None,
     body_hash: str,
@@ -196,8 +197,8 @@ def submit(
         kind=kind,
         n=int(n),
         queue=queue,
-        input_hash=input_hash(kind, arrays, analyses),
-        analyses=dict(analyses),
+        input_hash=input_hash(kind, arrays, analyses.document()),
+        analyses=analyses,
         created_ts=time.time(),
         team=team,
         visibility=visibility,

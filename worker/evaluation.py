@@ -1,4 +1,4 @@
-"""The computation of one submission: stored arrays + the analyses document -> result document.
+"""The computation of one submission: stored arrays + its analyses -> result document.
 
 Pure with respect to the store: :func:`compute` receives the arrays and calls back
 ``checkpoint(progress)`` between phases (metrics, bootstrap, curves, stability), which is where
@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 import uqcore
+from service.analyses import Analyses
 from service.kinds import (
     CLASSIFICATION_KINDS,
     ESTIMATE_PREFIX,
@@ -34,32 +35,9 @@ from uqcore.report import json_safe
 from uqcore.stability import bootstrap, convergence
 from worker.backend import Backend
 
-__all__ = ["DEFAULT_ANALYSES", "compute", "normalise_analyses"]
-
-DEFAULT_ANALYSES: dict[str, Any] = {
-    "metrics": "all",
-    "params": {},
-    "bootstrap": {"n_resamples": 0, "method": "percentile", "level": 0.95},
-    "stability": {"enabled": False, "repeats": 100},
-    "seed": 0,
-}
+__all__ = ["compute"]
 
 Checkpoint = Callable[[float], None]
-
-
-def normalise_analyses(analyses: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``analyses`` with every missing entry set to its default (see DEFAULT_ANALYSES)."""
-    a = dict(analyses or {})
-    out = {
-        "metrics": a.get("metrics", "all"),
-        "params": dict(a.get("params") or {}),
-        "bootstrap": {**DEFAULT_ANALYSES["bootstrap"], **dict(a.get("bootstrap") or {})},
-        "stability": {**DEFAULT_ANALYSES["stability"], **dict(a.get("stability") or {})},
-        "seed": int(a.get("seed", 0) or 0),
-    }
-    if a.get("estimators") is not None:
-        out["estimators"] = a["estimators"]
-    return out
 
 
 def _host(value: Any) -> Any:
@@ -95,7 +73,7 @@ def _curves(pred: Any, y: Any, sample_weight: Any, notes: list[str]) -> dict[str
 def compute(
     kind: str,
     arrays: Mapping[str, np.ndarray[Any, Any]],
-    analyses: Mapping[str, Any] | None,
+    analyses: Analyses,
     *,
     backend: Backend,
     checkpoint: Checkpoint,
@@ -107,7 +85,7 @@ def compute(
     ``arrays`` holds the prediction fields of ``KIND_FIELDS[kind]``, the targets (``y``, or
     ``labels`` for a classification kind) and optionally ``sample_weight`` and ``groups``; a
     classification kind also ``soft_labels``, ``ood`` and estimates ``estimate:<name>``. The
-    metrics are those of the kind's task; with ``analyses["estimators"]`` the metric ×
+    metrics are those of the kind's task; with ``analyses.estimators`` the metric ×
     estimator table is ``by_estimator`` (metric -> estimator -> value) and, when bootstrapped,
     ``by_estimator_intervals`` (metric -> estimator -> interval). Bad input raises
     :class:`uqcore.UQValidationError`.
@@ -115,7 +93,6 @@ def compute(
     stop the computation.
     """
     start = time.perf_counter()
-    a = normalise_analyses(analyses)
     task = task_of(kind)
     classification = kind in CLASSIFICATION_KINDS
     tname = target_field(kind)
@@ -143,12 +120,12 @@ def compute(
         )
     y = dev[tname]
     weights = dev.get("sample_weight")
-    estimators = a.get("estimators")
+    estimators = analyses.estimators
     if estimators is not None:
         extra["estimators"] = estimators
-    metrics = a["metrics"]
-    params = a["params"]
-    seed = a["seed"]
+    metrics = analyses.metrics
+    params = analyses.params
+    seed = analyses.seed
     timings: dict[str, float] = {"load": load_s}
     notes: list[str] = []
     checkpoint(5.0)
@@ -157,8 +134,9 @@ def compute(
     report = uqcore.evaluate(pred, y, metrics, params=params, sample_weight=weights, **extra)
     timings["metrics"] = time.perf_counter() - t0
     notes.extend(report.warnings)
-    n_resamples = int(a["bootstrap"].get("n_resamples", 0) or 0)
-    stability_on = bool(a["stability"].get("enabled", False))
+    boot = analyses.bootstrap
+    n_resamples = boot.n_resamples
+    stability_on = analyses.stability.enabled
     phases = 1 + (n_resamples > 0) + stability_on
     per_phase = 90.0 / (phases + 1)
     done = 5.0 + per_phase
@@ -183,18 +161,16 @@ def compute(
     by_est_ci: dict[str, dict[str, Any]] = {}
     if n_resamples > 0 and names:
         t0 = time.perf_counter()
-        b = a["bootstrap"]
-        unit = b.get("unit", "row")
         ci = bootstrap(
             pred,
             y,
             names,
             n_resamples=n_resamples,
             seed=seed,
-            method=b.get("method", "percentile"),
-            level=float(b.get("level", 0.95)),
-            unit=unit,
-            groups=dev.get("groups") if unit != "row" else None,
+            method=boot.method,
+            level=boot.level,
+            unit=boot.unit,
+            groups=dev.get("groups") if boot.unit != "row" else None,
             params={k: v for k, v in params.items() if k in names},
             sample_weight=weights,
             **extra,
@@ -245,7 +221,7 @@ def compute(
             pred,
             y,
             names,
-            repeats=int(a["stability"].get("repeats", 100)),
+            repeats=analyses.stability.repeats,
             seed=seed,
             params={k: v for k, v in params.items() if k in names},
             sample_weight=weights,

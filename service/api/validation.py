@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from service.analyses import Analyses
 from service.api.errors import ApiError
 from service.api.payload import DecodedSubmission
 from service.kinds import (
@@ -36,7 +37,7 @@ class ValidSubmission:
     n: int
     model_name: str
     metadata: dict[str, Any]
-    analyses: dict[str, Any]
+    analyses: Analyses
     arrays: dict[str, Any]
     body_hash: str
     visibility: Literal["private", "public"] = "private"
@@ -170,7 +171,7 @@ def _check_estimators(sub: DecodedSubmission, prediction: Any) -> None:
 
 def _check_analyses(
     sub: DecodedSubmission, prediction: Any, targets: frozenset[str] = frozenset()
-) -> dict[str, Any]:
+) -> Analyses:
     analyses = sub.analyses
     task = task_of(sub.kind)
     wanted = analyses.metrics
@@ -227,10 +228,7 @@ def _check_analyses(
                     field=f"{where}.estimator",
                 )
     _check_estimators(sub, prediction)
-    out = analyses.model_dump(mode="json")
-    if out.get("estimators") is None:
-        out.pop("estimators", None)  # regression documents stay as they were
-    return out
+    return analyses
 
 
 def validate(

@@ -331,7 +331,7 @@ class LeaderboardStore(StoreBase):
         names = list(metrics)
         record = self.get_submission(sub_id)
         if record is not None and names:
-            estimators = record.analyses.get("estimators")
+            estimators = record.analyses.estimators
             names = boards_of(
                 names, estimators if isinstance(estimators, list) else None, task_of(record.kind)
             )

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from service import keys
+from service.analyses import Analyses
 
 #: The states of a submission (and of a comparison).
 Status = Literal["queued", "running", "succeeded", "failed", "cancelled"]
@@ -134,19 +135,16 @@ class BenchmarkRecord:
             if held
         )
 
-    def analyses(self, metrics: list[str], estimators: list[str] | None = None) -> dict[str, Any]:
-        """The analyses document of a submission on this benchmark evaluating ``metrics``
-        (and, for classification, the metric × estimator table of ``estimators``)."""
-        out: dict[str, Any] = {
-            "metrics": list(metrics),
-            "params": {k: v for k, v in self.params.items() if k in metrics},
-            "bootstrap": dict(self.bootstrap),
-            "stability": {"enabled": False, "repeats": 100},
-            "seed": self.seed,
-        }
-        if estimators:
-            out["estimators"] = list(estimators)
-        return out
+    def analyses(self, metrics: list[str], estimators: list[str] | None = None) -> Analyses:
+        """The analyses of a submission on this benchmark evaluating ``metrics`` (and, for
+        classification, the metric × estimator table of ``estimators``)."""
+        return Analyses.of_benchmark(
+            metrics,
+            params=self.params,
+            bootstrap=self.bootstrap,
+            seed=self.seed,
+            estimators=estimators,
+        )
 
 
 @dataclass
@@ -168,7 +166,7 @@ class SubmissionRecord:
     n: int
     queue: str
     input_hash: str
-    analyses: dict[str, Any]
+    analyses: Analyses
     cancel_requested: bool = False
     #: Creation time in unix seconds (the sort key of the indexes).
     created_ts: float = field(default=0.0, repr=False)
@@ -195,7 +193,7 @@ class SubmissionRecord:
             "n": str(int(self.n)),
             "queue": self.queue,
             "input_hash": self.input_hash,
-            "analyses": json.dumps(self.analyses, separators=(",", ":")),
+            "analyses": json.dumps(self.analyses.document(), separators=(",", ":")),
             "cancel_requested": "1" if self.cancel_requested else "0",
             "created_ts": repr(float(self.created_ts)),
             "visibility": self.visibility,
@@ -225,7 +223,7 @@ class SubmissionRecord:
             n=int(h["n"]),
             queue=h.get("queue", "cpu"),
             input_hash=h.get("input_hash", ""),
-            analyses=json.loads(h.get("analyses", "{}")),
+            analyses=Analyses.from_json(h.get("analyses", "{}")),
             cancel_requested=h.get("cancel_requested") == "1",
             created_ts=float(h.get("created_ts", "0")),
             team=h.get("team"),

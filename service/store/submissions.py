@@ -256,7 +256,7 @@ class SubmissionStore(StoreBase):
 
         record = self.get_submission(sub_id)
         if record is not None and record.benchmark is not None and record.status == "succeeded":
-            metrics = record.analyses.get("metrics")
+            metrics = record.analyses.metrics
             if isinstance(metrics, list):
                 self.leaderboard_forget(record.benchmark, sub_id, metrics)
 

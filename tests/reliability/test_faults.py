@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from service import jobs, keys
+from service.analyses import Analyses
 from service.api.app import create_app
 from service.redis_server import ManagedRedis
 from service.settings import Settings
@@ -40,7 +41,7 @@ def do_submit(store: Store, settings: Settings, key: str | None = None) -> Submi
         n=16,
         model_name="m",
         metadata={},
-        analyses={"metrics": ["mae"]},
+        analyses=Analyses(metrics=["mae"]),
         arrays=arrays(),
         idempotency_key=key,
         body_hash="h",
@@ -131,7 +132,7 @@ def test_reaper_rolls_back_a_submission_that_was_never_enqueued(
         n=16,
         queue="cpu",
         input_hash="",
-        analyses={},
+        analyses=Analyses(),
     )
     store.create_submission(record, arrays())  # stored; the producer "died" before enqueueing
     assert jobs.reap(store, settings)["rolled_back"] == []  # too recent to judge

@@ -17,6 +17,7 @@ import redis
 
 from service import keys
 from service import store as store_module
+from service.analyses import Analyses
 from service.redis_server import free_port
 from service.settings import Settings
 from service.store import (
@@ -52,7 +53,7 @@ def make_record(owner: str = "key_a", *, queue: str = "cpu", n: int = 4) -> Subm
         n=n,
         queue=queue,
         input_hash="0" * 64,
-        analyses={"metrics": "all", "seed": 0},
+        analyses=Analyses(seed=0),
     )
 
 
@@ -477,7 +478,7 @@ BENCH = "bench_v"
 
 def bench_record(team: str, ts: float, visibility: str = "public") -> SubmissionRecord:
     rec = make_record(f"key_{team}")
-    rec.analyses = {"metrics": ["mae"]}
+    rec.analyses = Analyses(metrics=["mae"])
     rec.created_ts, rec.team, rec.benchmark = ts, team, BENCH
     rec.visibility = visibility  # type: ignore[assignment]
     return rec

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from service import keys
+from service.analyses import Analyses
 from service.store import (
     BenchmarkRecord,
     Quota,
@@ -38,7 +39,7 @@ def record(
         n=3,
         queue="cpu",
         input_hash="0" * 64,
-        analyses={"metrics": ["mae"]},
+        analyses=Analyses(metrics=["mae"]),
         created_ts=ts,
         team=team,
         visibility="public",
@@ -207,10 +208,10 @@ def test_old_benchmark_records_load_as_regression_without_classes() -> None:
         del doc[name]
     old = BenchmarkRecord.from_json(json.dumps(doc))
     assert old.n_classes is None and old.estimators is None and old.targets == frozenset()
-    assert "estimators" not in old.analyses(["mae"])
+    assert "estimators" not in old.analyses(["mae"]).document()
     cls = dataclasses.replace(old, has_ood=True, estimators=["entropy_bma"])
     assert cls.targets == {"ood"}
-    assert cls.analyses(["auroc_ood"], ["entropy_bma"])["estimators"] == ["entropy_bma"]
+    assert cls.analyses(["auroc_ood"], ["entropy_bma"]).estimators == ["entropy_bma"]
 
 
 def test_classification_board_entries_targets_and_params() -> None:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from service import jobs, keys
+from service.analyses import Analyses
 from service.settings import Settings
 from service.store import Store, SubmissionRecord
 from tests.factories import gaussian_arrays
@@ -40,7 +41,7 @@ def submit(
         n=len(arrays["y"]),
         model_name="model",
         metadata={"run": 7},
-        analyses=analyses or {"metrics": "all", "seed": 0},
+        analyses=Analyses.model_validate(analyses or {"metrics": "all", "seed": 0}),
         arrays=arrays,
         idempotency_key=None,
         body_hash="",
@@ -278,7 +279,7 @@ def test_submit_is_idempotent_and_routes_large_batches_to_a_live_gpu_worker(
         "kind": "gaussian",
         "model_name": "m",
         "metadata": {},
-        "analyses": {"metrics": ["mae"]},
+        "analyses": Analyses(metrics=["mae"]),
         "arrays": gaussian_arrays(16),
         "body_hash": "b1",
     }
@@ -319,7 +320,9 @@ def test_compute_on_torch_matches_numpy() -> None:
     from worker.evaluation import compute
 
     arrays = gaussian_arrays(200, seed=5)
-    analyses = {"metrics": ["mae", "crps", "nll", "ause"], "bootstrap": {"n_resamples": 20}}
+    analyses = Analyses.model_validate(
+        {"metrics": ["mae", "crps", "nll", "ause"], "bootstrap": {"n_resamples": 20}}
+    )
     ref = compute("gaussian", arrays, analyses, backend=select_backend("numpy"), checkpoint=ignore)
     got = compute(
         "gaussian", arrays, analyses, backend=Backend("torch", "cpu", False), checkpoint=ignore
@@ -346,7 +349,7 @@ def test_compute_reports_undefined_values_as_null_with_a_warning() -> None:
     doc = compute(
         "point_uncertainty",
         arrays,
-        {"metrics": ["spearman", "mae"]},
+        Analyses(metrics=["spearman", "mae"]),
         backend=select_backend("numpy"),
         checkpoint=steps.append,
     )
@@ -367,7 +370,11 @@ def test_compute_stops_at_a_checkpoint() -> None:
 
     with pytest.raises(Stop):
         compute(
-            "gaussian", gaussian_arrays(10), {}, backend=select_backend("numpy"), checkpoint=cancel
+            "gaussian",
+            gaussian_arrays(10),
+            Analyses(),
+            backend=select_backend("numpy"),
+            checkpoint=cancel,
         )
 
 

@@ -133,7 +133,7 @@ def _detail(
     return SubmissionDetail(
         **summary(record).model_dump(),
         metadata=record.metadata,
-        analyses=record.analyses,
+        analyses=record.analyses.document(),
         attempts=record.attempts,
         queue_position=position,
         cancel_requested=record.cancel_requested,

@@ -13,6 +13,7 @@ the shape of each answer and let fields added by newer workers through.
 
 from __future__ import annotations
 
+from service.analyses import Analyses, BootstrapOptions, StabilityOptions
 from service.api.schemas.admin import (
     ApiKeyCreate,
     ApiKeyCreated,
@@ -22,7 +23,6 @@ from service.api.schemas.admin import (
     TeamInfo,
     TeamList,
 )
-from service.api.schemas.analyses import Analyses, BootstrapOptions, StabilityOptions
 from service.api.schemas.benchmarks import (
     BenchmarkBootstrap,
     BenchmarkCreate,

@@ -3,13 +3,29 @@ JSON-value check, the constrained types, the prediction kinds and the error answ
 
 from __future__ import annotations
 
-import json
-import math
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from service.kinds import KIND_FIELDS
+from service.models import MetricName, StrictModel, check_json_value
+
+__all__ = [
+    "KINDS",
+    "BenchmarkId",
+    "ErrorDetail",
+    "ErrorResponse",
+    "EstimatorName",
+    "Estimators",
+    "Kind",
+    "Matrix",
+    "MetricName",
+    "StrictModel",
+    "Tensor",
+    "Vector",
+    "Visibility",
+    "check_json_value",
+]
 
 #: The prediction kinds, in the order of KIND_FIELDS.
 KINDS: tuple[str, ...] = tuple(KIND_FIELDS)
@@ -22,7 +38,6 @@ else:
 
 Visibility = Literal["private", "public"]
 BenchmarkId = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_-]+$")]
-MetricName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[a-z0-9_]+$")]
 
 Vector = Annotated[list[float], Field(min_length=1)]
 Matrix = Annotated[list[Annotated[list[float], Field(min_length=1)]], Field(min_length=1)]
@@ -32,41 +47,6 @@ Tensor = Annotated[list[Matrix], Field(min_length=1)]
 #: estimate that submissions carry (``prediction.estimates`` / ``estimate:<name>``).
 EstimatorName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")]
 Estimators = Annotated[list[EstimatorName], Field(min_length=1, max_length=50)]
-
-
-class StrictModel(BaseModel):
-    """Base of request models: no unknown fields, no strings as numbers, no NaN/inf."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-
-
-def _first_non_finite(value: Any, path: str) -> str | None:
-    """Path of the first NaN/inf float inside a JSON value, or ``None``."""
-    if isinstance(value, float):
-        return None if math.isfinite(value) else path
-    if isinstance(value, dict):
-        for k, v in value.items():
-            bad = _first_non_finite(v, f"{path}.{k}")
-            if bad:
-                return bad
-    if isinstance(value, list):
-        for i, v in enumerate(value):
-            bad = _first_non_finite(v, f"{path}[{i}]")
-            if bad:
-                return bad
-    return None
-
-
-def check_json_value(value: Any, what: str, limit: int) -> Any:
-    """``value`` as it is; a ValueError when it holds NaN or ±inf or its JSON is longer than
-    ``limit`` bytes (``what`` names it in the message)."""
-    bad = _first_non_finite(value, what)
-    if bad:
-        raise ValueError(f"{bad} must be a finite number (NaN and infinity are not JSON)")
-    size = len(json.dumps(value, separators=(",", ":")))
-    if size > limit:
-        raise ValueError(f"{what} must be at most {limit} bytes as JSON; found {size}")
-    return value
 
 
 class ErrorDetail(BaseModel):

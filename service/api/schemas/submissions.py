@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
-from service.api.schemas.analyses import Analyses
+from service.analyses import Analyses
 from service.api.schemas.common import (
     BenchmarkId,
     Kind,
