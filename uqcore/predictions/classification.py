@@ -31,6 +31,13 @@ import numpy as np
 
 from uqcore._backend import to_numpy
 from uqcore._validation import UQValidationError
+from uqcore.predictions._aggregators import (
+    AGGREGATORS,
+    builtin_names,
+    dirichlet,
+    ensemble,
+    first_order,
+)
 
 __all__ = [
     "PROBS_ATOL",
@@ -39,6 +46,8 @@ __all__ = [
     "Ensemble",
     "Logits",
     "Probs",
+    "applicable",
+    "compute",
     "validate_labels",
     "validate_ood",
     "validate_soft_labels",
@@ -260,8 +269,6 @@ class ClassificationPrediction:
     estimates: Mapping[str, NDArray]
 
     def _set_estimates(self, estimates: Mapping[str, Any] | None) -> None:
-        from uqcore.classification.aggregators import AGGREGATORS
-
         out: dict[str, NDArray] = {}
         for name, value in dict(estimates or {}).items():
             # A bad name is an error of the mapping as a whole (argument "estimates"); a bad
@@ -312,19 +319,20 @@ class ClassificationPrediction:
 
     def estimator_names(self) -> list[str]:
         """Built-in aggregators that apply to this kind, then the user-supplied estimates."""
-        from uqcore.classification.aggregators import applicable
-
         return [*applicable(self), *self.estimates]
 
     def estimate(self, name: str) -> NDArray:
         """Per-sample scalar uncertainty ``name`` (an aggregator or a user-supplied estimate)."""
         if name in self.estimates:
             return self.estimates[name]
-        from uqcore.classification.aggregators import compute
-
         if name not in self._cache:
             self._cache.update(compute(self, name))
         return self._cache[name]
+
+    def _aggregates(self) -> dict[str, NDArray]:
+        """Every built-in aggregator of this prediction, computed together (see
+        :func:`compute`)."""
+        raise NotImplementedError
 
     def arrays(self) -> dict[str, Any]:
         """The arrays that define this prediction, by constructor argument name."""
@@ -362,6 +370,9 @@ class Probs(ClassificationPrediction):
     def probs(self) -> NDArray:
         return np.asarray(self._probs, dtype=np.float64)
 
+    def _aggregates(self) -> dict[str, NDArray]:
+        return first_order(self.probs())
+
     def arrays(self) -> dict[str, Any]:
         return {"probs": self._probs}
 
@@ -385,6 +396,9 @@ class Logits(ClassificationPrediction):
 
     def probs(self) -> NDArray:
         return softmax(self._logits)
+
+    def _aggregates(self) -> dict[str, NDArray]:
+        return first_order(self.probs(), self.logits())
 
     def arrays(self) -> dict[str, Any]:
         return {"logits": self._logits}
@@ -463,10 +477,14 @@ class Ensemble(ClassificationPrediction):
             # The BMA comes out of the one pass that computes every aggregator: reading the
             # M×N×C members once for the BMA and again for the estimates would cost a second
             # read of the largest array (metrics="all" needs both).
-            from uqcore.classification.aggregators import compute
-
             self._cache.update(compute(self, "one_minus_max_prob_bma"))
         return self._cache["__bma__"]
+
+    def _aggregates(self) -> dict[str, NDArray]:
+        shape = (self.n_members, self.n, self.n_classes)
+        out, bma = ensemble(self.member_chunks(), shape, applicable(self), self.min_member)
+        self._cache["__bma__"] = bma
+        return out
 
     def arrays(self) -> dict[str, Any]:
         key = "member_logits" if self.from_logits else "member_probs"
@@ -500,8 +518,34 @@ class Dirichlet(ClassificationPrediction):
         a = self.alpha()
         return np.asarray(a / np.sum(a, axis=1, keepdims=True))
 
+    def _aggregates(self) -> dict[str, NDArray]:
+        return dirichlet(self.alpha())
+
     def arrays(self) -> dict[str, Any]:
         return {"alpha": self._alpha}
+
+
+def applicable(pred: ClassificationPrediction) -> list[str]:
+    """Names of the built-in aggregators that ``pred`` provides, in catalogue order."""
+    return builtin_names(pred.kind, isinstance(pred, Ensemble) and pred.from_logits)
+
+
+def compute(pred: ClassificationPrediction, name: str) -> dict[str, NDArray]:
+    """Compute aggregator ``name`` for ``pred`` (with the others computed in the same pass)."""
+    if name not in AGGREGATORS:
+        known = ", ".join([*AGGREGATORS, *pred.estimates])
+        raise UQValidationError(
+            f"unknown estimator {name!r}; known estimators: {known}", argument="name", value=name
+        )
+    if name not in applicable(pred):
+        raise UQValidationError(
+            f"estimator {name!r} does not apply to a {pred.kind} prediction"
+            + (" built from probabilities" if isinstance(pred, Ensemble) else "")
+            + f"; it applies to: {', '.join(applicable(pred))}",
+            argument="name",
+            value=name,
+        )
+    return pred._aggregates()
 
 
 KINDS: dict[str, type[ClassificationPrediction]] = {
