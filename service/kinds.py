@@ -72,11 +72,16 @@ def build_prediction(kind: str, arrays: Mapping[str, Any]) -> Any:
     Classification kinds also take named estimates as arrays ``estimate:<name>`` (N values).
     Raises :class:`uqcore.UQValidationError` naming the field, the rule and the first offending
     index for any bad input (unknown kind, missing or unexpected field, wrong rank, NaN/inf, a
-    kind rule such as std <= 0 or a probability row off the simplex). Arrays are passed on in
+    kind rule such as std <= 0 or a probability row off the simplex); its ``argument`` is the
+    field (the first one listed for a missing or unexpected field). Arrays are passed on in
     their own dtype (a float32 ensemble stays float32).
     """
     if kind not in KIND_FIELDS:
-        raise UQValidationError(f"kind must be one of {sorted(KIND_FIELDS)}; found {kind!r}")
+        raise UQValidationError(
+            f"kind must be one of {sorted(KIND_FIELDS)}; found {kind!r}",
+            argument="kind",
+            value=kind,
+        )
     fields = KIND_FIELDS[kind]
     classification = kind in CLASSIFICATION_KINDS
     estimates = {
@@ -90,16 +95,20 @@ def build_prediction(kind: str, arrays: Mapping[str, Any]) -> Any:
         if len(present) != 1:
             raise UQValidationError(
                 f"prediction of kind {kind!r} needs field(s) {list(ONE_OF[kind])}: exactly one "
-                f"of them; found {present}"
+                f"of them; found {present}",
+                argument=ONE_OF[kind][0],
             )
         fields = tuple(present)
     missing = [f for f in fields if f not in arrays]
     if missing:
-        raise UQValidationError(f"prediction of kind {kind!r} needs field(s) {missing}")
+        raise UQValidationError(
+            f"prediction of kind {kind!r} needs field(s) {missing}", argument=missing[0]
+        )
     extra = sorted(set(given) - set(fields))
     if extra:
         raise UQValidationError(
-            f"prediction of kind {kind!r} takes only {list(fields)}; unexpected field(s) {extra}"
+            f"prediction of kind {kind!r} takes only {list(fields)}; unexpected field(s) {extra}",
+            argument=extra[0],
         )
     values = []
     for f in fields:
@@ -107,9 +116,13 @@ def build_prediction(kind: str, arrays: Mapping[str, Any]) -> Any:
         want = 3 if f in TENSOR_FIELDS else 2 if f in MATRIX_FIELDS else 1
         if a.ndim != want:
             shape = {3: "an M×N×C array", 2: "a matrix (N×K)", 1: "a vector"}[want]
-            raise UQValidationError(f"{f} must be {shape}; found shape {tuple(a.shape)}")
+            raise UQValidationError(
+                f"{f} must be {shape}; found shape {tuple(a.shape)}", argument=f
+            )
         if not np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.complexfloating):
-            raise UQValidationError(f"{f} must hold real numbers; found dtype {a.dtype}")
+            raise UQValidationError(
+                f"{f} must hold real numbers; found dtype {a.dtype}", argument=f
+            )
         values.append(a)
     if classification:
         cls: Any = PC.KINDS[kind]

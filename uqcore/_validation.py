@@ -2,7 +2,8 @@
 
 Every public entry point converts and checks its arrays here. A failed check raises
 :class:`UQValidationError` (a ``ValueError``) whose message names the argument, the rule, and
-the first offending index and value, e.g. ``"std must be > 0; std[17] = -0.3"``.
+the first offending index and value, e.g. ``"std must be > 0; std[17] = -0.3"``; the same
+facts travel as its attributes ``argument``, ``index`` and ``value``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,35 @@ SIMPLEX_ATOL = 1e-6
 
 
 class UQValidationError(ValueError):
-    """Invalid input to a uqcore function; the message names argument, rule and first bad entry."""
+    """Invalid input to a uqcore function; the message names argument, rule and first bad entry.
+
+    The attributes say the same for programs (``None`` where the error names no such thing):
+
+    ``argument``  the argument at fault as the caller passed it (``"std"``,
+                  ``"estimates['maha']"``)
+    ``index``     the first offending entry of it: an ``int`` for a vector, a tuple for an
+                  N-D array (for a rule on rows, such as a row sum, the row)
+    ``value``     the offending entry (a Python scalar), e.g. ``std[17] = -0.3`` gives
+                  ``argument="std"``, ``index=17``, ``value=-0.3``
+
+    Pickling keeps them (exceptions pickle their ``__dict__`` beside the message).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        argument: str | None = None,
+        index: int | tuple[int, ...] | None = None,
+        value: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.argument = argument
+        if isinstance(index, tuple):
+            # a vector's index is a number; a 0-d array has no index
+            index = (index[0] if len(index) == 1 else index) if index else None
+        self.index: int | tuple[int, ...] | None = index
+        self.value: Any = value.item() if isinstance(value, np.generic) else value
 
 
 def _fmt_index(idx: tuple[int, ...]) -> str:
@@ -65,7 +94,12 @@ def _raise_at(x: Array, ok: Array, name: str, rule: str) -> None:
     if idx is None:
         return
     value = to_numpy(x)[idx].item() if len(idx) else to_numpy(x).item()
-    raise UQValidationError(f"{name} {rule}; {name}[{_fmt_index(idx)}] = {_fmt_value(value)}")
+    raise UQValidationError(
+        f"{name} {rule}; {name}[{_fmt_index(idx)}] = {_fmt_value(value)}",
+        argument=name,
+        index=idx,
+        value=value,
+    )
 
 
 def common_namespace(*arrays: Any) -> Namespace:
@@ -91,22 +125,25 @@ def as_float_array(
 ) -> Array:
     """Convert ``x`` to a float64 array of namespace ``xp`` and check its dimensionality."""
     if x is None:
-        raise UQValidationError(f"{name} is required")
+        raise UQValidationError(f"{name} is required", argument=name)
     if array_api_compat.is_array_api_obj(x) and namespace(x) is not xp:
         # An array of another library (e.g. numpy levels for torch predictions): via the host.
         x = to_numpy(x)
     if array_api_compat.is_array_api_obj(x) and not isinstance(x, np.ndarray | np.generic):
         dt = x.dtype
         if dt == xp.bool:
-            raise UQValidationError(f"{name} must hold real numbers, found booleans")
+            raise UQValidationError(f"{name} must hold real numbers, found booleans", argument=name)
         if xp.isdtype(dt, "complex floating"):
-            raise UQValidationError(f"{name} must hold real numbers, found complex values")
+            raise UQValidationError(
+                f"{name} must hold real numbers, found complex values", argument=name
+            )
         arr = xp.astype(x, float_dtype(xp)) if dt != float_dtype(xp) else x
     else:
         np_x = np.asarray(x)
         if np_x.dtype.kind not in "iuf":
             raise UQValidationError(
-                f"{name} must hold real numbers, found dtype {np_x.dtype} ({type(x).__name__})"
+                f"{name} must hold real numbers, found dtype {np_x.dtype} ({type(x).__name__})",
+                argument=name,
             )
         arr = xp.asarray(
             np_x if np_x.dtype == np.float64 else np_x.astype(np.float64), device=device
@@ -115,7 +152,9 @@ def as_float_array(
         allowed = (ndim,) if isinstance(ndim, int) else ndim
         if arr.ndim not in allowed:
             want = " or ".join(f"{d}-D" for d in allowed)
-            raise UQValidationError(f"{name} must be {want}, found shape {tuple(arr.shape)}")
+            raise UQValidationError(
+                f"{name} must be {want}, found shape {tuple(arr.shape)}", argument=name
+            )
     return arr
 
 
@@ -159,7 +198,10 @@ def check_strictly_increasing(x: Array, name: str, xp: Namespace) -> None:
         xn = to_numpy(x)
         raise UQValidationError(
             f"{name} must be strictly increasing; {name}[{i}] = {_fmt_value(float(xn[i]))} "
-            f"<= {name}[{i - 1}] = {_fmt_value(float(xn[i - 1]))}"
+            f"<= {name}[{i - 1}] = {_fmt_value(float(xn[i - 1]))}",
+            argument=name,
+            index=i,
+            value=float(xn[i]),
         )
 
 
@@ -167,7 +209,8 @@ def check_same_length(n: int, x: Array, name: str, ref_name: str) -> None:
     """Raise unless ``x`` has ``n`` rows."""
     if x.shape[0] != n:
         raise UQValidationError(
-            f"{name} must have the same length as {ref_name} ({n}), found {x.shape[0]}"
+            f"{name} must have the same length as {ref_name} ({n}), found {x.shape[0]}",
+            argument=name,
         )
 
 
@@ -190,5 +233,5 @@ def validate_sample_weight(
     check_finite(w, "sample_weight", xp)
     check_nonnegative(w, "sample_weight", xp)
     if not bool(xp.any(w > 0)):
-        raise UQValidationError("sample_weight must not be all zero")
+        raise UQValidationError("sample_weight must not be all zero", argument="sample_weight")
     return w

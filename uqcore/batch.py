@@ -72,7 +72,8 @@ class Batch(_Caches):
         if not isinstance(prediction, RegressionPrediction):
             raise UQValidationError(
                 "prediction must be a uqcore prediction object (e.g. predictions.Gaussian), "
-                f"found {type(prediction).__name__}"
+                f"found {type(prediction).__name__}",
+                argument="prediction",
             )
         self.prediction = prediction
         self.xp: Namespace = prediction.xp
@@ -246,7 +247,8 @@ class ClassificationBatch(_Caches):
         if not isinstance(prediction, ClassificationPrediction):
             raise UQValidationError(
                 "prediction must be a uqcore classification prediction (e.g. predictions.Probs), "
-                f"found {type(prediction).__name__}"
+                f"found {type(prediction).__name__}",
+                argument="prediction",
             )
         self.prediction = prediction
         self.xp: Namespace = np
@@ -345,5 +347,8 @@ def make_batch(
     if getattr(prediction, "task", "regression") == "classification":
         return ClassificationBatch(prediction, y, sample_weight, ood=ood, soft_labels=soft_labels)
     if ood is not None or soft_labels is not None:
-        raise UQValidationError("ood and soft_labels apply to classification predictions only")
+        raise UQValidationError(
+            "ood and soft_labels apply to classification predictions only",
+            argument="ood" if ood is not None else "soft_labels",
+        )
     return Batch(prediction, y, sample_weight)

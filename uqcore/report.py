@@ -177,7 +177,9 @@ def evaluate(
     if isinstance(metrics, str):
         if metrics != "all":
             raise UQValidationError(
-                f"metrics must be 'all' or a list of metric names, found {metrics!r}"
+                f"metrics must be 'all' or a list of metric names, found {metrics!r}",
+                argument="metrics",
+                value=metrics,
             )
         chosen = []
         for spec in registry.specs(task):
@@ -188,19 +190,24 @@ def evaluate(
                 not_applicable[spec.name] = reason
     else:
         if len(metrics) == 0:
-            raise UQValidationError("metrics must name at least one metric")
+            raise UQValidationError("metrics must name at least one metric", argument="metrics")
         chosen = []
-        for name in dict.fromkeys(metrics):
+        listed = list(metrics)
+        for name in dict.fromkeys(listed):
             spec = registry.get(name, task)
             reason = spec.why_not(prediction, targets)
             if reason is not None:
-                raise UQValidationError(reason)
+                raise UQValidationError(
+                    reason, argument="metrics", index=listed.index(name), value=name
+                )
             chosen.append(spec)
     chosen_names = {s.name for s in chosen}
     stray = sorted(set(params) - chosen_names - set(not_applicable))
     if stray:
         raise UQValidationError(
-            f"params given for metric(s) not requested: {', '.join(map(repr, stray))}"
+            f"params given for metric(s) not requested: {', '.join(map(repr, stray))}",
+            argument="params",
+            value=stray[0],
         )
     values: dict[str, MetricValue] = {}
     by_estimator: dict[str, dict[str, MetricValue]] = {}
@@ -248,22 +255,32 @@ def estimator_names(prediction: Any, estimators: str | Sequence[str] | None) -> 
     if estimators is None:
         return []
     if getattr(prediction, "task", "regression") != "classification":
-        raise UQValidationError("estimators apply to classification predictions only")
+        raise UQValidationError(
+            "estimators apply to classification predictions only", argument="estimators"
+        )
     available = prediction.estimator_names()
     if isinstance(estimators, str):
         if estimators != "all":
             raise UQValidationError(
-                f"estimators must be 'all' or a list of estimator names, found {estimators!r}"
+                f"estimators must be 'all' or a list of estimator names, found {estimators!r}",
+                argument="estimators",
+                value=estimators,
             )
         return list(available)
-    chosen = list(dict.fromkeys(estimators))
+    listed = list(estimators)
+    chosen = list(dict.fromkeys(listed))
     if not chosen:
-        raise UQValidationError("estimators must name at least one estimator")
+        raise UQValidationError(
+            "estimators must name at least one estimator", argument="estimators"
+        )
     for name in chosen:
         if name not in available:
             raise UQValidationError(
                 f"estimator {name!r} does not apply to this {prediction.kind} prediction; "
-                f"available: {', '.join(available)}"
+                f"available: {', '.join(available)}",
+                argument="estimators",
+                index=listed.index(name),
+                value=name,
             )
     return chosen
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import redis.exceptions
@@ -20,6 +21,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from uqcore import UQValidationError
 
 log = logging.getLogger("uqeval.api")
 
@@ -184,6 +187,20 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
 
 
 RETRY_AFTER = {"Retry-After": "2"}
+
+
+def uq_location(exc: UQValidationError, fields: Mapping[str, str]) -> tuple[str | None, int | None]:
+    """The field and index of the body that uqcore error ``exc`` is about.
+
+    ``fields`` maps the uqcore arguments that are arrays of the body to their field names; an
+    error about any other argument (or none) has no field. The index is the first component
+    of the error's index: the row of an N×C array, the member of an M×N×C one.
+    """
+    field = fields.get(exc.argument) if exc.argument is not None else None
+    if field is None:
+        return None, None
+    index = exc.index
+    return field, index[0] if isinstance(index, tuple) else index
 
 
 def install(app: FastAPI) -> None:

@@ -7,12 +7,11 @@ can fail only for reasons the request could not show. Every failure is an :class
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from service.analyses import Analyses
-from service.api.errors import ApiError
+from service.api.errors import ApiError, uq_location
 from service.api.payload import DecodedSubmission
 from service.kinds import (
     CLASSIFICATION_KINDS,
@@ -48,31 +47,14 @@ _ARRAY_FIELDS = ("y", "labels", "sample_weight", "groups", "soft_labels", "ood")
 
 
 def _uq_error(exc: UQValidationError, sub: DecodedSubmission) -> ApiError:
-    """A 422 from a uqcore validation message, with the field and index it names."""
+    """A 422 from a uqcore validation error, with the field and index it names."""
     message = str(exc)
-    names = [*KIND_FIELDS.get(sub.kind, ()), *_ARRAY_FIELDS]
-    field: str | None = None
-    listed = re.search(r"(?:needs|unexpected) field\(s\) \[([^\]]*)\]", message)
-    if listed:
-        first = listed.group(1).split(",")[0].strip().strip("'\"")
-        field = first or None
-    else:
-        est = re.match(r"\s*estimates\['([^']*)'\]", message)
-        m = re.match(r"\s*(\w+)", message)
-        if est:
-            field = f"{ESTIMATE_PREFIX}{est.group(1)}"
-        elif m and m.group(1) in names:
-            field = m.group(1)
-    index: int | None = None
+    given = (*KIND_FIELDS.get(sub.kind, ()), *sub.prediction, *_ARRAY_FIELDS)
+    fields = {name: name for name in given}
+    # uqcore names an estimate as the caller passed it, estimates['name']
+    fields.update({f"estimates[{k!r}]": f"{ESTIMATE_PREFIX}{k}" for k in sub.estimates})
+    field, index = uq_location(exc, fields)
     if field is not None:
-        label = (
-            f"estimates['{field[len(ESTIMATE_PREFIX) :]}']"
-            if field.startswith(ESTIMATE_PREFIX)
-            else field
-        )
-        found = re.search(rf"{re.escape(label)}\[(\d+)", message)
-        if found:
-            index = int(found.group(1))
         path = sub.field_path(field)
         if path != field:
             message = f"{path}: {message}"

@@ -87,10 +87,15 @@ def test_unknown_kind() -> None:
 
 
 def test_missing_and_unexpected_fields() -> None:
-    with pytest.raises(UQValidationError, match=r"needs field\(s\) \['std'\]"):
+    with pytest.raises(UQValidationError, match=r"needs field\(s\) \['std'\]") as info:
         build_prediction("gaussian", {"mean": np.zeros(3)})
-    with pytest.raises(UQValidationError, match=r"unexpected field\(s\) \['scale'\]"):
+    assert info.value.argument == "std"
+    with pytest.raises(UQValidationError, match=r"unexpected field\(s\) \['scale'\]") as info:
         build_prediction("gaussian", {"mean": np.zeros(3), "std": np.ones(3), "scale": np.ones(3)})
+    assert info.value.argument == "scale"
+    with pytest.raises(UQValidationError, match="exactly one of them") as info:
+        build_prediction("ensemble", {})
+    assert info.value.argument == "member_probs"
 
 
 @pytest.mark.parametrize(
@@ -106,8 +111,9 @@ def test_missing_and_unexpected_fields() -> None:
 def test_bad_values_name_field_rule_and_index(field: str, value: np.ndarray, message: str) -> None:
     arrays = {"mean": np.zeros(3), "std": np.ones(3)}
     arrays[field] = value
-    with pytest.raises(UQValidationError, match=message):
+    with pytest.raises(UQValidationError, match=message) as info:
         build_prediction("gaussian", arrays)
+    assert info.value.argument == field
 
 
 def test_matrix_fields_must_be_matrices() -> None:

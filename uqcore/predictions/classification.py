@@ -31,6 +31,13 @@ import numpy as np
 
 from uqcore._backend import to_numpy
 from uqcore._validation import UQValidationError
+from uqcore.predictions._aggregators import (
+    AGGREGATORS,
+    builtin_names,
+    dirichlet,
+    ensemble,
+    first_order,
+)
 
 __all__ = [
     "PROBS_ATOL",
@@ -39,6 +46,8 @@ __all__ = [
     "Ensemble",
     "Logits",
     "Probs",
+    "applicable",
+    "compute",
     "validate_labels",
     "validate_ood",
     "validate_soft_labels",
@@ -52,11 +61,13 @@ NDArray = np.ndarray[Any, Any]
 
 def _host(x: Any, name: str) -> NDArray:
     if x is None:
-        raise UQValidationError(f"{name} is required")
+        raise UQValidationError(f"{name} is required", argument=name)
     try:
         arr = to_numpy(x) if hasattr(x, "__dlpack__") else np.asarray(x)
     except (TypeError, ValueError):
-        raise UQValidationError(f"{name} must be an array, found {type(x).__name__}") from None
+        raise UQValidationError(
+            f"{name} must be an array, found {type(x).__name__}", argument=name
+        ) from None
     return np.asarray(arr)
 
 
@@ -75,18 +86,33 @@ def _idx(idx: tuple[int, ...]) -> str:
     return ", ".join(map(str, idx))
 
 
+def _bad_entry(arr: NDArray, name: str, rule: str, idx: tuple[int, ...]) -> UQValidationError:
+    """The error for entry ``idx`` of ``arr`` breaking ``rule``: "name rule; name[idx] = v"."""
+    value = float(arr[idx])
+    return UQValidationError(
+        f"{name} {rule}; {name}[{_idx(idx)}] = {_fmt(value)}",
+        argument=name,
+        index=idx,
+        value=value,
+    )
+
+
 def _float_input(x: Any, name: str, ndim: int) -> NDArray:
     arr = _host(x, name)
     if arr.dtype.kind == "b" or arr.dtype.kind not in "iuf":
-        raise UQValidationError(f"{name} must hold real numbers, found dtype {arr.dtype}")
+        raise UQValidationError(
+            f"{name} must hold real numbers, found dtype {arr.dtype}", argument=name
+        )
     if arr.dtype.kind in "iu":
         arr = arr.astype(np.float64)
     if arr.ndim != ndim:
-        raise UQValidationError(f"{name} must be {ndim}-D, found shape {arr.shape}")
+        raise UQValidationError(f"{name} must be {ndim}-D, found shape {arr.shape}", argument=name)
     if arr.size == 0 or arr.shape[-2] == 0:
-        raise UQValidationError(f"{name} must not be empty, found shape {arr.shape}")
+        raise UQValidationError(f"{name} must not be empty, found shape {arr.shape}", argument=name)
     if arr.shape[-1] < 2:
-        raise UQValidationError(f"{name} must have at least 2 classes, found C = {arr.shape[-1]}")
+        raise UQValidationError(
+            f"{name} must have at least 2 classes, found C = {arr.shape[-1]}", argument=name
+        )
     return arr
 
 
@@ -102,8 +128,7 @@ def _check_finite(arr: NDArray, name: str, lo: int, hi: int) -> None:
     chunk = arr[..., lo:hi, :]
     idx = _first(np.isfinite(chunk))
     if idx is not None:
-        full = (*idx[:-2], idx[-2] + lo, idx[-1])
-        raise UQValidationError(f"{name} must be finite; {name}[{_idx(full)}] = {_fmt(arr[full])}")
+        raise _bad_entry(arr, name, "must be finite", (*idx[:-2], idx[-2] + lo, idx[-1]))
 
 
 def _check_simplex(arr: NDArray, name: str) -> float:
@@ -129,16 +154,17 @@ def _check_simplex(arr: NDArray, name: str) -> float:
         _check_finite(arr, name, lo, hi)
         idx = _first(chunk >= 0)
         if idx is not None:
-            full = (*idx[:-2], idx[-2] + lo, idx[-1])
-            raise UQValidationError(
-                f"{name} must be >= 0; {name}[{_idx(full)}] = {_fmt(arr[full])}"
-            )
+            raise _bad_entry(arr, name, "must be >= 0", (*idx[:-2], idx[-2] + lo, idx[-1]))
         idx = _first(sums_ok)
         if idx is not None:
             full = (*idx[:-1], idx[-1] + lo)
+            total = float(sums[idx])
             raise UQValidationError(
                 f"{name} rows must sum to 1 (tolerance {PROBS_ATOL:g}); "
-                f"sum({name}[{_idx(full)}]) = {float(sums[idx]):.10g}"
+                f"sum({name}[{_idx(full)}]) = {total:.10g}",
+                argument=name,
+                index=full,
+                value=total,
             )
     return smallest
 
@@ -161,23 +187,34 @@ def validate_labels(labels: Any, n: int, n_classes: int) -> NDArray:
     """Hard labels: N integers in [0, C) (integral floats are accepted)."""
     arr = _host(labels, "labels")
     if arr.ndim != 1:
-        raise UQValidationError(f"labels must be 1-D, found shape {arr.shape}")
+        raise UQValidationError(f"labels must be 1-D, found shape {arr.shape}", argument="labels")
     if arr.shape[0] != n:
         raise UQValidationError(
-            f"labels must have the same length as the prediction ({n}), found {arr.shape[0]}"
+            f"labels must have the same length as the prediction ({n}), found {arr.shape[0]}",
+            argument="labels",
         )
     if arr.dtype.kind == "f":
         ok = np.isfinite(arr) & (arr == np.round(arr))
         idx = _first(ok)
         if idx is not None:
-            raise UQValidationError(f"labels must be integers; labels[{idx[0]}] = {arr[idx]}")
+            raise UQValidationError(
+                f"labels must be integers; labels[{idx[0]}] = {arr[idx]}",
+                argument="labels",
+                index=idx,
+                value=arr[idx],
+            )
     elif arr.dtype.kind not in "iu":
-        raise UQValidationError(f"labels must be integers, found dtype {arr.dtype}")
+        raise UQValidationError(
+            f"labels must be integers, found dtype {arr.dtype}", argument="labels"
+        )
     out = arr.astype(np.int64)
     idx = _first((out >= 0) & (out < n_classes))
     if idx is not None:
         raise UQValidationError(
-            f"labels must lie in [0, {n_classes}); labels[{idx[0]}] = {int(out[idx])}"
+            f"labels must lie in [0, {n_classes}); labels[{idx[0]}] = {int(out[idx])}",
+            argument="labels",
+            index=idx,
+            value=int(out[idx]),
         )
     return out
 
@@ -187,7 +224,8 @@ def validate_soft_labels(soft_labels: Any, n: int, n_classes: int) -> NDArray:
     arr = _float_input(soft_labels, "soft_labels", 2)
     if arr.shape != (n, n_classes):
         raise UQValidationError(
-            f"soft_labels must have shape ({n}, {n_classes}), found {arr.shape}"
+            f"soft_labels must have shape ({n}, {n_classes}), found {arr.shape}",
+            argument="soft_labels",
         )
     _check_simplex(arr, "soft_labels")
     out: NDArray = arr.astype(np.float64)
@@ -198,12 +236,19 @@ def validate_ood(ood: Any, n: int) -> NDArray:
     """OOD flags: N booleans (or 0/1 integers); True marks an out-of-distribution sample."""
     arr = _host(ood, "ood")
     if arr.ndim != 1 or arr.shape[0] != n:
-        raise UQValidationError(f"ood must be 1-D of length {n}, found shape {arr.shape}")
+        raise UQValidationError(
+            f"ood must be 1-D of length {n}, found shape {arr.shape}", argument="ood"
+        )
     if arr.dtype.kind == "b":
         return arr.astype(bool)
     idx = _first(np.isin(arr, (0, 1)))
     if idx is not None:
-        raise UQValidationError(f"ood must be booleans or 0/1; ood[{idx[0]}] = {arr[idx]}")
+        raise UQValidationError(
+            f"ood must be booleans or 0/1; ood[{idx[0]}] = {arr[idx]}",
+            argument="ood",
+            index=idx,
+            value=arr[idx],
+        )
     return arr.astype(bool)
 
 
@@ -224,26 +269,41 @@ class ClassificationPrediction:
     estimates: Mapping[str, NDArray]
 
     def _set_estimates(self, estimates: Mapping[str, Any] | None) -> None:
-        from uqcore.classification.aggregators import AGGREGATORS
-
         out: dict[str, NDArray] = {}
         for name, value in dict(estimates or {}).items():
+            # A bad name is an error of the mapping as a whole (argument "estimates"); a bad
+            # array is one of the estimate itself, named as the caller wrote it.
             if not isinstance(name, str) or not name:
-                raise UQValidationError(f"estimate names must be non-empty strings, found {name!r}")
+                raise UQValidationError(
+                    f"estimate names must be non-empty strings, found {name!r}",
+                    argument="estimates",
+                    value=name,
+                )
             if name in AGGREGATORS:
                 raise UQValidationError(
-                    f"estimate name {name!r} is the name of a built-in aggregator; choose another"
+                    f"estimate name {name!r} is the name of a built-in aggregator; choose another",
+                    argument="estimates",
+                    value=name,
                 )
             label = f"estimates[{name!r}]"
             arr = _host(value, label)
             if arr.dtype.kind not in "iuf":
-                raise UQValidationError(f"{label} must hold real numbers, found dtype {arr.dtype}")
+                raise UQValidationError(
+                    f"{label} must hold real numbers, found dtype {arr.dtype}", argument=label
+                )
             arr = arr.astype(np.float64)
             if arr.shape != (self.n,):
-                raise UQValidationError(f"{label} must have shape ({self.n},), found {arr.shape}")
+                raise UQValidationError(
+                    f"{label} must have shape ({self.n},), found {arr.shape}", argument=label
+                )
             idx = _first(np.isfinite(arr))
             if idx is not None:
-                raise UQValidationError(f"{label} must be finite; {label}[{idx[0]}] = {arr[idx]}")
+                raise UQValidationError(
+                    f"{label} must be finite; {label}[{idx[0]}] = {arr[idx]}",
+                    argument=label,
+                    index=idx,
+                    value=arr[idx],
+                )
             out[name] = arr
         self.estimates = out
         self._cache: dict[str, NDArray] = {}
@@ -259,19 +319,20 @@ class ClassificationPrediction:
 
     def estimator_names(self) -> list[str]:
         """Built-in aggregators that apply to this kind, then the user-supplied estimates."""
-        from uqcore.classification.aggregators import applicable
-
         return [*applicable(self), *self.estimates]
 
     def estimate(self, name: str) -> NDArray:
         """Per-sample scalar uncertainty ``name`` (an aggregator or a user-supplied estimate)."""
         if name in self.estimates:
             return self.estimates[name]
-        from uqcore.classification.aggregators import compute
-
         if name not in self._cache:
             self._cache.update(compute(self, name))
         return self._cache[name]
+
+    def _aggregates(self) -> dict[str, NDArray]:
+        """Every built-in aggregator of this prediction, computed together (see
+        :func:`compute`)."""
+        raise NotImplementedError
 
     def arrays(self) -> dict[str, Any]:
         """The arrays that define this prediction, by constructor argument name."""
@@ -309,6 +370,9 @@ class Probs(ClassificationPrediction):
     def probs(self) -> NDArray:
         return np.asarray(self._probs, dtype=np.float64)
 
+    def _aggregates(self) -> dict[str, NDArray]:
+        return first_order(self.probs())
+
     def arrays(self) -> dict[str, Any]:
         return {"probs": self._probs}
 
@@ -332,6 +396,9 @@ class Logits(ClassificationPrediction):
 
     def probs(self) -> NDArray:
         return softmax(self._logits)
+
+    def _aggregates(self) -> dict[str, NDArray]:
+        return first_order(self.probs(), self.logits())
 
     def arrays(self) -> dict[str, Any]:
         return {"logits": self._logits}
@@ -361,7 +428,10 @@ class Ensemble(ClassificationPrediction):
         estimates: Mapping[str, Any] | None = None,
     ) -> None:
         if (member_probs is None) == (member_logits is None):
-            raise UQValidationError("give exactly one of member_probs and member_logits")
+            raise UQValidationError(
+                "give exactly one of member_probs and member_logits",
+                argument="member_probs" if member_probs is None else "member_logits",
+            )
         if member_probs is not None:
             arr = _float_input(member_probs, "member_probs", 3)
             #: the smallest member probability (``None`` for logits): the aggregator pass
@@ -407,10 +477,14 @@ class Ensemble(ClassificationPrediction):
             # The BMA comes out of the one pass that computes every aggregator: reading the
             # M×N×C members once for the BMA and again for the estimates would cost a second
             # read of the largest array (metrics="all" needs both).
-            from uqcore.classification.aggregators import compute
-
             self._cache.update(compute(self, "one_minus_max_prob_bma"))
         return self._cache["__bma__"]
+
+    def _aggregates(self) -> dict[str, NDArray]:
+        shape = (self.n_members, self.n, self.n_classes)
+        out, bma = ensemble(self.member_chunks(), shape, applicable(self), self.min_member)
+        self._cache["__bma__"] = bma
+        return out
 
     def arrays(self) -> dict[str, Any]:
         key = "member_logits" if self.from_logits else "member_probs"
@@ -431,7 +505,7 @@ class Dirichlet(ClassificationPrediction):
         _check_all_finite(arr, "alpha")
         idx = _first(arr > 0)
         if idx is not None:
-            raise UQValidationError(f"alpha must be > 0; alpha[{_idx(idx)}] = {_fmt(arr[idx])}")
+            raise _bad_entry(arr, "alpha", "must be > 0", idx)
         self._alpha = arr
         self.n, self.n_classes = int(arr.shape[0]), int(arr.shape[1])
         self._set_estimates(estimates)
@@ -444,8 +518,34 @@ class Dirichlet(ClassificationPrediction):
         a = self.alpha()
         return np.asarray(a / np.sum(a, axis=1, keepdims=True))
 
+    def _aggregates(self) -> dict[str, NDArray]:
+        return dirichlet(self.alpha())
+
     def arrays(self) -> dict[str, Any]:
         return {"alpha": self._alpha}
+
+
+def applicable(pred: ClassificationPrediction) -> list[str]:
+    """Names of the built-in aggregators that ``pred`` provides, in catalogue order."""
+    return builtin_names(pred.kind, isinstance(pred, Ensemble) and pred.from_logits)
+
+
+def compute(pred: ClassificationPrediction, name: str) -> dict[str, NDArray]:
+    """Compute aggregator ``name`` for ``pred`` (with the others computed in the same pass)."""
+    if name not in AGGREGATORS:
+        known = ", ".join([*AGGREGATORS, *pred.estimates])
+        raise UQValidationError(
+            f"unknown estimator {name!r}; known estimators: {known}", argument="name", value=name
+        )
+    if name not in applicable(pred):
+        raise UQValidationError(
+            f"estimator {name!r} does not apply to a {pred.kind} prediction"
+            + (" built from probabilities" if isinstance(pred, Ensemble) else "")
+            + f"; it applies to: {', '.join(applicable(pred))}",
+            argument="name",
+            value=name,
+        )
+    return pred._aggregates()
 
 
 KINDS: dict[str, type[ClassificationPrediction]] = {

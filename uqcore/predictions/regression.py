@@ -95,10 +95,11 @@ class RegressionPrediction:
             if tuple(arr.shape) != tuple(first.shape):
                 raise UQValidationError(
                     f"{name} must have the same shape as {ref} "
-                    f"{tuple(first.shape)}, found {tuple(arr.shape)}"
+                    f"{tuple(first.shape)}, found {tuple(arr.shape)}",
+                    argument=name,
                 )
         if self.n == 0:
-            raise UQValidationError(f"{ref} must not be empty (N = 0)")
+            raise UQValidationError(f"{ref} must not be empty (N = 0)", argument=ref)
         return out
 
     @classmethod
@@ -322,9 +323,13 @@ class StudentT(_LocationScale):
     def std(self) -> Array:
         if not bool(self.xp.all(self.df > 2)):
             idx = first_bad(self.df > 2)
+            i = idx[0] if idx else 0
+            df = float(to_numpy(self.df)[i])
             raise UQValidationError(
-                f"a student_t prediction has a finite std only when df > 2; df[{idx[0] if idx else 0}]"
-                f" = {float(to_numpy(self.df)[idx[0] if idx else 0]):.6g}"
+                f"a student_t prediction has a finite std only when df > 2; df[{i}] = {df:.6g}",
+                argument="df",
+                index=i,
+                value=df,
             )
         return self.scale * self.xp.sqrt(self.df / (self.df - 2.0))
 
@@ -380,9 +385,13 @@ class Mixture(RegressionPrediction):
         ok = xp.abs(rowsum - 1.0) <= SIMPLEX_ATOL
         idx = first_bad(ok)
         if idx is not None:
+            total = float(to_numpy(rowsum)[idx[0]])
             raise UQValidationError(
                 f"weights rows must sum to 1 (tolerance {SIMPLEX_ATOL:g}); sum(weights[{idx[0]}]) "
-                f"= {float(to_numpy(rowsum)[idx[0]]):.10g}"
+                f"= {total:.10g}",
+                argument="weights",
+                index=idx[0],
+                value=total,
             )
         self.weights = f["weights"] / rowsum[:, None]
         self.means = f["means"]
@@ -506,7 +515,7 @@ class Samples(RegressionPrediction):
         f = self._init_arrays({"draws": (draws, 2)}, ("draws",))
         if f["draws"].shape[1] == 0:
             raise UQValidationError(
-                "draws must have at least one draw per row (S >= 1), found S = 0"
+                "draws must have at least one draw per row (S >= 1), found S = 0", argument="draws"
             )
         self.draws = f["draws"]
 
@@ -547,11 +556,16 @@ class Samples(RegressionPrediction):
         s = self.n_draws
         if isinstance(rule, (int, float)) and not isinstance(rule, bool):
             if not (math.isfinite(rule) and rule > 0):
-                raise UQValidationError(f"bandwidth must be a finite number > 0, found {rule!r}")
+                raise UQValidationError(
+                    f"bandwidth must be a finite number > 0, found {rule!r}",
+                    argument="bandwidth",
+                    value=rule,
+                )
             return xp.full((self.n,), float(rule), dtype=self.draws.dtype)
         if s < 2:
             raise UQValidationError(
-                "a kernel density estimate needs at least 2 draws per row (S >= 2)"
+                "a kernel density estimate needs at least 2 draws per row (S >= 2)",
+                argument="draws",
             )
         sd = xp.std(self.draws, axis=1, correction=1)
         if rule == "scott":
@@ -562,7 +576,9 @@ class Samples(RegressionPrediction):
             spread = xp.where(iqr > 0, xp.minimum(sd, iqr), sd)
             return 0.9 * spread * s ** (-0.2)
         raise UQValidationError(
-            f"bandwidth must be 'silverman', 'scott' or a number > 0, found {rule!r}"
+            f"bandwidth must be 'silverman', 'scott' or a number > 0, found {rule!r}",
+            argument="bandwidth",
+            value=rule,
         )
 
     def logpdf(self, y: Array, bandwidth: Bandwidth = "silverman") -> Array:
@@ -572,9 +588,12 @@ class Samples(RegressionPrediction):
         if not bool(xp.all(h > 0)):
             idx = first_bad(h > 0)
             i = idx[0] if idx else 0
+            # a whole row is at fault, not one entry: the index is the row, no value
             raise UQValidationError(
                 f"the kernel density estimate is undefined: all draws of row {i} are equal "
-                "(bandwidth 0); give a numeric bandwidth"
+                "(bandwidth 0); give a numeric bandwidth",
+                argument="draws",
+                index=i,
             )
         z = (y[:, None] - self.draws) / h[:, None]
         terms = -0.5 * z * z
@@ -633,7 +652,8 @@ class Quantiles(RegressionPrediction):
         vals = f["values"]
         if vals.shape[1] != lv.shape[0]:
             raise UQValidationError(
-                f"values must have one column per level ({lv.shape[0]}), found {vals.shape[1]}"
+                f"values must have one column per level ({lv.shape[0]}), found {vals.shape[1]}",
+                argument="values",
             )
         if vals.shape[1] > 1:
             ok = vals[:, 1:] >= vals[:, :-1]
@@ -643,7 +663,10 @@ class Quantiles(RegressionPrediction):
                 vn = to_numpy(vals)
                 raise UQValidationError(
                     f"values must be non-decreasing along each row; values[{i}, {j + 1}] = "
-                    f"{vn[i, j + 1]:.6g} < values[{i}, {j}] = {vn[i, j]:.6g}"
+                    f"{vn[i, j + 1]:.6g} < values[{i}, {j}] = {vn[i, j]:.6g}",
+                    argument="values",
+                    index=(i, j + 1),
+                    value=vn[i, j + 1],
                 )
         self.levels = lv
         self.values = vals
@@ -682,7 +705,10 @@ class Quantiles(RegressionPrediction):
             j = int(np.argmax(bad))
             raise UQValidationError(
                 f"levels must lie within the predicted levels [{known[0]:.6g}, {known[-1]:.6g}]; "
-                f"levels[{j}] = {lv[j]:.6g}"
+                f"levels[{j}] = {lv[j]:.6g}",
+                argument="levels",
+                index=j,
+                value=lv[j],
             )
         pos = np.interp(lv, known, np.arange(known.shape[0], dtype=np.float64))
         lo = np.floor(pos).astype(np.int64)

@@ -17,7 +17,6 @@ does not provide it is not ranked on that estimator's boards.
 
 from __future__ import annotations
 
-import re
 import secrets
 from typing import Annotated, Any
 
@@ -27,7 +26,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from service.api.deps import AdminDep, KeyDep, SettingsDep, StoreDep
-from service.api.errors import ApiError
+from service.api.errors import ApiError, uq_location
 from service.api.payload import (
     BodyFormat,
     content_encoding,
@@ -221,15 +220,6 @@ def _kinds(body: BenchmarkRequest, where: str) -> list[str]:
     return list(body.kinds)
 
 
-def _uq_field(message: str) -> tuple[str | None, int | None]:
-    """The target array a uqcore validation message is about, and its first bad index."""
-    m = re.match(r"\s*(soft_labels|labels|ood)\b", message)
-    if m is None:
-        return None, None
-    found = re.search(rf"{m.group(1)}\[(\d+)", message)
-    return m.group(1), int(found.group(1)) if found else None
-
-
 def _classification_targets(
     body: BenchmarkRequest, arrays: dict[str, np.ndarray[Any, Any]]
 ) -> dict[str, Any]:
@@ -245,7 +235,8 @@ def _classification_targets(
         if labels.ndim != 1 or n == 0:
             raise UQValidationError(
                 f"labels must be a non-empty vector of class indices; found shape "
-                f"{tuple(labels.shape)}"
+                f"{tuple(labels.shape)}",
+                argument="labels",
             )
         # Without a declared C any non-negative integer is a class; C is checked per submission.
         checked = validate_labels(labels, n, c if c is not None else np.iinfo(np.int64).max)
@@ -255,7 +246,7 @@ def _classification_targets(
             arrays["ood"] = validate_ood(arrays["ood"], n)
     except UQValidationError as exc:
         message = str(exc)
-        field, index = _uq_field(message)
+        field, index = uq_location(exc, {t: t for t in ("labels", "soft_labels", "ood")})
         if field == "labels" and body.n_classes is None and soft is not None:
             message += " (C is the width of soft_labels)"
         raise ApiError(422, message, field=field, index=index) from None
