@@ -55,7 +55,7 @@ implementation, as before.
 - ``pearson``, ``corr``, ``r2``: weighted moments of centred per-row columns (no ties in the
   variables, so "constant" means fewer than two rows of positive weight).
 - ``coverage``, ``mean_width``: the weighted mean of the per-row indicator or width at the
-  chosen level (:func:`uqcore.regression.scoring._interval_value_terms`).
+  chosen level (:func:`uqcore.regression.scoring.interval_value_terms`).
 - ``mdae``, ``merci``, ``nmerci`` (``variant="paper"``, every σ > 0): weighted quantiles
   (:func:`~uqcore._stats.weighted_quantile`) from searches in the cumulative weights along the
   |e| and |e|/σ orders (:class:`_Local` where they were not computed); mean σ and MAE as
@@ -759,12 +759,12 @@ def _tally(
     if prop_type not in ("interval", "quantile"):
         return None
     try:
-        lv = cal._grid(params.get("levels"), None)
+        lv = cal.level_grid(params.get("levels"), None)
     except UQValidationError:
         return None  # the per-resample path reports it
     if extend:
         lv = np.unique(np.concatenate([[0.0], lv, [1.0]]))
-    bounds = cal._pit_bounds(lv)
+    bounds = cal.pit_bounds(lv)
     digest = hashlib.sha1(bounds.tobytes()).hexdigest()
     grid = hashlib.sha1(lv.tobytes()).hexdigest()
     pos = keys.get(
@@ -775,7 +775,7 @@ def _tally(
     def counts(ctx: BlockContext) -> tuple[FloatArray, FloatArray]:
         def compute() -> FloatArray:
             at = ctx.get(f"tally:at:{digest}", lambda: ctx.cum_at("pit", keys.order_pit, pos))
-            out: FloatArray = cal._pit_counts_at(bounds, at, prop_type, lv)
+            out: FloatArray = cal.pit_counts_at(bounds, at, prop_type, lv)
             return out
 
         return ctx.get(f"tally:{grid}:{prop_type}", compute), lv
@@ -807,7 +807,7 @@ def _calibration(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvalu
             if level_weights == "mean":
                 out = out / d.shape[1]
         else:
-            out = cal._areas_between(lv, d)
+            out = cal.areas_between(lv, d)
         return out
 
     return run
@@ -821,9 +821,9 @@ def _adversarial(keys: Keys, params: Mapping[str, Any]) -> BlockEvaluator | None
         return None
     try:
         opts = {
-            "n_bins": gc._check_int(params.get("num_group_bins"), "num_group_bins", 1),
-            "trials": gc._check_int(params.get("num_trials"), "num_trials", 1),
-            "draws": gc._check_int(params.get("num_group_draws"), "num_group_draws", 1),
+            "n_bins": gc.check_int(params.get("num_group_bins"), "num_group_bins", 1),
+            "trials": gc.check_int(params.get("num_trials"), "num_trials", 1),
+            "draws": gc.check_int(params.get("num_group_draws"), "num_group_draws", 1),
         }
     except UQValidationError:
         return None
@@ -835,7 +835,7 @@ def _adversarial(keys: Keys, params: Mapping[str, Any]) -> BlockEvaluator | None
 
     def value(cats: IntArray, lv: FloatArray) -> float:
         return float(
-            gc._scores(
+            gc.group_scores(
                 cats,
                 lv,
                 cali_type=cali_type,
@@ -850,7 +850,7 @@ def _adversarial(keys: Keys, params: Mapping[str, Any]) -> BlockEvaluator | None
         if not ctx.integer:
             return None  # the implementation refuses non-integer weights
         counts, lv = tally(ctx)
-        cats = [gc._categories(counts[i], float(ctx.total[i])) for i in range(ctx.rows)]
+        cats = [gc.category_totals(counts[i], float(ctx.total[i])) for i in range(ctx.rows)]
         # the random groups (≈ 9 ms per resample, in numpy's samplers, which release the GIL)
         return _deferred([partial(value, c, lv) for c in cats])
 
@@ -893,10 +893,10 @@ def _moments(
 
 def _interval(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | None:
     """``coverage`` and ``mean_width``: the weighted mean of the terms at the chosen level."""
-    from uqcore.regression.scoring import _interval_value_terms
+    from uqcore.regression.scoring import interval_value_terms
 
     try:
-        got = _interval_value_terms(
+        got = interval_value_terms(
             keys.batch, params.get("levels"), params.get("level"), name == "coverage"
         )
     except UQValidationError:

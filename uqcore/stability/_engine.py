@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from uqcore import registry
-from uqcore._backend import _from_numpy, to_numpy
+from uqcore._backend import from_numpy, to_numpy
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch, ClassificationBatch
 from uqcore.registry import MetricSpec, UndefinedMetricWarning
@@ -364,12 +364,12 @@ class Engine:
 
     # -- conversions -----------------------------------------------------------------------
     def _to_xp(self, a: FloatArray) -> Any:
-        return _from_numpy(self.xp, self.batch.y, np.ascontiguousarray(a, dtype=np.float64))
+        return from_numpy(self.xp, self.batch.y, np.ascontiguousarray(a, dtype=np.float64))
 
     def _gathered(self, idx: np.ndarray[Any, Any], w: FloatArray) -> AnyBatch:
         """A batch of rows ``idx`` with weights ``w`` (already multiplied by the base)."""
         xp = self.xp
-        idx_x = _from_numpy(xp, self.batch.y, idx.astype(np.int64))
+        idx_x = from_numpy(xp, self.batch.y, idx.astype(np.int64))
         pred = self.batch.prediction.take(idx)
         y = xp.take(self.batch.y, idx_x, axis=0)
         weights = None if bool(np.all(w == 1.0)) else self._to_xp(w)
@@ -561,7 +561,7 @@ class Engine:
             idx, ws = resamples[i].sparse()
             if self.base is not None:
                 ws = ws * self.base[idx]
-            t = to_numpy(xp.take(terms, _from_numpy(xp, self.batch.y, idx), axis=0))
+            t = to_numpy(xp.take(terms, from_numpy(xp, self.batch.y, idx), axis=0))
             num[i] = ws @ t
             den[i] = np.sum(ws)
         for j, c in enumerate(self._mean):
