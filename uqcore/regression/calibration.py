@@ -436,6 +436,7 @@ _CAL_NEEDS = {"quantiles"}
 
 @register(
     "ece",
+    biased=True,
     family="calibration",
     needs=_CAL_NEEDS,
     direction="lower",
@@ -471,6 +472,7 @@ def ece(
 
 @register(
     "rmsce",
+    biased=True,
     family="calibration",
     needs=_CAL_NEEDS,
     direction="lower",
@@ -519,6 +521,7 @@ def areas_between(x: np.ndarray[Any, Any], d: np.ndarray[Any, Any]) -> np.ndarra
 
 @register(
     "miscalibration_area",
+    biased=True,
     family="calibration",
     needs=_CAL_NEEDS,
     direction="lower",
@@ -572,6 +575,7 @@ _LEVEL_WEIGHTS = ("uniform", "mean")
 
 @register(
     "calibration_error",
+    biased=True,
     family="calibration",
     needs=_CAL_NEEDS,
     direction="lower",
@@ -621,6 +625,7 @@ _PIT_EXACT_MAX_N = 100_000
 
 @register(
     "pit",
+    biased=True,
     family="calibration",
     needs={"cdf"},
     direction="lower",
@@ -834,6 +839,7 @@ def _ence_edges(batch: Batch, rows: _BySigma, k: int) -> list[float]:
 
 @register(
     "ence",
+    biased=True,
     family="calibration",
     needs={"point", "std"},
     direction="lower",
@@ -869,6 +875,7 @@ def ence(batch: Batch, *, n_bins: int = 10) -> float:
 
 @register(
     "uce",
+    biased=True,
     family="calibration",
     needs={"point", "std"},
     direction="lower",

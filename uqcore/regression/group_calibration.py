@@ -61,6 +61,7 @@ def category_totals(counts: np.ndarray[Any, Any], total: float) -> np.ndarray[An
 
 @register(
     "adversarial_group_calibration",
+    biased=True,
     family="calibration",
     needs={"quantiles"},
     direction="lower",

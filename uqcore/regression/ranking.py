@@ -377,6 +377,7 @@ _EXEMPT_EXACT = {
 
 @register(
     "ause",
+    biased=True,
     family="ranking",
     needs={"point", "uncertainty"},
     direction="lower",
@@ -423,6 +424,7 @@ def ause(
 
 @register(
     "aurg",
+    biased=True,
     family="ranking",
     needs={"point", "uncertainty"},
     direction="higher",
@@ -533,6 +535,7 @@ def sparsification_curve(
 # -- correlations ----------------------------------------------------------------------------
 @register(
     "spearman",
+    biased=True,
     family="ranking",
     needs={"point", "uncertainty"},
     direction="higher",
@@ -711,6 +714,7 @@ _ZERO_SIGMA = (
 
 @register(
     "merci",
+    biased=True,
     family="ranking",
     needs={"point", "uncertainty"},
     direction="lower",
@@ -747,6 +751,7 @@ def merci(
 
 @register(
     "nmerci",
+    biased=True,
     family="ranking",
     needs={"point", "uncertainty"},
     direction="lower",

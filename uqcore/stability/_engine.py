@@ -46,7 +46,6 @@ from uqcore.report import json_safe
 from uqcore.stability import _blocks
 
 __all__ = [
-    "BIASED_METRICS",
     "Engine",
     "Resample",
     "StabilityResult",
@@ -58,26 +57,6 @@ __all__ = [
 
 FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 AnyBatch = Batch | ClassificationBatch
-
-#: Metrics with a known finite-sample bias (binned or rank-based estimators): their percentile
-#: intervals may be shifted and under-cover at small N (xiong2024 §V-A; see the stability docs).
-BIASED_METRICS = frozenset(
-    {
-        "ece",
-        "rmsce",
-        "miscalibration_area",
-        "calibration_error",
-        "ence",
-        "uce",
-        "pit",
-        "adversarial_group_calibration",
-        "ause",
-        "aurg",
-        "spearman",
-        "merci",
-        "nmerci",
-    }
-)
 
 #: Elements of one dense weight block (b·N, 64 MiB of float64 weights): the matrix products of
 #: the mean-type metrics and of the block evaluators' row sums read their N × K columns once
