@@ -46,8 +46,9 @@ from benchmarks._results import write_section
 from uqcore import predictions as P
 from uqcore import registry
 from uqcore.batch import Batch
-from uqcore.stability import _blocks, bootstrap
+from uqcore.stability import bootstrap
 from uqcore.stability._engine import Engine, Resample, default_block, select_metrics
+from uqcore.stability.blocks import tuning
 from uqcore.stability.weights import Resampler
 
 
@@ -205,7 +206,7 @@ def main() -> None:
         f"'trio': bootstrap() of {', '.join(trio)} (the registered ones of the three); 'all': "
         f"all {n_all} regression metrics that apply to a Gaussian (adversarial group "
         "calibration's random groups in a helper thread: "
-        f"{'on' if _blocks.BACKGROUND else 'off'}).",
+        f"{'on' if tuning.BACKGROUND else 'off'}).",
         "",
         "Wall-clock seconds; 'CPU s' is the CPU time of the process (all its threads) during "
         "the call, which depends less on the other jobs. MiB: peak of new allocations "

@@ -13,7 +13,7 @@ Metrics are looked up in the benchmark's task (``registry.get(name, task)``): ``
 
 A metric's *badness* is lower-is-better whatever its direction: the value for "lower",
 −value for "higher", and |value − best| for "target" metrics (the best value under the
-submission's parameters, :func:`uqcore.stability.compare.target_value`).
+submission's parameters); the rule is the registry's :meth:`uqcore.registry.MetricSpec.badness`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from typing import Any
 from uqcore import UQValidationError, registry
 from uqcore.classification.aggregators import AGGREGATORS, DEFAULT_ESTIMATOR
 from uqcore.registry import MetricSpec
-from uqcore.stability.compare import target_value
 
 __all__ = [
     "CANONICAL_ESTIMATORS",
@@ -119,19 +118,15 @@ def badness(
     *,
     task: str | None = None,
 ) -> float:
-    """The sort key of ``value`` for ``metric`` of ``task`` (lower is better).
+    """The sort key of ``value`` for ``metric`` of ``task`` (lower is better): the
+    :meth:`~uqcore.registry.MetricSpec.badness` of the metric's spec.
 
     >>> badness("mae", 0.5), badness("r2", 0.5)
     (0.5, -0.5)
     >>> badness("auroc_ood", 0.75, task="classification")
     -0.75
     """
-    spec = registry.get(metric, task)
-    if spec.direction == "lower":
-        return float(value)
-    if spec.direction == "higher":
-        return -float(value)
-    return abs(float(value) - target_value(spec, dict(params or {})))
+    return registry.get(metric, task).badness(float(value), params)
 
 
 def _scalar(value: Any) -> float | None:

@@ -8,6 +8,7 @@
 """
 
 from uqcore import predictions
+from uqcore._backend import to_numpy
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
 from uqcore.registry import UndefinedMetricWarning
@@ -24,6 +25,7 @@ __all__ = [
     "evaluate",
     "metric",
     "predictions",
+    "to_numpy",
 ]
 
 # Register the metric catalogue on import.

@@ -28,6 +28,7 @@ __all__ = [
     "bincount",
     "flip_is_view",
     "float_dtype",
+    "from_numpy",
     "namespace",
     "scatter",
     "select",
@@ -61,7 +62,9 @@ def to_numpy(x: Array) -> np.ndarray[Any, Any]:
     return np.asarray(np.from_dlpack(x))
 
 
-def _from_numpy(xp: Namespace, like: Array, value: np.ndarray[Any, Any]) -> Array:
+def from_numpy(xp: Namespace, like: Array, value: np.ndarray[Any, Any]) -> Array:
+    """Copy a numpy array into namespace ``xp``, on the device of ``like`` (the inverse of
+    :func:`to_numpy`; numpy arrays are returned as they are)."""
     dev = array_api_compat.device(like)
     if array_api_compat.is_numpy_namespace(xp):
         return value
@@ -161,7 +164,7 @@ def bincount(
         return cupy.bincount(indices, weights=weights, minlength=minlength)
     host_w = None if weights is None else to_numpy(weights)
     out = np.bincount(to_numpy(indices), weights=host_w, minlength=minlength)
-    return _from_numpy(xp, indices, out)
+    return from_numpy(xp, indices, out)
 
 
 class Special:
@@ -190,7 +193,7 @@ class Special:
         """Evaluate a scipy.special function through numpy and return it in ``xp``."""
         like = next(a for a in args if not isinstance(a, (int, float)))
         host = [a if isinstance(a, (int, float)) else to_numpy(a) for a in args]
-        return _from_numpy(self.xp, like, np.asarray(fn(*host), dtype=np.float64))
+        return from_numpy(self.xp, like, np.asarray(fn(*host), dtype=np.float64))
 
     def _call(self, name: str, scipy_fn: Callable[..., Any], *args: Array) -> Array:
         if self._kind in ("numpy", "cupy"):

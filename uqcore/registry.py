@@ -2,9 +2,11 @@
 
 A metric is registered with :func:`register`, which records what it needs, its direction,
 bounds, default parameters (from the implementation's keyword-only arguments), its one-line
-summary (the docstring's first line) and its reference, and returns the public function
-``name(prediction, y, *, sample_weight=None, **options)``. The API's catalogue, the worker, the
-docs and the registry-wide tests all read :func:`specs`; nothing else lists metrics.
+summary (the docstring's first line), its reference and whether its estimator is biased, and
+returns the public function ``name(prediction, y, *, sample_weight=None, **options)``. The
+API's catalogue, the worker, the docs and the registry-wide tests all read :func:`specs`;
+nothing else lists metrics, and code that needs a fact about a metric asks its spec (e.g. the
+lower-is-better sort key of comparisons and leaderboards, :meth:`MetricSpec.badness`).
 
 Implementations have the signature ``impl(batch, *, option=default, ...)`` and return a float,
 ``None`` (undefined on this input; they warn with :class:`UndefinedMetricWarning`), or a dict
@@ -19,7 +21,9 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+import numpy as np
 
 from uqcore._validation import UQValidationError
 from uqcore.batch import make_batch
@@ -34,10 +38,14 @@ __all__ = [
     "register",
     "specs",
     "undefined",
+    "undefined_message",
 ]
 
 MetricValue = float | None | dict[str, Any]
 Direction = Literal["lower", "higher", "target"]
+
+#: A float or an array of floats (:meth:`MetricSpec.badness` keeps the type).
+Values = TypeVar("Values", float, np.ndarray[Any, Any])
 
 #: Properties checked for every metric by the registry-wide tests; a metric that does not
 #: have one by definition lists it in ``exempt`` with the reason.
@@ -56,7 +64,16 @@ class UndefinedMetricWarning(UserWarning):
 
 def undefined(name: str, why: str) -> None:
     """Warn that metric ``name`` is undefined (``why``); implementations then return ``None``."""
-    warnings.warn(f"{name} is undefined: {why}", UndefinedMetricWarning, stacklevel=3)
+    warnings.warn(undefined_message(name, why), UndefinedMetricWarning, stacklevel=3)
+
+
+def undefined_message(name: str, why: str) -> str:
+    """The text of :func:`undefined`'s warning (the stability engine reports the same text).
+
+    >>> undefined_message("r2", "the targets are constant")
+    'r2 is undefined: the targets are constant'
+    """
+    return f"{name} is undefined: {why}"
 
 
 @dataclass(frozen=True)
@@ -78,6 +95,10 @@ class MetricSpec:
     structured: bool
     mean_terms: Callable[..., Any] | None = field(default=None, repr=False)
     finalize: Callable[[float], float] | None = field(default=None, repr=False)
+    #: The estimator has a known finite-sample bias (binned or rank-based): its bootstrap
+    #: percentile intervals may be shifted and under-cover at small N (xiong2024 §V-A); the
+    #: stability results say so.
+    biased: bool = False
 
     def why_not(self, prediction: Any, targets: frozenset[str] = frozenset()) -> str | None:
         """``None`` if the metric applies to ``prediction``, else the reason it does not.
@@ -116,6 +137,47 @@ class MetricSpec:
             )
         return {**self.defaults, **params}
 
+    def target(self, params: Mapping[str, Any] | None = None) -> float:
+        """The best value of a "target" metric under ``params``.
+
+        The registry's ``best`` is for the default options. When it equals the default of a
+        numeric option (e.g. ``coverage``: best 0.95 = the default ``level``), the best value
+        follows that option when it is changed.
+
+        >>> spec = get("coverage")
+        >>> spec.target(), spec.target({"level": 0.8})
+        (0.95, 0.8)
+        """
+        if self.best is None:
+            raise UQValidationError(
+                f"metric {self.name!r} has direction 'target' but no best value to compare with"
+            )
+        params = params or {}
+        for key, default in self.defaults.items():
+            if (
+                isinstance(default, float)
+                and default == self.best
+                and isinstance(params.get(key), (int, float))
+            ):
+                return float(params[key])
+        return float(self.best)
+
+    def badness(self, value: Values, params: Mapping[str, Any] | None = None) -> Values:
+        """``value`` as a sort key where lower is better, whatever the metric's direction:
+        θ for "lower", −θ for "higher", |θ − target| for "target" (the best value under
+        ``params``, :meth:`target`). Elementwise on an array of values.
+
+        >>> get("mae").badness(0.5), get("r2").badness(0.5)
+        (0.5, -0.5)
+        >>> get("coverage").badness(0.75), get("coverage").badness(0.75, {"level": 0.5})
+        (0.19999999999999996, 0.25)
+        """
+        if self.direction == "lower":
+            return value
+        if self.direction == "higher":
+            return -value
+        return abs(value - self.target(params))
+
     def describe(self) -> dict[str, Any]:
         """A JSON-serialisable description (for the catalogue endpoint and docs)."""
         return {
@@ -153,13 +215,15 @@ def register(
     structured: bool = False,
     mean_terms: Callable[..., Any] | None = None,
     finalize: Callable[[float], float] | None = None,
+    biased: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``impl(batch, *, options...)`` under ``name`` and return its public function.
 
     ``mean_terms(batch, **options)``, when given, returns per-row terms t_i (shape (N,)) such that
     the metric equals ``finalize(Σ w_i t_i / Σ w_i)`` (``finalize`` defaults to the identity).
     Resampling uses it to compute a whole block of resamples as one matrix product; a test
-    checks that it agrees with ``impl`` for every metric that declares it.
+    checks that it agrees with ``impl`` for every metric that declares it. ``biased`` marks an
+    estimator with a known finite-sample bias (:attr:`MetricSpec.biased`).
     """
 
     def decorate(impl: Callable[..., Any]) -> Callable[..., Any]:
@@ -197,6 +261,7 @@ def register(
             structured=structured,
             mean_terms=mean_terms,
             finalize=finalize,
+            biased=biased,
         )
         _REGISTRY[(task, name)] = spec
 

@@ -27,8 +27,7 @@ from service.kinds import (
     target_field,
     task_of,
 )
-from uqcore import registry
-from uqcore._backend import to_numpy
+from uqcore import registry, to_numpy
 from uqcore.regression.calibration import calibration_curve
 from uqcore.regression.ranking import sparsification_curve
 from uqcore.report import json_safe

@@ -107,6 +107,7 @@ def _ece_value(batch: ClassificationBatch, n_bins: int, binning: Binning) -> flo
 
 @register(
     "ece",
+    biased=True,
     task=_TASK,
     family="calibration",
     needs={"probs"},

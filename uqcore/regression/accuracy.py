@@ -24,6 +24,13 @@ __all__ = ["corr", "mae", "marpd", "mdae", "r2", "rmse"]
 
 _UT = "Chung et al. 2021, Uncertainty Toolbox, §3 (accuracy metrics)"
 
+# Why a metric is undefined, in the words of its warning; the stability engine's block paths
+# report the same texts (:mod:`uqcore.stability.blocks.table`).
+#: R².
+CONSTANT_TARGETS = "the targets are constant (zero variance)"
+#: The correlation of the point prediction and the targets.
+CONSTANT_POINT_OR_TARGETS = "the predictions or the targets are constant"
+
 
 @register(
     "mae",
@@ -158,7 +165,7 @@ def r2(batch: Batch) -> float | None:
     ss_tot = batch.mean_by_chunks(lambda rows: _squared(batch.y[rows] - ybar))
     ss_res = batch.mean_square(batch.abs_error)
     if ss_tot <= 0.0 or _constant(batch):
-        undefined("r2", "the targets are constant (zero variance)")
+        undefined("r2", CONSTANT_TARGETS)
         return None
     return 1.0 - ss_res / ss_tot
 
@@ -195,5 +202,5 @@ def corr(batch: Batch) -> float | None:
     """
     value = weighted_pearson(batch.xp, batch.point, batch.y, batch.weights)
     if value is None:
-        undefined("corr", "the predictions or the targets are constant")
+        undefined("corr", CONSTANT_POINT_OR_TARGETS)
     return value

@@ -159,7 +159,8 @@ def _check_n_bins(n_bins: Any, name: str = "n_bins") -> int:
     return int(n_bins)
 
 
-def _grid(levels: Any, compat: Compat) -> np.ndarray[Any, Any]:
+def level_grid(levels: Any, compat: Compat) -> np.ndarray[Any, Any]:
+    """The checked levels p_j of the calibration tally (the default grid, or ``compat``'s)."""
     if levels is not None:
         return _check_levels(levels)
     if compat == "uncertainty_toolbox":
@@ -220,7 +221,7 @@ def _at(bounds: np.ndarray[Any, Any], cum: np.ndarray[Any, Any], x: np.ndarray[A
     return cum[np.searchsorted(bounds, x)]
 
 
-def _pit_bounds(lv: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+def pit_bounds(lv: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """The PIT bounds whose weight at or below gives the counts of :func:`_pit_counts`.
 
     One set of bounds serves both proportion types on lv and on lv ∪ {0, 1}, so ece, rmsce,
@@ -231,11 +232,11 @@ def _pit_bounds(lv: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return np.unique(np.concatenate([full, (1.0 + full) / 2.0, _prev((1.0 - full) / 2.0)]))
 
 
-def _pit_counts_at(
+def pit_counts_at(
     bounds: np.ndarray[Any, Any], cum: np.ndarray[Any, Any], prop_type: PropType, lv: Any
 ) -> np.ndarray[Any, Any]:
     """The counts of :func:`_pit_counts` from ``cum``, the weight at or below each of
-    :func:`_pit_bounds` (last axis; leading axes are independent weightings)."""
+    :func:`pit_bounds` (last axis; leading axes are independent weightings)."""
     if prop_type == "quantile":  # u ≤ p
         out: np.ndarray[Any, Any] = cum[..., np.searchsorted(bounds, lv)]
         return out
@@ -257,10 +258,10 @@ def _pit_source(batch: Batch) -> tuple[Callable[[], Array], bool]:
 def _pit_counts(
     batch: Batch, prop_type: PropType, lv: np.ndarray[Any, Any]
 ) -> np.ndarray[Any, Any]:
-    bounds = _pit_bounds(lv)
+    bounds = pit_bounds(lv)
     values, owned = _pit_source(batch)
     cum = _weight_at_or_below(batch, "pit", values, bounds, owned=owned)
-    return _pit_counts_at(bounds, cum, prop_type, lv)
+    return pit_counts_at(bounds, cum, prop_type, lv)
 
 
 def _ut_counts(
@@ -360,11 +361,11 @@ def _tally(
     _check_prop_type(prop_type)
     _check_compat(compat)
     if compat == "uncertainty_toolbox":
-        lv = _grid(levels, compat)
+        lv = level_grid(levels, compat)
         counts = _ut_counts(batch, prop_type, lv, absolute)
         return _Tally(lv, lv, counts, batch.total_weight)
     if "cdf" in batch.prediction.capabilities:
-        lv = _grid(levels, compat)
+        lv = level_grid(levels, compat)
         return _Tally(lv, lv, _pit_counts(batch, prop_type, lv), batch.total_weight)
     lv, expected, counts = _quantiles_counts(batch, prop_type, levels)
     return _Tally(lv, expected, counts, batch.total_weight)
@@ -435,6 +436,7 @@ _CAL_NEEDS = {"quantiles"}
 
 @register(
     "ece",
+    biased=True,
     family="calibration",
     needs=_CAL_NEEDS,
     direction="lower",
@@ -470,6 +472,7 @@ def ece(
 
 @register(
     "rmsce",
+    biased=True,
     family="calibration",
     needs=_CAL_NEEDS,
     direction="lower",
@@ -502,10 +505,10 @@ def rmsce(
 
 def _area_between(x: np.ndarray[Any, Any], d: np.ndarray[Any, Any]) -> float:
     """∫ |d| for d linear between the points x; a segment crossing 0 is split at the crossing."""
-    return float(_areas_between(x, d[None, :])[0])
+    return float(areas_between(x, d[None, :])[0])
 
 
-def _areas_between(x: np.ndarray[Any, Any], d: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+def areas_between(x: np.ndarray[Any, Any], d: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """:func:`_area_between` for each row of ``d`` (the stability engine's per-block form)."""
     dl, dr, dx = d[:, :-1], d[:, 1:], np.diff(x)
     al, ar = np.abs(dl), np.abs(dr)
@@ -518,6 +521,7 @@ def _areas_between(x: np.ndarray[Any, Any], d: np.ndarray[Any, Any]) -> np.ndarr
 
 @register(
     "miscalibration_area",
+    biased=True,
     family="calibration",
     needs=_CAL_NEEDS,
     direction="lower",
@@ -550,7 +554,7 @@ def miscalibration_area(
     0.093021
     """
     if compat is None and "cdf" in batch.prediction.capabilities:
-        lv = _grid(levels, compat)
+        lv = level_grid(levels, compat)
         lv = np.unique(np.concatenate([[0.0], lv, [1.0]]))
         full = _tally(batch, prop_type, lv, compat)
         return _area_between(full.expected, full.observed - full.expected)
@@ -571,6 +575,7 @@ _LEVEL_WEIGHTS = ("uniform", "mean")
 
 @register(
     "calibration_error",
+    biased=True,
     family="calibration",
     needs=_CAL_NEEDS,
     direction="lower",
@@ -620,6 +625,7 @@ _PIT_EXACT_MAX_N = 100_000
 
 @register(
     "pit",
+    biased=True,
     family="calibration",
     needs={"cdf"},
     direction="lower",
@@ -833,6 +839,7 @@ def _ence_edges(batch: Batch, rows: _BySigma, k: int) -> list[float]:
 
 @register(
     "ence",
+    biased=True,
     family="calibration",
     needs={"point", "std"},
     direction="lower",
@@ -868,6 +875,7 @@ def ence(batch: Batch, *, n_bins: int = 10) -> float:
 
 @register(
     "uce",
+    biased=True,
     family="calibration",
     needs={"point", "std"},
     direction="lower",

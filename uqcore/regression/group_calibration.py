@@ -31,7 +31,8 @@ __all__ = ["adversarial_group_calibration"]
 CaliType = Literal["mean_abs", "root_mean_sq"]
 
 
-def _check_int(value: Any, name: str, low: int) -> int:
+def check_int(value: Any, name: str, low: int) -> int:
+    """Option ``name`` as an int, if it is an integer >= ``low``; else UQValidationError."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
         raise UQValidationError(f"{name} must be an integer >= {low}, found {value!r}")
     return int(value)
@@ -47,10 +48,10 @@ def _integer_totals(batch: Batch, counts: np.ndarray[Any, Any]) -> np.ndarray[An
                 "adversarial_group_calibration needs integer (frequency) sample_weight: a row "
                 "of weight k counts as k rows when groups are drawn; found non-integer weights"
             )
-    return _categories(counts, batch.total_weight)
+    return category_totals(counts, batch.total_weight)
 
 
-def _categories(counts: np.ndarray[Any, Any], total: float) -> np.ndarray[Any, Any]:
+def category_totals(counts: np.ndarray[Any, Any], total: float) -> np.ndarray[Any, Any]:
     """Rows per category (M + 1: entering the level sets first at level j, or never) from the
     nested counts of the level sets and the total weight."""
     cum = np.concatenate([counts, [total]])
@@ -60,6 +61,7 @@ def _categories(counts: np.ndarray[Any, Any], total: float) -> np.ndarray[Any, A
 
 @register(
     "adversarial_group_calibration",
+    biased=True,
     family="calibration",
     needs={"quantiles"},
     direction="lower",
@@ -119,14 +121,14 @@ def adversarial_group_calibration(
         raise UQValidationError(
             f"cali_type must be 'mean_abs' or 'root_mean_sq', found {cali_type!r}"
         )
-    n_bins = _check_int(num_group_bins, "num_group_bins", 1)
-    trials = _check_int(num_trials, "num_trials", 1)
-    draws = _check_int(num_group_draws, "num_group_draws", 1)
+    n_bins = check_int(num_group_bins, "num_group_bins", 1)
+    trials = check_int(num_trials, "num_trials", 1)
+    draws = check_int(num_group_draws, "num_group_draws", 1)
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
         raise UQValidationError(f"seed must be an integer, found {seed!r}")
     tally = _tally(batch, prop_type, levels, compat)
     cats = _integer_totals(batch, tally.counts)  # M + 1 categories: first level inside, or never
-    return _scores(
+    return group_scores(
         cats,
         tally.expected,
         cali_type=cali_type,
@@ -139,7 +141,7 @@ def adversarial_group_calibration(
     )
 
 
-def _scores(
+def group_scores(
     cats: np.ndarray[Any, Any],
     expected: np.ndarray[Any, Any],
     *,

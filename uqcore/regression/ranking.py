@@ -93,6 +93,20 @@ _MOUKARI = "Moukari et al. 2019, n-MeRCI (IROS), section III, eq. 1-2"
 #: Most unit steps the exact RMSE grid expands (beyond this, use grid=<int>).
 _MAX_EXACT_STEPS = 1 << 27
 
+# Why a metric is undefined, in the words of its warning; the stability engine's block paths
+# report the same texts (:mod:`uqcore.stability.blocks.table`).
+#: Spearman's and Pearson's correlation of the uncertainty and the absolute errors.
+CONSTANT_UNCERTAINTY_OR_ERRORS = "the uncertainty or the absolute errors are constant"
+#: The normalised AUSE and AURG.
+ALL_ERRORS_ZERO = "every error is zero, so the normalising full-set error is 0"
+
+
+def normaliser_not_positive(denom: float | None, variant: str) -> str:
+    """Why n-MeRCI is undefined: its normaliser (``denom`` where known) is not positive."""
+    value = "" if denom is None else f" = {denom:.6g}"
+    hint = " (try variant='inlier')" if variant == "paper" else ""
+    return f"the normaliser Q_alpha(|e|) - MAE{value} is not positive{hint}"
+
 
 # -- validation of options -------------------------------------------------------------------
 def _check_error(error: Any) -> None:
@@ -377,6 +391,7 @@ _EXEMPT_EXACT = {
 
 @register(
     "ause",
+    biased=True,
     family="ranking",
     needs={"point", "uncertainty"},
     direction="lower",
@@ -416,13 +431,14 @@ def ause(
     if not normalize:
         return area
     if full <= 0.0:
-        undefined("ause", "every error is zero, so the normalising full-set error is 0")
+        undefined("ause", ALL_ERRORS_ZERO)
         return None
     return area / full
 
 
 @register(
     "aurg",
+    biased=True,
     family="ranking",
     needs={"point", "uncertainty"},
     direction="higher",
@@ -458,7 +474,7 @@ def aurg(
     if not normalize:
         return area
     if full <= 0.0:
-        undefined("aurg", "every error is zero, so the normalising full-set error is 0")
+        undefined("aurg", ALL_ERRORS_ZERO)
         return None
     return area / full
 
@@ -533,6 +549,7 @@ def sparsification_curve(
 # -- correlations ----------------------------------------------------------------------------
 @register(
     "spearman",
+    biased=True,
     family="ranking",
     needs={"point", "uncertainty"},
     direction="higher",
@@ -568,7 +585,7 @@ def spearman(batch: Batch) -> float | None:
         re = xp.take(scatter(xp, order_e, re_sorted), u_key.order)
         value = weighted_pearson(xp, ru, re, u_key.weights)
     if value is None:
-        undefined("spearman", "the uncertainty or the absolute errors are constant")
+        undefined("spearman", CONSTANT_UNCERTAINTY_OR_ERRORS)
     return value
 
 
@@ -622,7 +639,7 @@ def pearson(batch: Batch) -> float | None:
     """
     value = weighted_pearson(batch.xp, batch.uncertainty, batch.abs_error, batch.weights)
     if value is None:
-        undefined("pearson", "the uncertainty or the absolute errors are constant")
+        undefined("pearson", CONSTANT_UNCERTAINTY_OR_ERRORS)
     return value
 
 
@@ -711,6 +728,7 @@ _ZERO_SIGMA = (
 
 @register(
     "merci",
+    biased=True,
     family="ranking",
     needs={"point", "uncertainty"},
     direction="lower",
@@ -747,6 +765,7 @@ def merci(
 
 @register(
     "nmerci",
+    biased=True,
     family="ranking",
     needs={"point", "uncertainty"},
     direction="lower",
@@ -807,10 +826,6 @@ def nmerci(
         mae = float(xp.sum(w * err)) / tw
     denom = q - mae
     if not denom > 0.0:
-        undefined(
-            "nmerci",
-            f"the normaliser Q_alpha(|e|) - MAE = {denom:.6g} is not positive"
-            + (" (try variant='inlier')" if variant == "paper" else ""),
-        )
+        undefined("nmerci", normaliser_not_positive(denom, variant))
         return None
     return (lam * mean_sigma - mae) / denom

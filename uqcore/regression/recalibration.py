@@ -28,7 +28,7 @@ import numpy as np
 import scipy.optimize
 import scipy.special
 
-from uqcore._backend import Array, _from_numpy, to_numpy
+from uqcore._backend import Array, from_numpy, to_numpy
 from uqcore._validation import (
     UQValidationError,
     as_float_array,
@@ -245,7 +245,7 @@ class IsotonicRecalibrated(RegressionPrediction):
 
     def _out(self, values: FloatArray) -> Array:
         like = next(iter(self.base.arrays().values()))
-        return _from_numpy(self.xp, like, np.ascontiguousarray(values, dtype=np.float64))
+        return from_numpy(self.xp, like, np.ascontiguousarray(values, dtype=np.float64))
 
     def cdf(self, y: Array) -> Array:
         u = to_numpy(self.base.cdf(y))

@@ -887,7 +887,7 @@ def _interval_summary(
     }
 
 
-def _interval_value_terms(
+def interval_value_terms(
     batch: Batch, levels: Any, level: Any, covered: bool
 ) -> tuple[Array, float] | None:
     """Per-row terms t_i and a factor c such that the ``"value"`` of :func:`coverage`

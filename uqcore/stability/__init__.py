@@ -6,7 +6,8 @@ evaluated by one engine that reuses the batch's sorts and PIT values and compute
 that are means of per-row terms as one matrix product per block of resamples.
 """
 
-from uqcore.stability._engine import BIASED_METRICS, StabilityResult
+from uqcore import registry
+from uqcore.stability._engine import StabilityResult
 from uqcore.stability.bootstrap import bootstrap
 from uqcore.stability.compare import Comparisons, compare, compare_all, rank_distribution
 from uqcore.stability.convergence import convergence, minimum_reliable_size
@@ -22,3 +23,7 @@ __all__ = [
     "minimum_reliable_size",
     "rank_distribution",
 ]
+
+#: The names of the metrics whose estimator has a known finite-sample bias (derived from
+#: :attr:`~uqcore.registry.MetricSpec.biased`, which the engine reads).
+BIASED_METRICS = frozenset(spec.name for spec in registry.specs() if spec.biased)

@@ -13,7 +13,7 @@ sparse index set with weights. For every metric the engine picks the cheapest ex
 - metrics exempt from the ``repeat_rows`` or ``zero_weight`` invariance: always an explicit
   index resample (row i repeated c_i times), so the result is by construction the metric on the
   resampled arrays;
-- the other metrics with a block evaluator (:mod:`uqcore.stability._blocks`: Spearman, AUSE,
+- the other metrics with a block evaluator (:mod:`uqcore.stability.blocks`: Spearman, AUSE,
   AURG, the PIT KS statistic and the calibration errors, adversarial group calibration,
   Pearson, corr, R², coverage, mean width, MdAE, MeRCI, n-MeRCI, ENCE, UCE) on dense resamples
   of a numpy batch: the whole block at once, from the row sums of fixed per-row columns and
@@ -38,15 +38,14 @@ from typing import Any
 import numpy as np
 
 from uqcore import registry
-from uqcore._backend import _from_numpy, to_numpy
+from uqcore._backend import from_numpy, to_numpy
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch, ClassificationBatch
 from uqcore.registry import MetricSpec, UndefinedMetricWarning
 from uqcore.report import json_safe
-from uqcore.stability import _blocks
+from uqcore.stability import blocks
 
 __all__ = [
-    "BIASED_METRICS",
     "Engine",
     "Resample",
     "StabilityResult",
@@ -59,31 +58,11 @@ __all__ = [
 FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 AnyBatch = Batch | ClassificationBatch
 
-#: Metrics with a known finite-sample bias (binned or rank-based estimators): their percentile
-#: intervals may be shifted and under-cover at small N (xiong2024 §V-A; see the stability docs).
-BIASED_METRICS = frozenset(
-    {
-        "ece",
-        "rmsce",
-        "miscalibration_area",
-        "calibration_error",
-        "ence",
-        "uce",
-        "pit",
-        "adversarial_group_calibration",
-        "ause",
-        "aurg",
-        "spearman",
-        "merci",
-        "nmerci",
-    }
-)
-
 #: Elements of one dense weight block (b·N, 64 MiB of float64 weights): the matrix products of
 #: the mean-type metrics and of the block evaluators' row sums read their N × K columns once
 #: per block, so more resamples per product are cheaper (at N = 10⁶ and K = 16 columns,
 #: measured 6.3 ms per resample with one resample per product, 2.5 ms with eight). The
-#: order-based paths then walk the block in pieces of :data:`_blocks.BLOCK_ELEMENTS`.
+#: order-based paths then walk the block in pieces of :data:`blocks.tuning.BLOCK_ELEMENTS`.
 BLOCK_ELEMENTS = 2**23
 
 
@@ -281,7 +260,7 @@ class Engine:
         Use the matrix-product path for metrics with ``mean_terms`` (default; False evaluates
         every resample through the implementation, e.g. to check the two agree).
     use_blocks : bool
-        Use the block evaluators of :mod:`uqcore.stability._blocks` where they apply (default;
+        Use the block evaluators of :mod:`uqcore.stability.blocks` where they apply (default;
         False evaluates those metrics resample by resample).
     """
 
@@ -314,15 +293,15 @@ class Engine:
         self.full: dict[str, Any] = {}
         self.full_notes: list[str] = []
         self._split()
-        self._keys: _blocks.Keys | None = None
-        self._fast: dict[str, _blocks.BlockEvaluator] = {}
+        self._keys: blocks.Keys | None = None
+        self._fast: dict[str, blocks.BlockEvaluator] = {}
         if use_blocks:
             slow = [
                 (c.name, c.params)
                 for c in (*self._weighted, *self._exact)
                 if c.spec.task == "regression"
             ]
-            self._keys, self._fast = _blocks.prepare(batch, slow)
+            self._keys, self._fast = blocks.prepare(batch, slow)
         # the mean-type terms join the block evaluators' columns: one matrix product per block
         self._term_cols: list[int] = []
         if self._keys is not None and self._terms is not None:
@@ -364,12 +343,12 @@ class Engine:
 
     # -- conversions -----------------------------------------------------------------------
     def _to_xp(self, a: FloatArray) -> Any:
-        return _from_numpy(self.xp, self.batch.y, np.ascontiguousarray(a, dtype=np.float64))
+        return from_numpy(self.xp, self.batch.y, np.ascontiguousarray(a, dtype=np.float64))
 
     def _gathered(self, idx: np.ndarray[Any, Any], w: FloatArray) -> AnyBatch:
         """A batch of rows ``idx`` with weights ``w`` (already multiplied by the base)."""
         xp = self.xp
-        idx_x = _from_numpy(xp, self.batch.y, idx.astype(np.int64))
+        idx_x = from_numpy(xp, self.batch.y, idx.astype(np.int64))
         pred = self.batch.prediction.take(idx)
         y = xp.take(self.batch.y, idx_x, axis=0)
         weights = None if bool(np.all(w == 1.0)) else self._to_xp(w)
@@ -494,7 +473,7 @@ class Engine:
         computed.
 
         ``lin`` holds the row sums of every evaluator's columns (one matrix product over all
-        of ``w``); the order-based work goes a piece of :func:`_blocks.rows_per_block`
+        of ``w``); the order-based work goes a piece of :func:`blocks.rows_per_block`
         resamples at a time, so its derived arrays stay small.
         """
         if not self._fast or self._keys is None:
@@ -502,18 +481,18 @@ class Engine:
         b = next(iter(out.values())).shape[0]
         handled = {name: np.zeros(b, dtype=bool) for name in self._fast}
         where = np.asarray(dense, dtype=np.int64)
-        step = _blocks.rows_per_block(self.n)
-        pending: list[tuple[str, np.ndarray[Any, Any], _blocks.Deferred]] = []
+        step = blocks.rows_per_block(self.n)
+        pending: list[tuple[str, np.ndarray[Any, Any], blocks.Deferred]] = []
         for start in range(0, len(dense), step):
             part = slice(start, min(start + step, len(dense)))
-            ctx = _blocks.context(self._keys, w[part], None if lin is None else lin[part])
+            ctx = blocks.context(self._keys, w[part], None if lin is None else lin[part])
             if not bool(np.all(ctx.total > 0)):
                 continue  # an empty resample: the per-resample path notes it
             rows = where[part]
             with np.errstate(divide="ignore", invalid="ignore"):
                 for name, ev in self._fast.items():
                     v = ev(ctx)
-                    if isinstance(v, _blocks.Deferred):
+                    if isinstance(v, blocks.Deferred):
                         pending.append((name, rows, v))
                     elif v is not None:
                         self._store(name, rows, v, out, handled)
@@ -531,7 +510,7 @@ class Engine:
     ) -> None:
         out[name][rows] = v
         handled[name][rows] = True
-        reason = _blocks.UNDEFINED.get(name)
+        reason = blocks.undefined_reason(name)
         reasons = self.undefined_reasons[name]
         undefined = reason is not None and bool(np.any(np.isnan(v)))
         if undefined and reason is not None and reason not in reasons and len(reasons) < 3:
@@ -561,7 +540,7 @@ class Engine:
             idx, ws = resamples[i].sparse()
             if self.base is not None:
                 ws = ws * self.base[idx]
-            t = to_numpy(xp.take(terms, _from_numpy(xp, self.batch.y, idx), axis=0))
+            t = to_numpy(xp.take(terms, from_numpy(xp, self.batch.y, idx), axis=0))
             num[i] = ws @ t
             den[i] = np.sum(ws)
         for j, c in enumerate(self._mean):

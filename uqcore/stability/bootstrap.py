@@ -19,8 +19,8 @@ Intervals
   (K = 100 by default, i.e. the delete-one jackknife when N ≤ 100) and
   â = Σ(θ̄ − θ₍ₖ₎)³ / (6 (Σ(θ̄ − θ₍ₖ₎)²)^{3/2}).
 
-Metrics with a known finite-sample bias (binned calibration errors, AUSE, Spearman, n-MeRCI) get
-a warning in their entry: their percentile interval is centred on a biased estimate and may
+Metrics with a known finite-sample bias (binned calibration errors, AUSE, Spearman, n-MeRCI:
+:attr:`~uqcore.registry.MetricSpec.biased`) get a warning in their entry: their percentile interval is centred on a biased estimate and may
 under-cover at small N; so does every metric whose bootstrap bias exceeds a quarter of its
 bootstrap standard error (Efron & Tibshirani 1993, §10.2).
 """
@@ -36,7 +36,6 @@ from scipy.special import ndtr, ndtri
 
 from uqcore._validation import UQValidationError
 from uqcore.stability._engine import (
-    BIASED_METRICS,
     Chosen,
     Engine,
     Resample,
@@ -358,7 +357,7 @@ def _entry(
         else:
             low, high, entry["z0"] = res
     entry["low"], entry["high"] = low, high
-    if c.name in BIASED_METRICS:
+    if c.spec.biased:
         notes.append(
             "this estimator has a finite-sample bias: the interval may be shifted and "
             "under-cover at small N (see the stability docs)"

@@ -8,9 +8,9 @@ the same seed) weight all predictions at once, so the differences keep the pairi
   Δ* below Δ̂, the acceleration from a delete-a-block jackknife of the difference, with the
   same blocks for A and B — see :func:`~uqcore.stability.bootstrap.jackknife_values`).
 - ``p_better``: the bootstrap probability that A is better in the metric's direction (lower,
-  higher, or closer to the best value for "target" metrics, see :func:`target_value`); ties
-  count ½. Identical
-  predictions give Δ = 0 exactly and ``p_better`` = 0.5.
+  higher, or closer to the best value for "target" metrics: the registry's
+  :meth:`~uqcore.registry.MetricSpec.badness`); ties count ½. Identical predictions give
+  Δ = 0 exactly and ``p_better`` = 0.5.
 - ``p_value``: two-sided test of "no difference" by the shifted bootstrap (Efron & Tibshirani
   1993, §16.4; Hall & Wilson 1991): p = (1 + #{|Δ* − Δ̂| ≥ |Δ̂|}) / (B + 1), with B the number
   of resamples on which both values are defined. Identical predictions give p = 1.
@@ -29,7 +29,6 @@ import numpy as np
 from uqcore._validation import UQValidationError
 from uqcore.registry import MetricSpec
 from uqcore.stability._engine import (
-    BIASED_METRICS,
     Chosen,
     Engine,
     Resample,
@@ -72,36 +71,9 @@ MULTIPLE_COMPARISON_NOTE = (
 )
 
 
-def target_value(spec: MetricSpec, params: Mapping[str, Any]) -> float:
-    """The best value of a "target" metric under ``params``.
-
-    The registry's ``best`` is for the default options. When it equals the default of a numeric
-    option (e.g. ``coverage``: best 0.95 = the default ``level``), the best value follows that
-    option when it is changed.
-    """
-    if spec.best is None:
-        raise UQValidationError(
-            f"metric {spec.name!r} has direction 'target' but no best value to compare with"
-        )
-    for key, default in spec.defaults.items():
-        if (
-            isinstance(default, float)
-            and default == spec.best
-            and isinstance(params.get(key), (int, float))
-        ):
-            return float(params[key])
-    return float(spec.best)
-
-
-def _badness(
-    spec: MetricSpec, values: np.ndarray[Any, Any], params: Mapping[str, Any]
-) -> np.ndarray[Any, Any]:
-    """Smaller is better: θ, −θ, or |θ − best| by the metric's direction."""
-    if spec.direction == "lower":
-        return values
-    if spec.direction == "higher":
-        return -values
-    return np.abs(values - target_value(spec, params))
+#: ``target_value(spec, params)``: the best value of a "target" metric under ``params``
+#: (:meth:`MetricSpec.target`, exported under this name since before the registry held it).
+target_value = MetricSpec.target
 
 
 def _setup(
@@ -287,7 +259,7 @@ def _pair_result(
                 else:
                     entry["low"], entry["high"], entry["z0"] = res
             entry["std"] = float(np.std(d, ddof=1)) if d.shape[0] > 1 else 0.0
-            bad_a, bad_b = _badness(c.spec, va[ok], c.params), _badness(c.spec, vb[ok], c.params)
+            bad_a, bad_b = c.spec.badness(va[ok], c.params), c.spec.badness(vb[ok], c.params)
             entry["p_better"] = float(
                 (np.sum(bad_a < bad_b) + 0.5 * np.sum(bad_a == bad_b)) / d.shape[0]
             )
@@ -295,7 +267,7 @@ def _pair_result(
             entry["p_value"] = float((1 + extreme) / (d.shape[0] + 1))
         else:
             notes.append("no comparison: the metric is undefined on the data or every resample")
-        if c.name in BIASED_METRICS:
+        if c.spec.biased:
             notes.append(
                 "this estimator has a finite-sample bias; the bias largely cancels in a paired "
                 "difference at equal N, but the interval may under-cover at small N"
@@ -433,11 +405,11 @@ def _rank_result(
     spec = chosen.spec
     k = len(names)
     ok = np.all(np.isfinite(boot), axis=0)
-    bad = _badness(spec, boot[:, ok], chosen.params)  # k × B'
+    bad = spec.badness(boot[:, ok], chosen.params)  # k × B'
     probs = _rank_probabilities(bad)  # k × k
     ranks = _average_ranks(bad)  # k × B'
     full_ranks = (
-        _average_ranks(_badness(spec, full, chosen.params)[:, None])[:, 0]
+        _average_ranks(spec.badness(full, chosen.params)[:, None])[:, 0]
         if np.all(np.isfinite(full))
         else np.full(k, math.nan)
     )
@@ -468,7 +440,7 @@ def _rank_result(
         warnings_.append(
             f"{metric} undefined for some model on {n_undef} of {b_count} resamples (left out)"
         )
-    if spec.name in BIASED_METRICS:
+    if spec.biased:
         warnings_.append(
             f"{metric} has a finite-sample bias; ranks are comparable at equal N but intervals "
             "may under-cover at small N"

@@ -38,7 +38,6 @@ import numpy as np
 
 from uqcore._validation import UQValidationError
 from uqcore.stability._engine import (
-    BIASED_METRICS,
     Engine,
     Resample,
     StabilityResult,
@@ -292,7 +291,7 @@ def convergence(
                 + ", ".join(f"{m}: {u}" for m, u in zip(size_list, undef, strict=True) if u)
                 + f" of {r_count}); they are left out"
             )
-        if c.name in BIASED_METRICS:
+        if c.spec.biased:
             notes.append(
                 "this estimator has a finite-sample bias: small-subset values are shifted "
                 "(see 'bias')"

@@ -391,14 +391,14 @@ def test_each_block_evaluator_alone_with_small_windows(
     are searched and summed without them), with windows, chunks and blocks far smaller than
     N so that every search widens its window and every bin spans several chunks; non-integer
     base weights (the float paths) too. Equal to the per-resample path to 1e-12."""
-    from uqcore.stability import _blocks
+    from uqcore.stability.blocks import tuning
 
-    monkeypatch.setattr(_blocks, "LOCAL_MARGIN_FACTOR", 0)
-    monkeypatch.setattr(_blocks, "LOCAL_MARGIN", 1)
-    monkeypatch.setattr(_blocks, "PREFIX_CHUNK", 7)
-    monkeypatch.setattr(_blocks, "CHUNK", 5)
-    monkeypatch.setattr(_blocks, "BLOCK_ELEMENTS", 2 * 500)  # two resamples per block
-    monkeypatch.setattr(_blocks, "LINEAR_EINSUM_MAX", 0)  # row sums by the BLAS product
+    monkeypatch.setattr(tuning, "LOCAL_MARGIN_FACTOR", 0)
+    monkeypatch.setattr(tuning, "LOCAL_MARGIN", 1)
+    monkeypatch.setattr(tuning, "PREFIX_CHUNK", 7)
+    monkeypatch.setattr(tuning, "CHUNK", 5)
+    monkeypatch.setattr(tuning, "BLOCK_ELEMENTS", 2 * 500)  # two resamples per block
+    monkeypatch.setattr(tuning, "LINEAR_EINSUM_MAX", 0)  # row sums by the BLAS product
     pred, y = _data(500, 44)
     counts = Resampler(500).block(8, range(5))
     chosen, _ = select_metrics([pred], [name], None)
@@ -490,14 +490,14 @@ def test_bias_note_advises_bca_only_for_the_percentile_interval() -> None:
 def test_background_draws_change_no_value(monkeypatch: pytest.MonkeyPatch) -> None:
     """Adversarial group calibration's random groups run in the helper thread or not: the
     same values, bit for bit, for every metric of the block."""
-    from uqcore.stability import _blocks
+    from uqcore.stability.blocks import tuning
 
     pred, y = _data(400, 48)
     counts = Resampler(400).block(3, range(6))
     chosen, _ = select_metrics([pred], "all", None)
     got = {}
     for background in (True, False):
-        monkeypatch.setattr(_blocks, "BACKGROUND", background)
+        monkeypatch.setattr(tuning, "BACKGROUND", background)
         engine = Engine(Batch(pred, y), chosen)
         got[background] = engine.values([Resample(row) for row in counts])
     for name, values in got[True].items():

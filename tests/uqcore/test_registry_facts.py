@@ -1,0 +1,84 @@
+"""Facts the registry holds about each metric for other code: whether its estimator is biased,
+and its badness (the lower-is-better sort key of comparisons, ranks and leaderboards)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+
+from uqcore import registry
+from uqcore.registry import MetricSpec
+from uqcore.stability import BIASED_METRICS
+from uqcore.stability.compare import target_value
+
+#: The estimators with a known finite-sample bias (binned or rank-based), as (task, name).
+BIASED = {
+    ("regression", "ece"),
+    ("regression", "rmsce"),
+    ("regression", "miscalibration_area"),
+    ("regression", "calibration_error"),
+    ("regression", "ence"),
+    ("regression", "uce"),
+    ("regression", "pit"),
+    ("regression", "adversarial_group_calibration"),
+    ("regression", "ause"),
+    ("regression", "aurg"),
+    ("regression", "spearman"),
+    ("regression", "merci"),
+    ("regression", "nmerci"),
+    ("classification", "ece"),
+}
+
+#: The best value of each "target" metric under its options, from its definition.
+TARGETS: dict[str, Callable[[Mapping[str, Any]], float]] = {
+    "coverage": lambda params: float(params.get("level", 0.95)),  # the nominal level
+    "disentanglement_rank_corr": lambda params: 0.0,  # no correlation
+}
+
+
+def _reference(spec: MetricSpec, value: float, params: Mapping[str, Any]) -> float:
+    """Lower is better: the value, its negation, or its distance from the target."""
+    if spec.direction == "lower":
+        return value
+    if spec.direction == "higher":
+        return -value
+    return abs(value - TARGETS[spec.name](params))
+
+
+def test_biased_metrics_are_marked_in_the_registry() -> None:
+    assert {(s.task, s.name) for s in registry.specs() if s.biased} == BIASED
+    assert {name for _, name in BIASED} == BIASED_METRICS
+
+
+def test_every_target_metric_has_a_reference_target() -> None:
+    assert {s.name for s in registry.specs() if s.direction == "target"} == set(TARGETS)
+
+
+@pytest.mark.parametrize("spec", registry.specs(), ids=lambda s: f"{s.task}-{s.name}")
+def test_badness_follows_the_direction(spec: MetricSpec) -> None:
+    values = np.array([-1.5, -0.25, 0.0, 0.3, 0.8, 0.95, 1.0, 2.0])
+    options: list[dict[str, Any]] = [{}, dict(spec.defaults)]
+    if spec.name == "coverage":
+        options += [{"level": 0.8}, {"level": 0.5, "levels": [0.5, 0.9]}]
+    for params in options:
+        got = spec.badness(values, params)
+        assert isinstance(got, np.ndarray)
+        want = np.array([_reference(spec, float(v), params) for v in values])
+        np.testing.assert_array_equal(got, want)
+        for v in values:
+            one = spec.badness(float(v), params)
+            assert type(one) is float
+            assert one == _reference(spec, float(v), params)
+    if spec.direction == "target":
+        assert spec.target(None) == target_value(spec, {}) == TARGETS[spec.name]({})
+
+
+def test_badness_orders_better_values_first() -> None:
+    mae, r2, coverage = (registry.get(n) for n in ("mae", "r2", "coverage"))
+    assert mae.badness(0.1) < mae.badness(0.2)
+    assert r2.badness(0.9) < r2.badness(0.2)
+    assert coverage.badness(0.94) < coverage.badness(0.99) < coverage.badness(0.8)
+    assert coverage.badness(0.79, {"level": 0.8}) < coverage.badness(0.9, {"level": 0.8})

@@ -1,0 +1,136 @@
+"""Block paths of the rank metrics: Spearman's ρ, AUSE and AURG, from cumulative weights
+along the uncertainty and |e| orders.
+
+- ``spearman``: with C_k the cumulative weight along a key's order, the doubled weighted
+  midrank of row k is C_k + C_{k−1} (exact for counts), centred a_k = C_k + C_{k−1} − W.
+  ρ = Σ w a b / √(Σ w a² · Σ w b²), and without ties Σ_k w_k a_k² = (W³ − Σ w_k³)/3 for both
+  keys (the midranks of a tie block of w copies are the integral of (x − W/2)² over its stretch
+  minus w³/12), so only the cross term needs the |e| ranks gathered into the uncertainty order
+  (and Σ w b = 0 lets the uncertainty ranks stay uncentred).
+- ``ause``/``aurg`` (``error="mae"``, ``grid="exact"``, integer weights): along the ascending
+  key a row of weight m, remaining weight R and remaining error S (both including the row) adds
+  m·e + (S − R·e)(H_R − H_{R−m}) to the area (the implementation's digamma form; H the harmonic
+  numbers). Summing by parts, Σ S(H_R − H_{R−m}) = Σ_k m_k e_k (H_W − H_{R_k−m_k}), so
+  area = Σ m e + Σ m e (H_W − H_{R−m}) − Σ R e (H_R − H_{R−m}): one gather from the harmonic
+  table and two dot products, no floating cumulative sum. Along the |e| order itself (the
+  oracle) this is (1 + H_W) Σ m e − Σ_k R_k H_{R_k} (e_k − e_{k+1}), whose terms but the last
+  share one sign: one gather from a table of k·H_k and one dot product with fixed steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from uqcore.stability.blocks.context import (
+    BlockContext,
+    BlockEvaluator,
+    FloatArray,
+    IntArray,
+    Keys,
+    int_type,
+)
+
+__all__ = ["sparsification", "spearman"]
+
+
+def spearman(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | None:
+    """Spearman's ρ of the uncertainty and |e| (no ties in either)."""
+    if keys.ties("u", keys.u) or keys.ties("e", keys.e):
+        return None
+    perm = keys.get(
+        "perm_e_to_u",
+        lambda: np.argsort(keys.order_e())[keys.order_u()],  # position in |e| order, u order
+    )
+
+    def run(ctx: BlockContext) -> FloatArray:
+        top = 2.0 * ctx.top
+
+        def doubled(key: str, order: Callable[[], IntArray]) -> Any:
+            """2C_k − w_k = C_k + C_{k−1} along the key's order (exact for integer weights)."""
+            c = ctx.cum(key, order)
+            dtype = c.dtype if c.dtype.kind == "f" else int_type(top)
+            out = ctx.scratch(f"spearman:{key}", dtype)
+            np.add(c[:, 1:], c[:, :-1], out=out[:, 1:])
+            out[:, 0] = c[:, 0]
+            return out
+
+        du = doubled("u", keys.order_u)
+        de = doubled("e", keys.order_e)
+        de_u = np.take(de, perm, axis=1, out=ctx.scratch("spearman:e_u", de.dtype), mode="clip")
+        b = np.subtract(de_u, ctx.total[:, None], out=ctx.scratch("spearman:b", np.float64))
+        # Σ w a b with a = du − W centred; Σ w b = W² − W² = 0, so du need not be centred
+        sab = np.einsum("ij,ij,ij->i", ctx.by("u", keys.order_u), du, b)
+        # Σ w a² = Σ w b² = (W³ − Σ w³)/3 without ties (see the module docstring)
+        saa = (ctx.total**3 - ctx.power_sum(3)) / 3.0
+        ok = (ctx.positive_rows >= 2) & (saa > 0)
+        r = np.where(ok, sab / np.where(ok, saa, 1.0), np.nan)
+        return np.clip(r, -1.0, 1.0)
+
+    return run
+
+
+def sparsification(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | None:
+    """AUSE (``name="ause"``) or AURG (``"aurg"``) with ``error="mae"``, ``grid="exact"``
+    (no ties in the uncertainty; integer weights, else per resample)."""
+    if params.get("error") != "mae" or params.get("grid") != "exact":
+        return None
+    if keys.ties("u", keys.u):
+        return None
+    normalize = bool(params.get("normalize", True))
+    e_u = keys.get("e_by_u", lambda: keys.e()[keys.order_u()])
+    col_e = keys.column("e", keys.e)
+    step_e = keys.get("e_steps", lambda: keys.e_by_e() - np.append(keys.e_by_e()[1:], 0.0))
+
+    def area(ctx: BlockContext, key: str, order: Callable[[], IntArray], e: FloatArray) -> Any:
+        def compute() -> FloatArray:
+            m = ctx.by(key, order)  # integer weights along the key
+            r = ctx.cum(key, order)  # remaining weight R (including the row), exact
+            h = ctx.harmonic(ctx.top)
+            hh = ctx.scratch(f"area:h:{key}", np.float64, extra=1)
+            hh[:, 0] = 0.0
+            np.take(h, r, out=hh[:, 1:], mode="clip")
+            h_prev, h_cur = hh[:, :-1], hh[:, 1:]  # H_{R−m} (the row before) and H_R
+            err = ctx.sums(col_e)  # Σ m e
+            h_total = np.take(h, np.rint(ctx.total).astype(np.int64))
+            # Σ S·ΔH by parts: Σ m e (H_W − H_{R−m})
+            s_dh = h_total * err - np.einsum("ij,j,ij->i", m, e, h_prev)
+            dh = np.subtract(h_cur, h_prev, out=ctx.scratch(f"area:dh:{key}", np.float64))
+            out: FloatArray = err + s_dh - np.einsum("ij,j,ij->i", r, e, dh)
+            return out
+
+        return ctx.get(f"area:{key}", compute)
+
+    def sorted_area(ctx: BlockContext) -> FloatArray:
+        """The area along the |e| order itself (the oracle): with g_k = R_k·H_{R_k},
+        X − Y = H_W Σme − Σ_k e_k (g_k − g_{k−1}) = H_W Σme − Σ_k g_k (e_k − e_{k+1})
+        (e_{N+1} = 0); along ascending e every term but the last has one sign, so one gather
+        from the table of k·H_k and one dot product suffice."""
+        r = ctx.cum("e", keys.order_e)
+        g = np.take(
+            ctx.harmonic_times(ctx.top), r, out=ctx.scratch("area:g", np.float64), mode="clip"
+        )
+        err = ctx.sums(col_e)
+        h_total = np.take(ctx.harmonic(ctx.top), np.rint(ctx.total).astype(np.int64))
+        out: FloatArray = (1.0 + h_total) * err - np.einsum("ij,j->i", g, step_e)
+        return out
+
+    def run(ctx: BlockContext) -> FloatArray | None:
+        if not ctx.integer:
+            return None
+        total = ctx.total
+        model = area(ctx, "u", keys.order_u, e_u) / total
+        full = ctx.sums(col_e) / total
+        if name == "ause":
+            oracle = sorted_area(ctx) / total
+            value = np.maximum(model - oracle, 0.0)
+        else:
+            value = full - model
+        if not normalize:
+            return np.asarray(value, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(full > 0, value / np.where(full > 0, full, 1.0), np.nan)
+
+    return run
