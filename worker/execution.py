@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -260,7 +259,7 @@ def run_job(
         except UQValidationError as exc:
             if record.benchmark is not None:
                 # uqcore's message may quote target values; the targets are hidden.
-                return store.fail(sub_id, _hide_targets(str(exc)))
+                return store.fail(sub_id, _hide_targets(exc))
             return store.fail(sub_id, f"invalid input: {exc}")
         except SoftTimeLimitExceeded:
             return store.fail(
@@ -378,13 +377,17 @@ def run_rank_job(
     return -1 if done is None else int(done["version"])
 
 
-def _hide_targets(message: str) -> str:
-    """The reason of an invalid benchmark submission, without target values: a message
-    about ``y``, ``labels``, ``soft_labels`` or ``ood`` (the hidden targets) is replaced by a
-    generic one."""
-    if re.search(r"\b(y|labels|soft_labels|ood)\b", message):
+#: What a benchmark holds and never shows: its targets and groups.
+HIDDEN_ARGUMENTS = frozenset({"y", "labels", "soft_labels", "ood", "groups"})
+
+
+def _hide_targets(exc: UQValidationError) -> str:
+    """The reason of an invalid benchmark submission, without target values: an error about
+    ``y``, ``labels``, ``soft_labels``, ``ood`` or ``groups`` (what the benchmark hides, named
+    by the error's ``argument``) gets a generic reason."""
+    if exc.argument in HIDDEN_ARGUMENTS:
         return "invalid input: the prediction does not fit the benchmark's hidden targets"
-    return f"invalid input: {message}"
+    return f"invalid input: {exc}"
 
 
 def worker_info(backend: Backend, queues: list[str], pid: int) -> dict[str, Any]:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import numpy as np
 import pytest
 
+import uqcore
 from service import keys
 from service.analyses import Analyses
 from service.store import (
@@ -181,22 +183,35 @@ def test_leaderboard_best_latest_ties_and_forget(store: Store) -> None:
 
 
 def test_a_benchmark_job_error_never_quotes_the_targets() -> None:
+    from uqcore import UQValidationError
+    from uqcore import predictions as P
+    from uqcore.predictions import classification as PC
     from worker.execution import _hide_targets
 
-    hidden = _hide_targets("y must be finite; y[3] = 0.123")
-    assert "0.123" not in hidden and "hidden targets" in hidden
-    assert (
-        _hide_targets("std must be > 0; std[1] = -1")
-        == "invalid input: std must be > 0; std[1] = -1"
-    )
+    def error_of(call: Any) -> UQValidationError:
+        with pytest.raises(UQValidationError) as info:
+            call()
+        return info.value
+
+    # The errors come from uqcore itself, as the worker sees them: their argument decides.
+    bad_y = error_of(lambda: uqcore.evaluate(P.Gaussian([0.0] * 4, [1.0] * 4), [0, 1, 2, np.nan]))
+    hidden = _hide_targets(bad_y)
+    assert "nan" not in hidden and "hidden targets" in hidden
+    bad_std = UQValidationError("std must be > 0; std[1] = -1", argument="std", index=1)
+    assert _hide_targets(bad_std) == "invalid input: std must be > 0; std[1] = -1"
     # Classification: the labels, soft labels and OOD flags are hidden targets too.
-    for message in (
-        "labels must lie in [0, 3); labels[4] = 7",
-        "soft_labels must have shape (5, 3), found (5, 4)",
-        "ood must be booleans or 0/1; ood[2] = 5",
+    probs = PC.Probs([[0.5, 0.5], [0.2, 0.8], [0.9, 0.1]])
+    for call in (
+        lambda: uqcore.evaluate(probs, [0, 1, 7], metrics=["accuracy"]),
+        lambda: uqcore.evaluate(probs, [0, 1, 1], metrics=["auroc_ood"], ood=[0, 1, 5]),
+        lambda: uqcore.evaluate(
+            probs, [0, 1, 1], metrics=["brier"], soft_labels=[[0.5, 0.5, 0.0]] * 3
+        ),
     ):
-        assert "hidden targets" in _hide_targets(message), message
-    assert "auroc_ood" in _hide_targets("auroc_ood needs estimates")
+        exc = error_of(call)
+        assert "hidden targets" in _hide_targets(exc), str(exc)
+    needs = UQValidationError("auroc_ood needs estimates")
+    assert "auroc_ood" in _hide_targets(needs)
 
 
 def test_old_benchmark_records_load_as_regression_without_classes() -> None:
