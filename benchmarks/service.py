@@ -207,6 +207,10 @@ class Stack:
     index: int = 0
     api_workers: int = 1
     twin_of: Stack | None = None
+    #: The checkout whose code the stack runs, and its command-line module (another
+    #: commit's tree for benchmarks/service_ab.py).
+    root: Path = ROOT
+    module: str = "uqeval"
     proc: subprocess.Popen[bytes] | None = None
     base: str = ""
     pids: dict[int, str] = field(default_factory=dict)
@@ -233,7 +237,7 @@ class Stack:
         # The read phases drive 50 closed-loop clients through one submitter key, far past
         # the default per-key rate limit (which tests/service/test_api_ratelimit.py covers).
         env["UQEVAL_RATE_LIMIT"] = "0"
-        env["PYTHONPATH"] = str(ROOT)
+        env["PYTHONPATH"] = str(self.root)
         if self.twin_of is not None:
             env["REDIS_URL"] = redis_url(self.twin_of)
         t0 = time.perf_counter()
@@ -241,7 +245,7 @@ class Stack:
             [
                 sys.executable,
                 "-m",
-                "uqeval",
+                self.module,
                 "serve",
                 "--host",
                 "127.0.0.1",
@@ -254,7 +258,7 @@ class Stack:
                 "--api-workers",
                 str(self.api_workers),
             ],
-            cwd=ROOT,
+            cwd=self.root,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=(self.tmp / f"{self.name}.out").open("wb"),
