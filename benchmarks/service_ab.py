@@ -255,9 +255,7 @@ def main() -> None:
             )
     text = report(samples, commits, args, rounds, seconds, calls, entries)
     text = (
-        f"Run: `python benchmarks/service_ab.py --base {args.base}"
-        + (" --quick" if args.quick else "")
-        + f"` on {started}, {(time.perf_counter() - t_start) / 60:.1f} min. Machine: {machine()}; "
+        f"Run: `python benchmarks/service_ab.py {' '.join(sys.argv[1:])}` on {started}, {(time.perf_counter() - t_start) / 60:.1f} min. Machine: {machine()}; "
         f"1-minute load average {load_start} at the start, {loadavg()} at the end.\n\n" + text
     )
     print(text)

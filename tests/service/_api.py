@@ -25,7 +25,7 @@ import uvicorn
 
 from service.api.app import create_app
 from service.settings import Settings
-from service.store import Store
+from service.store import TERMINAL, Store
 from tests.stack import TEST_SETTINGS, clear_store
 
 with warnings.catch_warnings():
@@ -37,7 +37,6 @@ __all__ = ["TestClient"]
 
 ADMIN_KEY: str = TEST_SETTINGS["admin_key"]
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
-TERMINAL = {"succeeded", "failed", "cancelled"}
 
 NPZ = {"Content-Type": "application/x-npz"}
 
