@@ -1,15 +1,19 @@
 """Seeded factories of test data: predictions and targets for every regression kind (numpy,
-float64), classification batches, and the request bodies of the service (JSON and NPZ)."""
+float64), classification batches, the request bodies of the service (JSON and NPZ), and the
+store's submission records."""
 
 from __future__ import annotations
 
 import gzip
 import io
 import json
+import uuid
 from typing import Any
 
 import numpy as np
 
+from service.analyses import Analyses
+from service.store import SubmissionRecord, now_iso
 from uqcore import predictions as P
 
 KINDS = (
@@ -200,3 +204,30 @@ def gaussian_npz(n: int = 64, seed: int = 0, **request: Any) -> bytes:
 
 def gz(data: bytes) -> bytes:
     return gzip.compress(data, compresslevel=1)
+
+
+# --- store records ------------------------------------------------------------------------------
+
+
+def submission_record(**fields: Any) -> SubmissionRecord:
+    """A queued Gaussian submission record (fresh id, owner ``key_a``, N = 4, default analyses);
+    ``fields`` override any of its fields."""
+    base: dict[str, Any] = {
+        "id": "sub_" + uuid.uuid4().hex,
+        "owner": "key_a",
+        "status": "queued",
+        "progress": 0.0,
+        "created_at": now_iso(),
+        "started_at": None,
+        "finished_at": None,
+        "attempts": 0,
+        "error": None,
+        "model_name": "m",
+        "metadata": {},
+        "kind": "gaussian",
+        "n": 4,
+        "queue": "cpu",
+        "input_hash": "0" * 64,
+        "analyses": Analyses(),
+    }
+    return SubmissionRecord(**{**base, **fields})

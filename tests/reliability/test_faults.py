@@ -19,8 +19,8 @@ from service.analyses import Analyses
 from service.api.app import create_app
 from service.redis_server import ManagedRedis
 from service.settings import Settings
-from service.store import Store, StoreUnavailable, SubmissionRecord, now_iso
-from tests.factories import npz_bytes
+from service.store import Store, StoreUnavailable, SubmissionRecord
+from tests.factories import npz_bytes, submission_record
 from tests.service._api import ADMIN, NPZ, TestClient, new_key, wait_terminal
 from tests.stack import TEST_SETTINGS, WorkerProcess
 from uqcore import predictions as P
@@ -116,24 +116,7 @@ def test_reaper_rolls_back_a_submission_that_was_never_enqueued(
     own: tuple[Store, Settings],
 ) -> None:
     store, settings = own
-    record = SubmissionRecord(
-        id="sub_orphan",
-        owner="key_f",
-        status="queued",
-        progress=0.0,
-        created_at=now_iso(),
-        started_at=None,
-        finished_at=None,
-        attempts=0,
-        error=None,
-        model_name="m",
-        metadata={},
-        kind="gaussian",
-        n=16,
-        queue="cpu",
-        input_hash="",
-        analyses=Analyses(),
-    )
+    record = submission_record(id="sub_orphan", owner="key_f", n=16, input_hash="")
     store.create_submission(record, arrays())  # stored; the producer "died" before enqueueing
     assert jobs.reap(store, settings)["rolled_back"] == []  # too recent to judge
     store.client.zadd(keys.pending(), {"sub_orphan": time.time() - 3600})

@@ -33,27 +33,13 @@ from service.store import (
     now_iso,
     sha256_hex,
 )
+from tests.factories import submission_record
 from tests.stack import clear_store
 
 
 def make_record(owner: str = "key_a", *, queue: str = "cpu", n: int = 4) -> SubmissionRecord:
-    return SubmissionRecord(
-        id=uuid.uuid4().hex,
-        owner=owner,
-        status="queued",
-        progress=0.0,
-        created_at=now_iso(),
-        started_at=None,
-        finished_at=None,
-        attempts=0,
-        error=None,
-        model_name="m",
-        metadata={"run": 1},
-        kind="gaussian",
-        n=n,
-        queue=queue,
-        input_hash="0" * 64,
-        analyses=Analyses(seed=0),
+    return submission_record(
+        owner=owner, queue=queue, n=n, metadata={"run": 1}, analyses=Analyses(seed=0)
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import numpy as np
@@ -20,27 +19,14 @@ from service.store import (
     SubmissionRecord,
     now_iso,
 )
+from tests.factories import submission_record
 
 
 def record(
     team: str = "team_a", bench: str | None = "bench_1", ts: float = 0.0
 ) -> SubmissionRecord:
-    return SubmissionRecord(
-        id="sub_" + uuid.uuid4().hex,
-        owner="key_a",
-        status="queued",
-        progress=0.0,
-        created_at=now_iso(),
-        started_at=None,
-        finished_at=None,
-        attempts=0,
-        error=None,
-        model_name="m",
-        metadata={},
-        kind="gaussian",
+    return submission_record(
         n=3,
-        queue="cpu",
-        input_hash="0" * 64,
         analyses=Analyses(metrics=["mae"]),
         created_ts=ts,
         team=team,
