@@ -27,6 +27,7 @@ import numpy as np
 
 from uqcore._validation import UQValidationError
 from uqcore.batch import make_batch
+from uqcore.options import Option, options_of
 
 __all__ = [
     "INVARIANCES",
@@ -99,6 +100,12 @@ class MetricSpec:
     #: percentile intervals may be shifted and under-cover at small N (xiong2024 §V-A); the
     #: stability results say so.
     biased: bool = False
+    #: The domain of each option (type, range, choices), read from the implementation's
+    #: annotations (:mod:`uqcore.options`); :meth:`resolve_params` checks values against it.
+    options: Mapping[str, Option] = field(default_factory=dict, repr=False)
+    #: Checks that span several options (e.g. ``coverage``'s ``level`` must be one of its
+    #: ``levels``): called with the resolved options, raises :class:`UQValidationError`.
+    check_options: Callable[[Mapping[str, Any]], None] | None = field(default=None, repr=False)
 
     def why_not(self, prediction: Any, targets: frozenset[str] = frozenset()) -> str | None:
         """``None`` if the metric applies to ``prediction``, else the reason it does not.
@@ -126,16 +133,31 @@ class MetricSpec:
         return None
 
     def resolve_params(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
-        """Defaults updated with ``params``; unknown names raise :class:`UQValidationError`."""
+        """Defaults updated with ``params``, each value checked against its option's domain
+        (:attr:`options`); an unknown name or a value outside the domain raises
+        :class:`UQValidationError` (``argument`` names the option).
+
+        >>> get("ence").resolve_params({"n_bins": 20})
+        {'n_bins': 20}
+        >>> get("ence").resolve_params({"n_bins": 0})
+        Traceback (most recent call last):
+        ...
+        uqcore._validation.UQValidationError: metric 'ence': n_bins must be an integer in [1, 10000]; found 0
+        """
         params = dict(params or {})
         unknown = sorted(set(params) - set(self.defaults))
         if unknown:
             allowed = ", ".join(sorted(self.defaults)) or "none"
             raise UQValidationError(
                 f"unknown parameter(s) {', '.join(map(repr, unknown))} for metric {self.name!r}; "
-                f"allowed: {allowed}"
+                f"allowed: {allowed}",
+                argument=unknown[0],
             )
-        return {**self.defaults, **params}
+        checked = {key: self.options[key].check(value) for key, value in params.items()}
+        resolved = {**self.defaults, **checked}
+        if self.check_options is not None:
+            self.check_options(resolved)
+        return resolved
 
     def target(self, params: Mapping[str, Any] | None = None) -> float:
         """The best value of a "target" metric under ``params``.
@@ -189,6 +211,7 @@ class MetricSpec:
             "bounds": list(self.bounds),
             "best": self.best,
             "defaults": dict(self.defaults),
+            "options": {key: option.schema() for key, option in self.options.items()},
             "summary": self.summary,
             "reference": self.reference,
             "structured": self.structured,
@@ -216,6 +239,7 @@ def register(
     mean_terms: Callable[..., Any] | None = None,
     finalize: Callable[[float], float] | None = None,
     biased: bool = False,
+    check_options: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``impl(batch, *, options...)`` under ``name`` and return its public function.
 
@@ -224,6 +248,9 @@ def register(
     Resampling uses it to compute a whole block of resamples as one matrix product; a test
     checks that it agrees with ``impl`` for every metric that declares it. ``biased`` marks an
     estimator with a known finite-sample bias (:attr:`MetricSpec.biased`).
+
+    Each option's domain is read from its annotation (:mod:`uqcore.options`);
+    ``check_options(resolved)`` checks what spans several options.
     """
 
     def decorate(impl: Callable[..., Any]) -> Callable[..., Any]:
@@ -262,6 +289,8 @@ def register(
             mean_terms=mean_terms,
             finalize=finalize,
             biased=biased,
+            options=MappingProxyType(options_of(name, impl, defaults)),
+            check_options=check_options,
         )
         _REGISTRY[(task, name)] = spec
 

@@ -6,11 +6,12 @@ Dirichlet) and are weighted means over samples: Σ_i w_i t_i / Σ_i w_i.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
 from uqcore.batch import ClassificationBatch
+from uqcore.options import Range
 from uqcore.registry import register, undefined
 
 __all__ = ["accuracy", "brier", "nll", "top5_accuracy"]
@@ -52,7 +53,9 @@ def accuracy(batch: ClassificationBatch) -> float:
     best=1.0,
     reference="Russakovsky et al. 2015, ImageNet large scale visual recognition challenge",
 )
-def top5_accuracy(batch: ClassificationBatch, *, k: int = 5) -> float | None:
+def top5_accuracy(
+    batch: ClassificationBatch, *, k: Annotated[int, Range(lo=1)] = 5
+) -> float | None:
     """Share of samples whose label is among the k most probable classes (k = 5 by default).
 
     The label y_i counts as in the top k when fewer than k classes have a strictly larger

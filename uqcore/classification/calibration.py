@@ -25,6 +25,7 @@ import numpy as np
 
 from uqcore._validation import UQValidationError
 from uqcore.batch import ClassificationBatch, make_batch
+from uqcore.options import Bins
 from uqcore.registry import register
 
 __all__ = [
@@ -180,7 +181,7 @@ def mce(batch: ClassificationBatch, *, n_bins: int = 15, binning: Binning = "wid
     best=0.0,
     reference="Kull et al. 2019, Beyond temperature scaling (NeurIPS), classwise-ECE",
 )
-def ece_classwise(batch: ClassificationBatch, *, n_bins: int = 15) -> float:
+def ece_classwise(batch: ClassificationBatch, *, n_bins: Bins = 15) -> float:
     """Class-wise ECE: the mean over classes of the ECE of each class probability.
 
     classwise-ECE = (1/C) Σ_c Σ_b |Σ_{i∈b(c)} w_i (1{y_i = c} − p̄_ic)| / W, with equal-width

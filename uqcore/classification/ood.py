@@ -7,7 +7,7 @@ Given ``ood`` flags (True = out of distribution) for a mixed ID/OOD set, the est
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
@@ -15,6 +15,7 @@ from uqcore._validation import UQValidationError
 from uqcore.batch import ClassificationBatch
 from uqcore.classification._ranking import auroc, average_precision, blocks, estimate_order
 from uqcore.classification.aggregators import DEFAULT_ESTIMATOR
+from uqcore.options import Range
 from uqcore.registry import register, undefined
 
 __all__ = ["aupr_ood", "auroc_ood", "fpr_at_95tpr"]
@@ -86,7 +87,10 @@ def aupr_ood(batch: ClassificationBatch, *, estimator: str = DEFAULT_ESTIMATOR) 
     reference="Liang et al. 2018, ODIN (ICLR); Hendrycks & Gimpel 2017",
 )
 def fpr_at_95tpr(
-    batch: ClassificationBatch, *, estimator: str = DEFAULT_ESTIMATOR, tpr: float = 0.95
+    batch: ClassificationBatch,
+    *,
+    estimator: str = DEFAULT_ESTIMATOR,
+    tpr: Annotated[float, Range(0, 1, lo_open=True)] = 0.95,
 ) -> float | None:
     """False-positive rate on ID samples at the threshold where the OOD recall reaches ``tpr``.
 

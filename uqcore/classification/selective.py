@@ -20,7 +20,7 @@ Conventions for the area under the risk–coverage curve (both by name, ``conven
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import scipy.special as sps
@@ -35,6 +35,7 @@ from uqcore.classification._ranking import (
     estimate_order,
 )
 from uqcore.classification.aggregators import DEFAULT_ESTIMATOR
+from uqcore.options import Range
 from uqcore.registry import register, undefined
 
 __all__ = [
@@ -311,7 +312,7 @@ def coverage_at_accuracy(
     batch: ClassificationBatch,
     *,
     estimator: str = DEFAULT_ESTIMATOR,
-    target_accuracy: float = 0.95,
+    target_accuracy: Annotated[float, Range(0, 1, lo_open=True)] = 0.95,
 ) -> float:
     """Largest coverage at which the selective accuracy reaches ``target_accuracy``.
 
@@ -345,7 +346,7 @@ def risk_at_coverage(
     batch: ClassificationBatch,
     *,
     estimator: str = DEFAULT_ESTIMATOR,
-    coverage: float = 0.8,
+    coverage: Annotated[float, Range(0, 1, lo_open=True)] = 0.8,
     risk: Literal["selective", "generalized"] = "selective",
 ) -> float:
     """Risk when the most certain share ``coverage`` of the weight is accepted.

@@ -38,7 +38,7 @@ import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import scipy.stats
@@ -47,6 +47,7 @@ from uqcore._backend import Array, bincount, take_descending, to_numpy
 from uqcore._stats import chunks, sorted_values, sorted_weights, sum_of_products
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
+from uqcore.options import Bins, CurveLevels
 from uqcore.predictions.regression import Mixture, Samples, _LocationScale
 from uqcore.registry import register, undefined
 from uqcore.regression import ranking
@@ -386,7 +387,7 @@ def calibration_curve(
     y: Any,
     *,
     prop_type: PropType = "interval",
-    levels: Any = None,
+    levels: CurveLevels | None = None,
     sample_weight: Any = None,
     compat: Compat = None,
 ) -> CalibrationCurve:
@@ -448,7 +449,7 @@ def ece(
     batch: Batch,
     *,
     prop_type: PropType = "interval",
-    levels: Any = None,
+    levels: CurveLevels | None = None,
     compat: Compat = None,
 ) -> float | None:
     """Mean absolute calibration error: ECE = (1/M) Σ_j |p̂(p_j) − p_j|.
@@ -484,7 +485,7 @@ def rmsce(
     batch: Batch,
     *,
     prop_type: PropType = "interval",
-    levels: Any = None,
+    levels: CurveLevels | None = None,
     compat: Compat = None,
 ) -> float | None:
     """Root mean squared calibration error: RMSCE = sqrt((1/M) Σ_j (p̂(p_j) − p_j)²).
@@ -533,7 +534,7 @@ def miscalibration_area(
     batch: Batch,
     *,
     prop_type: PropType = "interval",
-    levels: Any = None,
+    levels: CurveLevels | None = None,
     compat: Compat = None,
 ) -> float | None:
     """Area between the calibration curve and the diagonal: ∫₀¹ |p̂(p) − p| dp.
@@ -587,7 +588,7 @@ def calibration_error(
     batch: Batch,
     *,
     prop_type: PropType = "quantile",
-    levels: Any = None,
+    levels: CurveLevels | None = None,
     level_weights: Literal["uniform", "mean"] = "uniform",
 ) -> float | None:
     """Calibration error of Kuleshov et al. (2018): cal = Σ_j w_j (p_j − p̂_j)².
@@ -618,7 +619,8 @@ def calibration_error(
 
 
 # -- PIT histogram and uniformity test ---------------------------------------------------------
-_PIT_P_VALUE = ("auto", "exact", "asymptotic")
+PitPValue = Literal["auto", "exact", "asymptotic"]
+_PIT_P_VALUE: tuple[str, ...] = get_args(PitPValue)
 #: Largest n for which ``p_value="auto"`` computes the exact Kolmogorov-Smirnov p-value.
 _PIT_EXACT_MAX_N = 100_000
 
@@ -638,7 +640,7 @@ _PIT_EXACT_MAX_N = 100_000
         "the count of repeated rows; the histogram and the KS statistic are invariant",
     },
 )
-def pit(batch: Batch, *, n_bins: int = 10, p_value: str = "auto") -> dict[str, Any]:
+def pit(batch: Batch, *, n_bins: Bins = 10, p_value: PitPValue = "auto") -> dict[str, Any]:
     """PIT histogram and Kolmogorov-Smirnov test of the PIT values u_i = F_i(y_i) against U(0, 1).
 
     ``value`` is the KS statistic D = sup_t |F̂_w(t) − t| of the weighted empirical CDF

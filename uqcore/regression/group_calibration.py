@@ -17,12 +17,13 @@ indices (Uncertainty Toolbox's procedure).
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
+from uqcore.options import MAX_DRAWS, CurveLevels, Draws, Range, Seed
 from uqcore.registry import register
 from uqcore.regression.calibration import Compat, PropType, _tally
 
@@ -81,12 +82,12 @@ def adversarial_group_calibration(
     *,
     cali_type: CaliType = "mean_abs",
     prop_type: PropType = "interval",
-    levels: Any = None,
-    num_group_bins: int = 10,
-    num_trials: int = 10,
-    num_group_draws: int = 10,
+    levels: CurveLevels | None = None,
+    num_group_bins: Annotated[int, Range(2, MAX_DRAWS)] = 10,
+    num_trials: Draws = 10,
+    num_group_draws: Draws = 10,
     draw_with_replacement: bool = False,
-    seed: int = 0,
+    seed: Seed = 0,
     compat: Compat = None,
 ) -> dict[str, Any]:
     """Adversarial group calibration: the worst calibration error over random groups, per size.

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from uqcore._backend import (
     Array,
@@ -66,6 +66,7 @@ from uqcore._stats import (
 )
 from uqcore._validation import UQValidationError, first_bad
 from uqcore.batch import Batch
+from uqcore.options import MAX_GRID, Range
 from uqcore.registry import register, undefined
 
 __all__ = [
@@ -80,7 +81,9 @@ __all__ = [
 ]
 
 ErrorKind = Literal["mae", "rmse"]
-Grid = Literal["exact"] | int
+Grid = Literal["exact"] | Annotated[int, Range(1, MAX_GRID)]
+#: The n-MeRCI coverage: a share of the rows in (0, 1].
+Alpha = Annotated[float, Range(0, 1, lo_open=True)]
 
 _ILG = (
     "Xiong et al. 2024, Uncertainty Quantification Metrics for Deep Regression, eq. 1-4; "
@@ -737,7 +740,7 @@ _ZERO_SIGMA = (
     exempt=_EXEMPT_Q,
 )
 def merci(
-    batch: Batch, *, alpha: float = 0.95, quantile_method: QuantileMethod = "linear"
+    batch: Batch, *, alpha: Alpha = 0.95, quantile_method: QuantileMethod = "linear"
 ) -> float | None:
     """Mean rescaled confidence interval: MeRCI^α = λ^α · mean(σ_i) (moukari2019 eq. 1).
 
@@ -776,7 +779,7 @@ def merci(
 def nmerci(
     batch: Batch,
     *,
-    alpha: float = 0.95,
+    alpha: Alpha = 0.95,
     variant: Literal["paper", "inlier"] = "paper",
     quantile_method: QuantileMethod = "linear",
 ) -> float | None:

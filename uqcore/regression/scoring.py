@@ -32,7 +32,7 @@ mean).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
 import array_api_compat
@@ -41,6 +41,7 @@ import numpy as np
 from uqcore._backend import LOG_SQRT_2PI, Array, special, to_numpy
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
+from uqcore.options import OpenLevels, OpenUnit
 from uqcore.predictions.regression import RegressionPrediction
 from uqcore.registry import register, undefined
 
@@ -678,9 +679,7 @@ def _check_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) -> Ar
     reference=_UT + "; Koenker & Bassett 1978 (pinball loss)",
     mean_terms=_check_terms,
 )
-def check_score(
-    batch: Batch, *, levels: Sequence[float] | None = None, scaled: bool = True
-) -> float:
+def check_score(batch: Batch, *, levels: OpenLevels | None = None, scaled: bool = True) -> float:
     """Check (pinball) score averaged over a grid of quantile levels.
 
     CS = Σ_i w_i (1/Q) Σ_j ρ_{p_j}(y_i − q_i(p_j)) / Σ w_i with ρ_p(u) = u(p − 1{u < 0}) and
@@ -776,7 +775,7 @@ def _interval_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) ->
     mean_terms=_interval_terms,
 )
 def interval_score(
-    batch: Batch, *, levels: Sequence[float] | None = None, scaled: bool = True
+    batch: Batch, *, levels: OpenLevels | None = None, scaled: bool = True
 ) -> float | None:
     """Interval score of central prediction intervals, averaged over a grid of coverages.
 
@@ -800,13 +799,19 @@ def interval_score(
 
 
 # -- coverage and width of central intervals --------------------------------------------------
+def _check_level_in_levels(options: Mapping[str, Any]) -> None:
+    _interval_levels(options["levels"], options["level"])
+
+
 def _interval_levels(levels: Any, level: Any) -> tuple[np.ndarray[Any, Any], int]:
     lv = _check_levels(levels)
     if isinstance(level, bool) or not isinstance(level, (int, float)):
         raise UQValidationError(f"level must be a number in (0, 1), found {level!r}")
     hit = np.flatnonzero(np.abs(lv - float(level)) <= 1e-12)
     if hit.shape[0] == 0:
-        raise UQValidationError(f"level must be one of levels {lv.tolist()}, found {level!r}")
+        raise UQValidationError(
+            f"level must be one of levels {lv.tolist()}, found {level!r}", argument="level"
+        )
     return lv, int(hit[0])
 
 
@@ -942,12 +947,13 @@ def interval_value_terms(
     best=0.95,
     reference=_GR + " §6 (central prediction intervals)",
     structured=True,
+    check_options=_check_level_in_levels,
 )
 def coverage(
     batch: Batch,
     *,
-    levels: Sequence[float] = INTERVAL_LEVELS,
-    level: float = 0.95,
+    levels: OpenLevels = INTERVAL_LEVELS,
+    level: OpenUnit = 0.95,
 ) -> dict[str, Any]:
     """Coverage of central prediction intervals: Σ w_i 1{l_i ≤ y_i ≤ u_i} / Σ w_i per level.
 
@@ -975,12 +981,13 @@ def coverage(
     bounds=(0.0, None),
     reference=_GR + " §6 (central prediction intervals); " + _UT + " (sharpness)",
     structured=True,
+    check_options=_check_level_in_levels,
 )
 def mean_width(
     batch: Batch,
     *,
-    levels: Sequence[float] = INTERVAL_LEVELS,
-    level: float = 0.95,
+    levels: OpenLevels = INTERVAL_LEVELS,
+    level: OpenUnit = 0.95,
 ) -> dict[str, Any]:
     """Mean width of central prediction intervals: Σ w_i (u_i − l_i) / Σ w_i per level.
 

@@ -587,7 +587,9 @@ def test_blockwise_paths_on_backends(xp: Any, monkeypatch: pytest.MonkeyPatch) -
 
 def test_option_validation() -> None:
     pred, y = P.Gaussian([0.0], [1.0]), np.array([0.0])
-    with pytest.raises(UQValidationError, match="levels must lie in the open interval"):
+    with pytest.raises(
+        UQValidationError, match=r"levels must be .* each in \(0, 1\).*; levels\[0\] = 0.0"
+    ):
         check_score(pred, y, levels=[0.0, 0.5])
     with pytest.raises(UQValidationError, match="estimator"):
         crps(pred, y, estimator="qd")
