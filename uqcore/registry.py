@@ -137,12 +137,12 @@ class MetricSpec:
         (:attr:`options`); an unknown name or a value outside the domain raises
         :class:`UQValidationError` (``argument`` names the option).
 
-        >>> get("ence").resolve_params({"n_bins": 20})
-        {'n_bins': 20}
-        >>> get("ence").resolve_params({"n_bins": 0})
+        >>> get("pit").resolve_params({"n_bins": 20})
+        {'n_bins': 20, 'p_value': 'auto'}
+        >>> get("pit").resolve_params({"n_bins": 0})
         Traceback (most recent call last):
         ...
-        uqcore._validation.UQValidationError: metric 'ence': n_bins must be an integer in [1, 10000]; found 0
+        uqcore._validation.UQValidationError: metric 'pit': n_bins must be an integer in [1, 10000]; found 0
         """
         params = dict(params or {})
         unknown = sorted(set(params) - set(self.defaults))
