@@ -18,12 +18,34 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, JsonValue, PrivateAttr, field_validator
 
 from service.models import MetricName, StrictModel, check_json_value
+from uqcore import registry
 
 __all__ = ["MAX_PARAMS_BYTES", "Analyses", "BootstrapOptions", "BootstrapUnit", "StabilityOptions"]
 
 BootstrapUnit = Literal["row", "cluster"]
 
 MAX_PARAMS_BYTES = 16 * 1024
+
+
+def _params_schema(schema: dict[str, Any]) -> None:
+    """The JSON Schema of ``analyses.params``: for every metric name, its parameters with their
+    domains (type, range, choices, default) as uqcore declares them. A name that exists in both
+    tasks (``ece``, ``nll``) accepts either task's parameters; the service checks them against
+    the submission's task."""
+    properties: dict[str, Any] = {}
+    for name in sorted(registry.names()):
+        shapes = [
+            {
+                "type": "object",
+                "title": f"{spec.task} {name}",
+                "properties": {key: opt.schema() for key, opt in spec.options.items()},
+                "additionalProperties": False,
+            }
+            for spec in registry.specs()
+            if spec.name == name
+        ]
+        properties[name] = shapes[0] if len(shapes) == 1 else {"anyOf": shapes}
+    schema["properties"] = properties
 
 
 class BootstrapOptions(StrictModel):
@@ -82,7 +104,10 @@ class Analyses(StrictModel):
     )
     params: dict[MetricName, dict[str, JsonValue]] = Field(
         default_factory=dict,
-        description="Per-metric parameters overriding the defaults listed by GET /v1/metrics.",
+        description="Per-metric parameters overriding the defaults listed by GET /v1/metrics "
+        "(each metric's options, their types, ranges and choices: the metric's entry below and "
+        "its `options` in the catalogue); a value outside its domain is refused with 422.",
+        json_schema_extra=_params_schema,
     )
     bootstrap: BootstrapOptions = Field(default_factory=BootstrapOptions)
     stability: StabilityOptions = Field(default_factory=StabilityOptions)

@@ -34,10 +34,13 @@ from uqcore._validation import UQValidationError
 
 __all__ = [
     "MAX_BINS",
+    "MAX_COVERAGE",
     "MAX_DRAWS",
     "MAX_GRID",
     "MAX_LEVELS",
     "Bins",
+    "Coverage",
+    "CoverageLevels",
     "CurveLevels",
     "Draws",
     "Increasing",
@@ -131,6 +134,15 @@ Unit = Annotated[float, Range(0, 1)]
 OpenLevels = Annotated[
     Sequence[float], Range(0, 1, lo_open=True, hi_open=True), MaxItems(MAX_LEVELS)
 ]
+#: The largest central coverage c whose interval's upper quantile level 0.5 + c/2 is below 1
+#: in double precision (1 − 2⁻⁵²).
+MAX_COVERAGE = 1.0 - 2.0**-52
+#: A central coverage c in (0, 1): the interval between the quantile levels 0.5 ± c/2.
+Coverage = Annotated[float, Range(0, MAX_COVERAGE, lo_open=True)]
+#: Central coverages (the intervals of an interval score, coverage or width).
+CoverageLevels = Annotated[
+    Sequence[float], Range(0, MAX_COVERAGE, lo_open=True), MaxItems(MAX_LEVELS)
+]
 #: Strictly increasing levels in [0, 1] (the grid of a calibration curve).
 CurveLevels = Annotated[Sequence[float], Range(0, 1), MaxItems(MAX_LEVELS), Increasing()]
 
@@ -190,6 +202,9 @@ class Option:
         """
         if isinstance(value, np.generic):
             value = value.item()
+        integral = isinstance(value, float) and math.isfinite(value) and value.is_integer()
+        if integral and "integer" in self.types and "number" not in self.types:
+            value = int(value)  # JSON Schema counts 3.0 as an integer: so do we
         found = self._refusal(value)
         if found is None:
             return value
@@ -278,6 +293,8 @@ def _json_default(value: Any) -> Any:
 
 
 def _num(x: float) -> str:
+    if x == MAX_COVERAGE:
+        return "1 - 2**-52"
     if isinstance(x, int) or (float(x).is_integer() and abs(x) < 1e15):
         return str(int(x))
     return repr(float(x))

@@ -101,23 +101,16 @@ def _check_groups(sub: DecodedSubmission, n: int) -> None:
         )
 
 
-def _param_type_error(default: Any, value: Any) -> str | None:
-    """Why ``value`` cannot replace ``default`` (JSON types only), or ``None``."""
-    if default is None:
-        return None
-    if isinstance(default, bool):
-        return None if isinstance(value, bool) else "must be true or false"
-    if isinstance(default, int):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        return None if ok else "must be an integer"
-    if isinstance(default, float):
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        return None if ok else "must be a number"
-    if isinstance(default, str):
-        return None if isinstance(value, str) else "must be a string"
-    if isinstance(default, tuple | list):
-        return None if isinstance(value, list) else "must be a list"
-    return None
+def check_params(spec: Any, params: dict[str, Any], where: str) -> None:
+    """The parameters of metric ``spec`` as uqcore checks them before it computes anything
+    (known names, each value in its option's domain, rules across options): an ApiError 422
+    at ``where`` (``where.<option>`` for a value), so no refused value gets a 202."""
+    try:
+        spec.resolve_params(params)
+    except UQValidationError as exc:
+        if exc.argument in spec.defaults:
+            raise ApiError(422, str(exc), field=f"{where}.{exc.argument}") from None
+        raise ApiError(422, str(exc), field=where, code="unknown_parameter") from None
 
 
 def _check_estimators(sub: DecodedSubmission, prediction: Any) -> None:
@@ -186,19 +179,7 @@ def _check_analyses(
                 f"parameters are given for metric {name!r}, which analyses.metrics does not list",
                 field=where,
             )
-        try:
-            spec.resolve_params(params)
-        except UQValidationError as exc:
-            raise ApiError(422, str(exc), field=where, code="unknown_parameter") from None
-        for key, value in params.items():
-            why = _param_type_error(spec.defaults[key], value)
-            if why is not None:
-                raise ApiError(
-                    422,
-                    f"parameter {key!r} of metric {name!r} {why} (default "
-                    f"{spec.defaults[key]!r}); found {value!r}",
-                    field=f"{where}.{key}",
-                )
+        check_params(spec, params, where)
         est = params.get("estimator")
         if task == "classification" and est is not None:
             available = prediction.estimator_names()

@@ -38,6 +38,17 @@ def test_catalogue_lists_the_registry(api: TestClient):
     assert (mae["task"], mae["direction"], mae["needs"]) == ("regression", "lower", ["point"])
     assert mae["kinds"] == list(REGRESSION_KINDS)
     assert metrics["nmerci"]["defaults"]["alpha"] == 0.95
+    # Each parameter's domain, as uqcore checks it (tests/uqcore/test_options.py).
+    assert metrics["nmerci"]["options"]["alpha"] == {
+        "type": "number",
+        "exclusiveMinimum": 0,
+        "maximum": 1,
+        "default": 0.95,
+    }
+    assert metrics["mdae"]["options"]["method"]["enum"] == ["linear", "inverted_cdf"]
+    for m in entries:
+        spec = registry.get(m["name"], m["task"])
+        assert m["options"] == {k: o.schema() for k, o in spec.options.items()}
     assert "point_uncertainty" not in metrics["nll"]["kinds"]
     # Classification metrics list the classification kinds only; second-order metrics only
     # the second-order kinds; OOD metrics apply when the submission sends OOD flags.

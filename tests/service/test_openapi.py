@@ -117,3 +117,16 @@ def test_response_and_request_models_carry_examples(doc: dict[str, Any]):
     assert set(ens["properties"]) == {"kind", "member_probs", "member_logits", "estimates"}
     assert ens["required"] == ["kind"]
     assert {"labels", "soft_labels", "ood"} <= set(schemas["SubmissionCreate"]["properties"])
+
+
+def test_metric_parameters_are_published_with_their_domains(doc: dict[str, Any]):
+    from uqcore import registry
+
+    params = doc["components"]["schemas"]["Analyses"]["properties"]["params"]["properties"]
+    assert sorted(params) == sorted(registry.names())
+    for spec in registry.specs():
+        entry = params[spec.name]
+        shapes = entry.get("anyOf", [entry])
+        shape = next(s for s in shapes if s["title"] == f"{spec.task} {spec.name}")
+        assert shape["additionalProperties"] is False
+        assert shape["properties"] == {k: o.schema() for k, o in spec.options.items()}

@@ -41,7 +41,7 @@ import numpy as np
 from uqcore._backend import LOG_SQRT_2PI, Array, special, to_numpy
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
-from uqcore.options import OpenLevels, OpenUnit
+from uqcore.options import Coverage, CoverageLevels, OpenLevels
 from uqcore.predictions.regression import RegressionPrediction
 from uqcore.registry import register, undefined
 
@@ -636,6 +636,28 @@ def _check_grid(batch: Batch, levels: Any) -> tuple[np.ndarray[Any, Any], bool]:
     return _check_levels(levels), False
 
 
+#: Per-row terms of a metric that is undefined on the batch: not of shape (N,), so the
+#: resampling engine takes the metric's own path (which reports it undefined).
+_NO_TERMS = np.zeros(0)
+
+
+def _unspanned(batch: Batch, needed: np.ndarray[Any, Any]) -> str | None:
+    """Why a ``Quantiles`` prediction cannot give the quantile levels ``needed`` (they lie
+    outside its levels, and it does not extrapolate), or ``None``."""
+    pred = batch.prediction
+    if pred.kind != "quantiles":
+        return None
+    known = to_numpy(pred.levels).astype(np.float64)  # type: ignore[attr-defined]
+    tol = 1e-12
+    outside = (needed < known[0] - tol) | (needed > known[-1] + tol)
+    if not bool(np.any(outside)):
+        return None
+    return (
+        f"the quantiles prediction spans the levels [{known[0]:.6g}, {known[-1]:.6g}]; the "
+        f"quantile level {float(needed[int(np.argmax(outside))]):.6g} lies outside"
+    )
+
+
 def _location_scale_table(batch: Batch, table: _Table) -> RowFn:
     """Block function scale_i · g(z_i) of a tabulated g."""
     g = table.bind(batch)
@@ -666,6 +688,8 @@ def _check_rows(batch: Batch, *, levels: Any = None, scaled: bool = True) -> tup
 
 
 def _check_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) -> Array:
+    if levels is not None and _unspanned(batch, _check_levels(levels)) is not None:
+        return _NO_TERMS  # undefined: the resampling engine evaluates the metric itself
     return _terms(batch, *_check_rows(batch, levels=levels, scaled=scaled))
 
 
@@ -679,15 +703,18 @@ def _check_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) -> Ar
     reference=_UT + "; Koenker & Bassett 1978 (pinball loss)",
     mean_terms=_check_terms,
 )
-def check_score(batch: Batch, *, levels: OpenLevels | None = None, scaled: bool = True) -> float:
+def check_score(
+    batch: Batch, *, levels: OpenLevels | None = None, scaled: bool = True
+) -> float | None:
     """Check (pinball) score averaged over a grid of quantile levels.
 
     CS = Σ_i w_i (1/Q) Σ_j ρ_{p_j}(y_i − q_i(p_j)) / Σ w_i with ρ_p(u) = u(p − 1{u < 0}) and
     q_i(p) = F_i⁻¹(p). ``levels``: the quantile levels p_j; ``None`` (default) is the 99 levels
     0.01, ..., 0.99 of Uncertainty Toolbox's ``check_score`` (chung2021 appendix A.3), or, for a
     ``Quantiles`` prediction, its own levels (other levels are interpolated between the given
-    quantiles and must lie within them). ``scaled=False`` sums over the levels instead of
-    averaging (Uncertainty Toolbox's ``scaled``). Best value 0; lower is better.
+    quantiles; undefined when they do not lie within them). ``scaled=False`` sums over the
+    levels instead of averaging (Uncertainty Toolbox's ``scaled``). Best value 0; lower is
+    better.
 
     For Gaussian, Laplace and shared-df Student-t predictions the score is s_i·g(z_i) with g
     piecewise linear, tabulated once (no pass per level).
@@ -696,6 +723,11 @@ def check_score(batch: Batch, *, levels: OpenLevels | None = None, scaled: bool 
     >>> round(check_score(P.Gaussian([0.0], [1.0]), np.array([0.0])), 10)
     0.1179559939
     """
+    if levels is not None:
+        why = _unspanned(batch, _check_levels(levels))
+        if why is not None:
+            undefined("check_score", why)
+            return None
     return _mean(batch, *_check_rows(batch, levels=levels, scaled=scaled))
 
 
@@ -761,6 +793,10 @@ def _interval_rows(batch: Batch, *, levels: Any = None, scaled: bool = True) -> 
 
 
 def _interval_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) -> Array:
+    grid = _interval_grid(batch, levels)
+    spanned = grid is None or levels is None or _unspanned(batch, np.concatenate(grid[:2])) is None
+    if not spanned:
+        return _NO_TERMS  # undefined: the resampling engine evaluates the metric itself
     return _terms(batch, *_interval_rows(batch, levels=levels, scaled=scaled))
 
 
@@ -775,7 +811,7 @@ def _interval_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) ->
     mean_terms=_interval_terms,
 )
 def interval_score(
-    batch: Batch, *, levels: OpenLevels | None = None, scaled: bool = True
+    batch: Batch, *, levels: CoverageLevels | None = None, scaled: bool = True
 ) -> float | None:
     """Interval score of central prediction intervals, averaged over a grid of coverages.
 
@@ -785,15 +821,21 @@ def interval_score(
     coverages c; ``None`` (default) is 0.01, ..., 0.99 as Uncertainty Toolbox's
     ``interval_score`` (its grid is ``numpy.linspace(0.01, 0.99, resolution)``), or, for a
     ``Quantiles`` prediction, every symmetric pair (p, 1 − p) of its levels (undefined if there is
-    none). ``scaled=False`` sums over the coverages (Uncertainty Toolbox's ``scaled``). Best
+    none; explicit coverages whose quantile levels 0.5 ± c/2 lie outside its levels are
+    undefined). ``scaled=False`` sums over the coverages (Uncertainty Toolbox's ``scaled``). Best
     value 0; lower is better.
 
     >>> import numpy as np; from uqcore import predictions as P
     >>> round(interval_score(P.Gaussian([0.0], [1.0]), np.array([0.0]), levels=[0.9]), 10)
     3.2897072539
     """
-    if _interval_grid(batch, levels) is None:
+    grid = _interval_grid(batch, levels)
+    if grid is None:
         undefined("interval_score", "the quantiles prediction has no pair of levels (p, 1 − p)")
+        return None
+    why = _unspanned(batch, np.concatenate(grid[:2])) if levels is not None else None
+    if why is not None:
+        undefined("interval_score", why)
         return None
     return _mean(batch, *_interval_rows(batch, levels=levels, scaled=scaled))
 
@@ -952,8 +994,8 @@ def interval_value_terms(
 def coverage(
     batch: Batch,
     *,
-    levels: OpenLevels = INTERVAL_LEVELS,
-    level: OpenUnit = 0.95,
+    levels: CoverageLevels = INTERVAL_LEVELS,
+    level: Coverage = 0.95,
 ) -> dict[str, Any]:
     """Coverage of central prediction intervals: Σ w_i 1{l_i ≤ y_i ≤ u_i} / Σ w_i per level.
 
@@ -986,8 +1028,8 @@ def coverage(
 def mean_width(
     batch: Batch,
     *,
-    levels: OpenLevels = INTERVAL_LEVELS,
-    level: OpenUnit = 0.95,
+    levels: CoverageLevels = INTERVAL_LEVELS,
+    level: Coverage = 0.95,
 ) -> dict[str, Any]:
     """Mean width of central prediction intervals: Σ w_i (u_i − l_i) / Σ w_i per level.
 

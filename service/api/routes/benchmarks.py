@@ -42,6 +42,7 @@ from service.api.schemas import (
     BenchmarkUpdate,
     QuotaOptions,
 )
+from service.api.validation import check_params
 from service.kinds import CLASSIFICATION_KINDS, KIND_FIELDS, REGRESSION_KINDS, task_of
 from service.leaderboard import CANONICAL_ESTIMATORS, ESTIMATOR_PARAMS
 from service.settings import Settings
@@ -171,11 +172,8 @@ def _params(
             raise ApiError(
                 422, f"parameters are given for metric {name!r}, which is not shown", field=where
             )
-        try:
-            spec = registry.get(name, task)
-            spec.resolve_params(p)
-        except UQValidationError as exc:
-            raise ApiError(422, str(exc), field=where, code="unknown_parameter") from None
+        spec = registry.get(name, task)
+        check_params(spec, p, where)
         for key in ESTIMATOR_PARAMS if task == "classification" else ():
             if key in p and key in spec.defaults and p[key] not in known:
                 raise ApiError(

@@ -22,6 +22,10 @@ class MetricInfo(BaseModel):
     defaults: dict[str, Any] = Field(
         description="Default parameters (override in analyses.params)."
     )
+    options: dict[str, dict[str, Any]] = Field(
+        description="Each parameter's domain as JSON Schema: type, minimum/maximum, enum "
+        "(choices), list bounds and default. A value outside it is refused with 422."
+    )
     summary: str
     reference: str
     structured: bool
@@ -45,6 +49,7 @@ class MetricCatalogue(BaseModel):
                             "bounds": [0, None],
                             "best": 0.0,
                             "defaults": {},
+                            "options": {},
                             "summary": "Mean absolute error.",
                             "reference": "",
                             "structured": False,

@@ -20,6 +20,8 @@ from scipy.integrate import IntegrationWarning, quad
 from scipy.optimize import brentq
 from scipy.special import logsumexp
 
+from tests.factories import make_prediction
+from uqcore import metric
 from uqcore import predictions as P
 from uqcore._backend import to_numpy
 from uqcore._validation import UQValidationError
@@ -618,3 +620,18 @@ def test_quadrature_crps_for_kinds_without_closed_form_is_close_to_gaussian_clos
         scoring._terms(batch, scoring.QUADRATURE_LEVELS, scoring._crps_quadrature(batch))
     )
     np.testing.assert_allclose(approx, exact, rtol=5e-5)
+
+
+@pytest.mark.parametrize(
+    ("name", "levels"),
+    [("check_score", [0.01, 0.5]), ("check_score", [0.5, 0.97]), ("interval_score", [0.95])],
+)
+def test_levels_a_quantiles_prediction_does_not_span_are_undefined(
+    name: str, levels: list[float]
+) -> None:
+    # Levels 0.05..0.95: quantile level 0.01, 0.97 or 0.5 ± 0.95/2 cannot be interpolated.
+    pred, y = make_prediction("quantiles", 30, seed=4)
+    with pytest.warns(UndefinedMetricWarning, match="spans the levels"):
+        assert metric(name, pred, y, levels=levels) is None
+    inside = metric(name, pred, y, levels=[0.1, 0.9])
+    assert inside is not None and np.isfinite(inside)
