@@ -19,7 +19,9 @@ def catalogue_markdown() -> str:
         "# Metric catalogue",
         "",
         "Generated from `uqcore.registry` by `python -m uqcore.catalogue`; a test fails when it is",
-        "out of date. Each metric's docstring gives its formula, variants and reference.",
+        "out of date. Each metric's docstring gives its formula, variants and reference. Options",
+        "are given as `name=default` and what the option accepts (uqcore and the service refuse",
+        "anything else; `GET /v1/metrics` gives the same as JSON Schema).",
         "",
     ]
     for task in sorted({s.task for s in registry.specs()}):
@@ -29,13 +31,19 @@ def catalogue_markdown() -> str:
             lines += [
                 f"### {family.replace('_', ' ').capitalize()}",
                 "",
-                "| metric | summary | needs | better | bounds | best | defaults | reference |",
+                "| metric | summary | needs | better | bounds | best | options | reference |",
                 "|---|---|---|---|---|---|---|---|",
             ]
             for s in registry.specs(task):
                 if s.family != family:
                     continue
-                defaults = ", ".join(f"`{k}={v!r}`" for k, v in s.defaults.items()) or "—"
+                defaults = (
+                    "; ".join(
+                        f"`{k}={v!r}`: {s.options[k].describe()}".replace("|", "\\|")
+                        for k, v in s.defaults.items()
+                    )
+                    or "—"
+                )
                 best = "—" if s.best is None else f"{s.best:g}"
                 summary = s.summary.replace("|", "\\|")
                 lines.append(

@@ -114,7 +114,10 @@ def test_admin_benchmark_crud_without_targets(api: TestClient, submitter: dict[s
         ({"groups": [1, 2]}, "groups"),
         ({"bootstrap": {"unit": "cluster"}}, "bootstrap.unit"),
         ({"params": {"coverage": {"nope": 1}}}, "params.coverage"),
-        ({"metrics": ["coverage"], "params": {"coverage": {"level": 1.5}}}, "params.coverage.level"),
+        (
+            {"metrics": ["coverage"], "params": {"coverage": {"level": 1.5}}},
+            "params.coverage.level",
+        ),
         ({"metrics": ["crps", "mdae"], "params": {"mdae": {"method": "x"}}}, "params.mdae.method"),
         ({"y": [1.0, "2"]}, "y"),
         ({"quota": {"per_day": 0}}, "quota.per_day"),
