@@ -99,6 +99,9 @@ class MetricSpec:
     #: percentile intervals may be shifted and under-cover at small N (xiong2024 §V-A); the
     #: stability results say so.
     biased: bool = False
+    #: Options that may be given one value per row (a sequence of length N that belongs to the
+    #: rows, e.g. ``nll``'s per-row kernel bandwidth): resampling takes them with the rows.
+    row_options: frozenset[str] = frozenset()
 
     def why_not(self, prediction: Any, targets: frozenset[str] = frozenset()) -> str | None:
         """``None`` if the metric applies to ``prediction``, else the reason it does not.
@@ -216,6 +219,7 @@ def register(
     mean_terms: Callable[..., Any] | None = None,
     finalize: Callable[[float], float] | None = None,
     biased: bool = False,
+    row_options: Iterable[str] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``impl(batch, *, options...)`` under ``name`` and return its public function.
 
@@ -223,7 +227,8 @@ def register(
     the metric equals ``finalize(Σ w_i t_i / Σ w_i)`` (``finalize`` defaults to the identity).
     Resampling uses it to compute a whole block of resamples as one matrix product; a test
     checks that it agrees with ``impl`` for every metric that declares it. ``biased`` marks an
-    estimator with a known finite-sample bias (:attr:`MetricSpec.biased`).
+    estimator with a known finite-sample bias (:attr:`MetricSpec.biased`); ``row_options``
+    names the options that may be given per row (:attr:`MetricSpec.row_options`).
     """
 
     def decorate(impl: Callable[..., Any]) -> Callable[..., Any]:
@@ -244,6 +249,9 @@ def register(
         for key in exempt or {}:
             if key not in INVARIANCES:
                 raise RuntimeError(f"metric {name!r}: unknown invariance {key!r}")
+        per_row = frozenset(row_options)
+        if not per_row <= set(defaults):
+            raise RuntimeError(f"metric {name!r}: row_options must name options: {per_row}")
         doc = inspect.getdoc(impl) or ""
         spec = MetricSpec(
             name=name,
@@ -262,6 +270,7 @@ def register(
             mean_terms=mean_terms,
             finalize=finalize,
             biased=biased,
+            row_options=per_row,
         )
         _REGISTRY[(task, name)] = spec
 
