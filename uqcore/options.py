@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 import numpy as np
 
+from uqcore._backend import to_numpy
 from uqcore._validation import UQValidationError
 
 __all__ = [
@@ -195,10 +196,10 @@ class Option:
         the value found (for a list, its first bad item).
 
         >>> from uqcore import registry
-        >>> registry.get("coverage").options["levels"].check([0.5, 1.2])
+        >>> registry.get("check_score").options["levels"].check([0.5, 1.2])
         Traceback (most recent call last):
         ...
-        uqcore._validation.UQValidationError: metric 'coverage': levels must be a non-empty list of numbers each in (0, 1), at most 10000; levels[1] = 1.2
+        uqcore._validation.UQValidationError: metric 'check_score': levels must be a non-empty list of numbers each in (0, 1), at most 10000 or null; levels[1] = 1.2
         """
         if isinstance(value, np.generic):
             value = value.item()
@@ -226,8 +227,11 @@ class Option:
             return None if numeric and self._in_range(value) else plain
         if isinstance(value, str):
             return None if value in self.choices or "string" in self.types else plain
-        if isinstance(value, (list, tuple, np.ndarray)) and "array" in self.types:
-            return self._list_refusal(value)
+        if "array" in self.types:
+            if isinstance(value, (list, tuple, np.ndarray)):
+                return self._list_refusal(value)
+            if hasattr(value, "__array_namespace__") or type(value).__name__ == "Tensor":
+                return self._list_refusal(to_numpy(value))  # an array of another backend
         return f"found {type(value).__name__} {value!r}"
 
     def _list_refusal(self, value: Any) -> str | None:
@@ -329,6 +333,7 @@ def _option(metric: str, name: str, default: Any, annotation: Any) -> Option:
     max_items: list[int] = []
     flags: set[str] = set()
     _read(annotation, found, choices, ranges, max_items, flags, f"{metric}.{name}")
+    ranges = list(dict.fromkeys(ranges))
     if len(ranges) > 1 or len(max_items) > 1:
         raise RuntimeError(f"metric {metric!r}: option {name!r} has more than one Range/MaxItems")
     if None in choices:

@@ -106,6 +106,9 @@ class MetricSpec:
     #: Checks that span several options (e.g. ``coverage``'s ``level`` must be one of its
     #: ``levels``): called with the resolved options, raises :class:`UQValidationError`.
     check_options: Callable[[Mapping[str, Any]], None] | None = field(default=None, repr=False)
+    #: Options that may be given one value per row (a sequence of length N that belongs to the
+    #: rows, e.g. ``nll``'s per-row kernel bandwidth): resampling takes them with the rows.
+    row_options: frozenset[str] = frozenset()
 
     def why_not(self, prediction: Any, targets: frozenset[str] = frozenset()) -> str | None:
         """``None`` if the metric applies to ``prediction``, else the reason it does not.
@@ -132,10 +135,13 @@ class MetricSpec:
             )
         return None
 
-    def resolve_params(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    def resolve_params(
+        self, params: Mapping[str, Any] | None, n: int | None = None
+    ) -> dict[str, Any]:
         """Defaults updated with ``params``, each value checked against its option's domain
         (:attr:`options`); an unknown name or a value outside the domain raises
-        :class:`UQValidationError` (``argument`` names the option).
+        :class:`UQValidationError` (``argument`` names the option). With ``n`` (the batch's
+        rows), an option given per row (:attr:`row_options`) must have one value per row.
 
         >>> get("pit").resolve_params({"n_bins": 20})
         {'n_bins': 20, 'p_value': 'auto'}
@@ -157,6 +163,14 @@ class MetricSpec:
         resolved = {**self.defaults, **checked}
         if self.check_options is not None:
             self.check_options(resolved)
+        for key in self.row_options if n is not None else ():
+            value = resolved[key]
+            if isinstance(value, (list, tuple, np.ndarray)) and len(value) != n:
+                raise UQValidationError(
+                    f"metric {self.name!r}: {key} given per row must have one value per row: "
+                    f"{n} rows, found {len(value)} values",
+                    argument=key,
+                )
         return resolved
 
     def target(self, params: Mapping[str, Any] | None = None) -> float:
@@ -240,6 +254,7 @@ def register(
     finalize: Callable[[float], float] | None = None,
     biased: bool = False,
     check_options: Callable[[Mapping[str, Any]], None] | None = None,
+    row_options: Iterable[str] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``impl(batch, *, options...)`` under ``name`` and return its public function.
 
@@ -247,7 +262,8 @@ def register(
     the metric equals ``finalize(Σ w_i t_i / Σ w_i)`` (``finalize`` defaults to the identity).
     Resampling uses it to compute a whole block of resamples as one matrix product; a test
     checks that it agrees with ``impl`` for every metric that declares it. ``biased`` marks an
-    estimator with a known finite-sample bias (:attr:`MetricSpec.biased`).
+    estimator with a known finite-sample bias (:attr:`MetricSpec.biased`); ``row_options``
+    names the options that may be given per row (:attr:`MetricSpec.row_options`).
 
     Each option's domain is read from its annotation (:mod:`uqcore.options`);
     ``check_options(resolved)`` checks what spans several options.
@@ -271,6 +287,9 @@ def register(
         for key in exempt or {}:
             if key not in INVARIANCES:
                 raise RuntimeError(f"metric {name!r}: unknown invariance {key!r}")
+        per_row = frozenset(row_options)
+        if not per_row <= set(defaults):
+            raise RuntimeError(f"metric {name!r}: row_options must name options: {per_row}")
         doc = inspect.getdoc(impl) or ""
         spec = MetricSpec(
             name=name,
@@ -291,6 +310,7 @@ def register(
             biased=biased,
             options=MappingProxyType(options_of(name, impl, defaults)),
             check_options=check_options,
+            row_options=per_row,
         )
         _REGISTRY[(task, name)] = spec
 
@@ -318,7 +338,7 @@ def call(spec: MetricSpec, batch: Any, options: Mapping[str, Any] | None = None)
     reason = spec.why_not(batch.prediction, getattr(batch, "targets", frozenset()))
     if reason is not None:
         raise UQValidationError(reason)
-    return spec.impl(batch, **spec.resolve_params(options))
+    return spec.impl(batch, **spec.resolve_params(options, batch.n))
 
 
 def get(name: str, task: str | None = None) -> MetricSpec:

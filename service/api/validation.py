@@ -101,12 +101,13 @@ def _check_groups(sub: DecodedSubmission, n: int) -> None:
         )
 
 
-def check_params(spec: Any, params: dict[str, Any], where: str) -> None:
+def check_params(spec: Any, params: dict[str, Any], where: str, n: int | None = None) -> None:
     """The parameters of metric ``spec`` as uqcore checks them before it computes anything
-    (known names, each value in its option's domain, rules across options): an ApiError 422
-    at ``where`` (``where.<option>`` for a value), so no refused value gets a 202."""
+    (known names, each value in its option's domain, rules across options, one value per row
+    for a per-row option on ``n`` rows): an ApiError 422 at ``where`` (``where.<option>`` for
+    a value), so no refused value gets a 202."""
     try:
-        spec.resolve_params(params)
+        spec.resolve_params(params, n)
     except UQValidationError as exc:
         if exc.argument in spec.defaults:
             raise ApiError(422, str(exc), field=f"{where}.{exc.argument}") from None
@@ -179,7 +180,7 @@ def _check_analyses(
                 f"parameters are given for metric {name!r}, which analyses.metrics does not list",
                 field=where,
             )
-        check_params(spec, params, where)
+        check_params(spec, params, where, int(prediction.n))
         est = params.get("estimator")
         if task == "classification" and est is not None:
             available = prediction.estimator_names()

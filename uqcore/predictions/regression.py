@@ -50,7 +50,9 @@ __all__ = [
     "StudentT",
 ]
 
-Bandwidth = Literal["silverman", "scott"] | float
+#: Rules of thumb for the kernel bandwidth of :meth:`Samples.bandwidth`.
+BandwidthRule = Literal["silverman", "scott", "scoringrules"]
+Bandwidth = BandwidthRule | float
 
 
 def _device(x: Any) -> Any:
@@ -508,7 +510,7 @@ class Samples(RegressionPrediction):
     """
 
     kind = "samples"
-    _row_fields = ("draws",)
+    _row_fields: ClassVar[tuple[str, ...]] = ("draws",)
     _capabilities = frozenset({"point", "uncertainty", "std", "cdf", "logpdf", "quantiles"})
 
     def __init__(self, draws: Any) -> None:
@@ -550,7 +552,11 @@ class Samples(RegressionPrediction):
 
         ``"silverman"``: h = 0.9·min(σ̂, IQR/1.34)·S^(−1/5) (Silverman 1986, eq. 3.31), with σ̂
         the ddof = 1 std; where the IQR is 0 it falls back to σ̂. ``"scott"``: h = 1.06·σ̂·S^(−1/5)
-        (Scott 1992). A float gives that bandwidth for every row.
+        (Scott 1992). ``"scoringrules"``: h = 1.06·min(σ̂, IQR/1.34)·S^(−1/5) (Silverman 1986,
+        eq. 3.30; R's ``bw.nrd``), the default of ``scoringrules.logs_ensemble``: σ̂ with
+        ddof = 1 and the IQR of the linearly interpolated quartiles (``numpy.quantile``), as
+        there; where the IQR is 0 it falls back to σ̂ (scoringrules' bandwidth is then 0 and its
+        score not finite). A float gives that bandwidth for every row.
         """
         xp = self.xp
         s = self.n_draws
@@ -570,13 +576,14 @@ class Samples(RegressionPrediction):
         sd = xp.std(self.draws, axis=1, correction=1)
         if rule == "scott":
             return 1.06 * sd * s ** (-0.2)
-        if rule == "silverman":
+        if rule in ("silverman", "scoringrules"):
             qs = self._row_quantiles(self.sorted_draws, [0.25, 0.75])
             iqr = (qs[:, 1] - qs[:, 0]) / 1.34
             spread = xp.where(iqr > 0, xp.minimum(sd, iqr), sd)
-            return 0.9 * spread * s ** (-0.2)
+            return (0.9 if rule == "silverman" else 1.06) * spread * s ** (-0.2)
         raise UQValidationError(
-            f"bandwidth must be 'silverman', 'scott' or a number > 0, found {rule!r}",
+            "bandwidth must be 'silverman', 'scott', 'scoringrules' or a number > 0, found "
+            f"{rule!r}",
             argument="bandwidth",
             value=rule,
         )

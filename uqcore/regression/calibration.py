@@ -68,6 +68,8 @@ __all__ = [
 ]
 
 PropType = Literal["interval", "quantile"]
+#: How ENCE bins the predicted std: equal weight (Levi et al.) or equal width (netcal).
+EnceBinning = Literal["count", "width"]
 Compat = Literal["uncertainty_toolbox"] | None
 
 #: The default level grid: 0.01, 0.02, ..., 0.99 (chung2021 appendix A.3).
@@ -812,14 +814,17 @@ def _bin_sums_by_sigma(
     return wk, vk, ek
 
 
-def _cuts(batch: Batch, sorted_key: Array, bounds: list[float]) -> list[int]:
+def _cuts(
+    batch: Batch, sorted_key: Array, bounds: list[float], side: Literal["left", "right"] = "right"
+) -> list[int]:
     """[0, #{key <= bound} for each bound (ascending), N]: the runs of the bins (b_{j−1}, b_j]
-    along the ascending order of ``sorted_key``."""
+    along the ascending order of ``sorted_key``; with ``side="left"`` #{key < bound}, the runs
+    of the bins [b_{j−1}, b_j)."""
     xp = batch.xp
     if not bounds:
         return [0, batch.n]
     b = xp.asarray(bounds, dtype=sorted_key.dtype, device=batch.device)
-    inner = [int(c) for c in to_numpy(xp.searchsorted(sorted_key, b, side="right"))]
+    inner = [int(c) for c in to_numpy(xp.searchsorted(sorted_key, b, side=side))]
     return [0, *inner, batch.n]
 
 
@@ -839,6 +844,21 @@ def _ence_edges(batch: Batch, rows: _BySigma, k: int) -> list[float]:
     return [float(v) for v in to_numpy(xp.take(rows.sigma, xp.asarray(pos, device=batch.device)))]
 
 
+def _ence_width_edges(batch: Batch, rows: _BySigma, k: int) -> list[float]:
+    """The K − 1 inner edges of K equal-width bins between the smallest and the largest σ of
+    the rows of positive weight, as ``numpy.linspace`` places them (netcal's edges)."""
+    xp = batch.xp
+    first, last = 0, batch.n - 1
+    if rows.weights is not None:
+        positive = xp.astype(rows.weights > 0, xp.int8)
+        first = int(xp.argmax(positive))
+        last = batch.n - 1 - int(xp.argmax(xp.flip(positive)))
+    lo, hi = float(rows.sigma[first]), float(rows.sigma[last])
+    if k < 2 or not hi > lo:
+        return []
+    return [float(v) for v in np.linspace(lo, hi, k + 1)[1:-1]]
+
+
 @register(
     "ence",
     biased=True,
@@ -848,27 +868,41 @@ def _ence_edges(batch: Batch, rows: _BySigma, k: int) -> list[float]:
     bounds=(0.0, None),
     best=0.0,
     reference="Levi et al. 2022, Evaluating and calibrating uncertainty prediction in "
-    "regression tasks (Sensors), eq. 8",
+    "regression tasks (Sensors), eq. 8; Küppers et al. 2022 (netcal) for equal-width bins",
 )
-def ence(batch: Batch, *, n_bins: int = 10) -> float:
+def ence(batch: Batch, *, n_bins: Bins = 10, binning: EnceBinning = "count") -> float:
     """Expected normalized calibration error: ENCE = (1/K) Σ_k |RMV_k − RMSE_k| / RMV_k.
 
     Levi et al. (2022): rows are binned by predicted std σ into K = ``n_bins`` (default 10)
-    equal-count bins; RMV_k = sqrt(mean σ² in bin k) and RMSE_k = sqrt(mean (y − ŷ)² in bin k)
-    (weighted means). Binning: the bin edges are the weighted lower quantiles (inverted CDF) of
-    σ at k/K, and a bin holds σ in (edge_{k−1}, edge_k], so tied σ share a bin (which keeps
-    integer weights equal to repeated rows); empty bins are skipped and K counts only
-    non-empty bins. Best value 0.
+    bins; RMV_k = sqrt(mean σ² in bin k) and RMSE_k = sqrt(mean (y − ŷ)² in bin k) (weighted
+    means); empty bins are skipped and K counts only non-empty bins. Best value 0.
+
+    ``binning="count"`` (default; equal-count bins, as Levi et al.): the bin edges are the
+    weighted lower quantiles (inverted CDF) of σ at k/K, and a bin holds σ in
+    (edge_{k−1}, edge_k], so tied σ share a bin (which keeps integer weights equal to repeated
+    rows). ``binning="width"`` (equal-width bins, as ``netcal.metrics.ENCE`` computes them,
+    Küppers et al. 2022): edges σ_min + (σ_max − σ_min)·k/K (``numpy.linspace``) between the
+    smallest and largest σ of the rows with positive weight, bins [edge_{k−1}, edge_k) with
+    the last one closed (numpy's and scipy's histogram bins, which netcal uses); a constant σ
+    makes one bin (where netcal raises). Both are invariant to scaling the weights.
 
     >>> import numpy as np; from uqcore import predictions as P
     >>> round(ence(P.Gaussian(np.zeros(4), np.array([1.0, 1.0, 2.0, 2.0])),
     ...            np.array([1.0, -1.0, 1.0, 1.0]), n_bins=2), 6)
     0.25
+    >>> pred = P.Gaussian(np.zeros(4), np.array([1.0, 1.0, 2.0, 4.0]))
+    >>> ence(pred, np.array([1.0, -1.0, 2.0, 2.0]), n_bins=2, binning="width")  # {1, 1, 2}, {4}
+    0.25
     """
     k = _check_n_bins(n_bins)
+    if binning not in ("count", "width"):
+        raise UQValidationError(f"binning must be 'count' or 'width', found {binning!r}")
     rows = _by_sigma(batch)
-    edges = _ence_edges(batch, rows, k) if k > 1 else []
-    wk, vk, ek = _bin_sums_by_sigma(batch, rows, _cuts(batch, rows.sigma, edges))
+    if binning == "width":
+        cuts = _cuts(batch, rows.sigma, _ence_width_edges(batch, rows, k), side="left")
+    else:
+        cuts = _cuts(batch, rows.sigma, _ence_edges(batch, rows, k) if k > 1 else [])
+    wk, vk, ek = _bin_sums_by_sigma(batch, rows, cuts)
     keep = wk > 0
     rmv = np.sqrt(vk[keep] / wk[keep])
     rmse_k = np.sqrt(ek[keep] / wk[keep])
@@ -886,13 +920,16 @@ def ence(batch: Batch, *, n_bins: int = 10) -> float:
     reference="Laves et al. 2020, Well-calibrated regression uncertainty in medical imaging "
     "with deep learning (MIDL), eq. 11",
 )
-def uce(batch: Batch, *, n_bins: int = 10) -> float:
+def uce(batch: Batch, *, n_bins: Bins = 10) -> float:
     """Uncertainty calibration error: UCE = Σ_m (W_m / W) |MSE_m − MV_m|.
 
     Laves et al. (2020): rows are binned by predicted variance σ² into M = ``n_bins`` (default
     10) equal-width bins between the smallest and largest σ² (of rows with positive weight;
     bin m holds σ² in (e_{m−1}, e_m], the first bin also its left edge); MSE_m = mean (y − ŷ)²
     and MV_m = mean σ² in the bin (weighted), W_m the bin's weight. Best value 0.
+    ``netcal.metrics.UCE`` computes the same sum over the same edges (``numpy.linspace``
+    placement) with bins [e_{m−1}, e_m) (the last one closed): the two differ only where a σ²
+    lies exactly on an inner edge.
 
     >>> import numpy as np; from uqcore import predictions as P
     >>> round(uce(P.Gaussian(np.zeros(4), np.array([1.0, 1.0, 2.0, 2.0])),

@@ -31,8 +31,16 @@ full-set error, a constant). Conventions, stated once for every function here:
   (unit weights with N divisible by K) the remaining set is exactly fregu856's
   ``sorted_inds[0:int((1 − α_k)·N)]`` rows (up to its floating-point rounding of
   ``(1.0 − fraction)·N``, which can drop one row), and the curve points agree; fregu856 then
-  integrates with ``np.trapz`` over α_0..α_{K−1}, which is our sum minus half its last term.
-  This grid is invariant to scaling the weights.
+  integrates with ``np.trapz`` over α_0..α_{K−1}: ``rule="trapezoid"`` below. This grid is
+  invariant to scaling the weights.
+* **rule="left"** (default) sums the curve at the grid points times the step h (1/W or 1/K),
+  as above. **rule="trapezoid"** integrates the same points α_0, …, α_last by the trapezoid
+  rule, the left sum minus h·(y_0 + y_last)/2, as torch-uncertainty's ``AUSE`` (``torch.
+  trapezoid`` over α = k/N, k = 0, …, N − 1: ``grid="exact"``) and fregu856's and Poggi et
+  al.'s code (``np.trapz`` over α = k/K: ``grid=K``) compute it. For the differences of
+  curves (AUSE: model − oracle; AURG: random − model) y_0 = 0, so only the last point's half
+  step is removed. The last point α_last is (⌈W⌉ − 1)/W for the exact grid (where one unit of
+  weight remains) and (K − 1)/K for ``grid=K``.
 """
 
 from __future__ import annotations
@@ -84,6 +92,8 @@ ErrorKind = Literal["mae", "rmse"]
 Grid = Literal["exact"] | Annotated[int, Range(1, MAX_GRID)]
 #: The n-MeRCI coverage: a share of the rows in (0, 1].
 Alpha = Annotated[float, Range(0, 1, lo_open=True)]
+#: How the area under a sparsification curve is summed over the grid points.
+Rule = Literal["left", "trapezoid"]
 
 _ILG = (
     "Xiong et al. 2024, Uncertainty Quantification Metrics for Deep Regression, eq. 1-4; "
@@ -124,6 +134,11 @@ def _check_grid(grid: Any) -> None:
         raise UQValidationError(
             f"grid must be 'exact' or a positive integer number of steps, found {grid!r}"
         )
+
+
+def _check_rule(rule: Any) -> None:
+    if rule not in ("left", "trapezoid"):
+        raise UQValidationError(f"rule must be 'left' or 'trapezoid', found {rule!r}")
 
 
 # -- sorted keys -----------------------------------------------------------------------------
@@ -385,6 +400,36 @@ def _oracle_area(batch: Batch, error: str, grid: Grid) -> float:
     return batch.weighted(f"ranking:oracle_area:{error}:{grid!r}", compute)
 
 
+def _last_points(batch: Batch, error: str, grid: Grid) -> tuple[float, float]:
+    """(model, oracle) curve at the last grid point α_last, the end point that
+    ``rule="trapezoid"`` counts with half a step; cached per weights."""
+
+    def compute() -> tuple[float, float]:
+        xp = batch.xp
+        if grid == "exact" and batch.weights is None and _u_key(batch).ties is None:
+            # one row remains: the least uncertain one (model), the smallest error (oracle)
+            m = float(_errors_by_u(batch, error)[0])
+            o = float(_errors_by_error(batch, error)[0])
+        else:
+            model = _model_blocks(batch, error)
+            total_w = model.total_w
+            if grid == "exact":
+                r = math.ceil(total_w - 1e-12 * total_w) - 1.0
+            else:
+                r = (grid - 1) * (total_w / grid)  # as the grid of _curve_area
+            at = xp.asarray([r], dtype=xp.float64)
+            m = float(_curve_at(model, at, False)[0])
+            o = float(_curve_at(_oracle_blocks(batch, error), at, False)[0])
+        return (math.sqrt(m), math.sqrt(o)) if error == "rmse" else (m, o)
+
+    return batch.weighted(f"ranking:last_points:{error}:{grid!r}", compute)
+
+
+def _half_step(batch: Batch, grid: Grid) -> float:
+    """h/2, the weight of the end points in the trapezoid rule (h = 1/W or 1/K)."""
+    return 0.5 / (batch.total_weight if grid == "exact" else grid)
+
+
 _EXEMPT_EXACT = {
     "scale_weights": "with grid='exact' (the default, the paper's definition) the grid steps "
     "one unit of weight, so scaling all weights changes the grid exactly as duplicating every "
@@ -409,6 +454,7 @@ def ause(
     error: ErrorKind = "mae",
     grid: Grid = "exact",
     normalize: bool = True,
+    rule: Rule = "left",
 ) -> float | None:
     """Area under the sparsification error: ∫ (model curve − oracle curve) dα / full error.
 
@@ -417,7 +463,12 @@ def ause(
     (``error="mae"``, the paper) or the RMSE (``error="rmse"``, as in fregu856). Options:
     ``grid="exact"`` (every 1/N step, the paper; default) or an integer number of equal steps;
     ``normalize=True`` divides by the full-set error E(S) (default, the paper), ``False`` gives
-    the area in units of the error. Ties, weights and grids follow the module conventions.
+    the area in units of the error; ``rule="left"`` (default) sums the curves at the grid
+    points α_0..α_last times the step h, ``rule="trapezoid"`` integrates them by the trapezoid
+    rule, AUSE_left − h·(model(α_last) − oracle(α_last))/(2·E(S)) (torch-uncertainty's
+    ``AUSE``, the sum of its errors' sparsification: ``grid="exact"``, ``error="mae"`` with
+    |e| as its errors; fregu856's and Poggi et al.'s ``np.trapz``: ``grid=K``). Ties, weights
+    and grids follow the module conventions.
     Best value 0 (the uncertainty orders the errors perfectly); a constant uncertainty gives the
     area between the random curve (the constant E(S)) and the oracle. Undefined (``None``) when
     normalised and every error is zero. Scaling all weights changes the exact grid (exempt).
@@ -426,11 +477,18 @@ def ause(
     >>> pred = P.PointUncertainty(np.zeros(4), np.array([1.0, 2.0, 3.0, 4.0]))
     >>> ause(pred, np.array([4.0, 3.0, 2.0, 1.0]))  # the worst order: (3.25 - 1.75) / 2.5
     0.6
+    >>> ause(pred, np.array([4.0, 3.0, 2.0, 1.0]), rule="trapezoid")  # 0.6 - (4 - 1) / 8 / 2.5
+    0.45
     """
     _check_error(error)
     _check_grid(grid)
+    _check_rule(rule)
     m_area, full = _model_area(batch, error, grid)
-    area = max(m_area - _oracle_area(batch, error, grid), 0.0)
+    area = m_area - _oracle_area(batch, error, grid)
+    if rule == "trapezoid":  # the first points agree (both E(S)): only the last half step
+        m_last, o_last = _last_points(batch, error, grid)
+        area -= _half_step(batch, grid) * (m_last - o_last)
+    area = max(area, 0.0)
     if not normalize:
         return area
     if full <= 0.0:
@@ -454,13 +512,15 @@ def aurg(
     error: ErrorKind = "mae",
     grid: Grid = "exact",
     normalize: bool = True,
+    rule: Rule = "left",
 ) -> float | None:
     """Area under the random gain: ∫ (random curve − model curve) dα (Poggi et al. 2020).
 
     The random curve is the expected error after removing a random fraction α, i.e. the
     full-set error E(S) at every α. Positive when the uncertainty orders the errors better than
     chance, 0 for a constant uncertainty, negative when worse than chance; higher is better.
-    Options as for :func:`ause` (same grid, ties, weights); ``normalize=True`` (default, as our
+    Options as for :func:`ause` (same grid, ties, weights, ``rule``: the trapezoid rule
+    subtracts h·(E(S) − model(α_last))/2 from the left sum); ``normalize=True`` (default, as our
     ``ause``) divides by E(S), ``False`` gives the area in units of the error (Poggi et al.
     report unnormalised curves). With the same options, AUSE + AURG = the area between the
     random curve and the oracle. Undefined (``None``) when normalised and every error is zero.
@@ -472,8 +532,11 @@ def aurg(
     """
     _check_error(error)
     _check_grid(grid)
+    _check_rule(rule)
     m_area, full = _model_area(batch, error, grid)
     area = full - m_area  # the random curve is the constant E(S)
+    if rule == "trapezoid":
+        area -= _half_step(batch, grid) * (full - _last_points(batch, error, grid)[0])
     if not normalize:
         return area
     if full <= 0.0:
@@ -510,9 +573,10 @@ def sparsification_curve(
     """The model, oracle and random sparsification curves (xiong2024 Fig. 5).
 
     Same conventions as :func:`ause` (ties averaged, fractional removal, frequency weights);
-    ``ause`` is the left Riemann sum of ``(model − oracle)/E(S)`` over these points. The
-    default ``grid=100`` gives α = 0, 0.01, …, 0.99 (as fregu856); ``grid="exact"`` gives one
-    point per unit of weight (N points for unit weights), which is large for big N.
+    ``ause`` is the left Riemann sum (with ``rule="trapezoid"`` the trapezoid rule) of
+    ``(model − oracle)/E(S)`` over these points. The default ``grid=100`` gives α = 0, 0.01,
+    …, 0.99 (as fregu856); ``grid="exact"`` gives one point per unit of weight (N points for
+    unit weights), which is large for big N.
 
     >>> import numpy as np; from uqcore import predictions as P
     >>> pred = P.PointUncertainty(np.zeros(4), np.array([1.0, 2.0, 3.0, 4.0]))

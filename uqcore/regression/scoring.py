@@ -32,8 +32,8 @@ mean).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Annotated, Any, Literal
 
 import array_api_compat
 import numpy as np
@@ -41,8 +41,8 @@ import numpy as np
 from uqcore._backend import LOG_SQRT_2PI, Array, special, to_numpy
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
-from uqcore.options import Coverage, CoverageLevels, OpenLevels
-from uqcore.predictions.regression import RegressionPrediction
+from uqcore.options import Coverage, CoverageLevels, OpenLevels, Range
+from uqcore.predictions.regression import BandwidthRule, RegressionPrediction, Samples
 from uqcore.registry import register, undefined
 
 __all__ = [
@@ -57,6 +57,14 @@ __all__ = [
 ]
 
 Estimator = Literal["nrg", "fair", "pwm"]
+#: The kernel bandwidth of the log score of ``Samples``: a rule of thumb, one number for every
+#: row, or one number per row (a sequence or 1-D array of length N).
+#: A named rule, one bandwidth h > 0 for every row, or one per row (a sequence of length N).
+Bandwidth = (
+    BandwidthRule
+    | Annotated[float, Range(0, lo_open=True)]
+    | Annotated[Sequence[float], Range(0, lo_open=True)]
+)
 
 #: Default grid of the check score (quantile levels) and of the interval score (central
 #: coverages): 0.01, 0.02, ..., 0.99 (chung2021 appendix A.3; Uncertainty Toolbox's 99 levels).
@@ -109,18 +117,34 @@ def _check_estimator(estimator: Any) -> None:
         raise UQValidationError(f"estimator must be 'nrg', 'fair' or 'pwm', found {estimator!r}")
 
 
-def _check_bandwidth(bandwidth: Any) -> None:
-    if isinstance(bandwidth, str) and bandwidth in ("silverman", "scott"):
-        return
-    if (
-        isinstance(bandwidth, (int, float))
-        and not isinstance(bandwidth, bool)
-        and math.isfinite(bandwidth)
-        and bandwidth > 0
-    ):
-        return
+_BANDWIDTH_RULES = ("silverman", "scott", "scoringrules")
+
+
+def _check_bandwidth(bandwidth: Any) -> np.ndarray[Any, Any] | None:
+    """Validate ``bandwidth``; the per-row bandwidths on the host, or None for a rule or one
+    number."""
+    if isinstance(bandwidth, str) and bandwidth in _BANDWIDTH_RULES:
+        return None
+    if isinstance(bandwidth, (int, float)) and not isinstance(bandwidth, bool):
+        if math.isfinite(bandwidth) and bandwidth > 0:
+            return None
+    elif not isinstance(bandwidth, (str, bool, bytes)) and bandwidth is not None:
+        try:
+            host = bandwidth if isinstance(bandwidth, (list, tuple)) else to_numpy(bandwidth)
+            h = np.asarray(host, dtype=np.float64)
+        except (AttributeError, TypeError, ValueError):
+            h = None
+        if h is not None and h.ndim == 1:
+            bad = ~(np.isfinite(h) & (h > 0))
+            if not bool(np.any(bad)):
+                return h
+            j = int(np.argmax(bad))
+            raise UQValidationError(
+                f"bandwidth must be finite and > 0 in every row; bandwidth[{j}] = {float(h[j])!r}"
+            )
     raise UQValidationError(
-        f"bandwidth must be 'silverman', 'scott' or a number > 0, found {bandwidth!r}"
+        "bandwidth must be 'silverman', 'scott', 'scoringrules', a number > 0 or one number "
+        f"> 0 per row, found {bandwidth!r}"
     )
 
 
@@ -347,9 +371,35 @@ def _nll_gaussian(rows: Any, y: Array) -> Array:
     return 0.5 * z * z + rows.xp.log(rows.std_) + LOG_SQRT_2PI
 
 
+class _KernelSamples(Samples):
+    """Draws with one given kernel bandwidth per row, kept as a row field so that the blocks of
+    rows (and ``take``) carry the bandwidths with their draws."""
+
+    _row_fields = ("draws", "kernel_bandwidth")
+    kernel_bandwidth: Array
+
+    def bandwidth(self, rule: Any = None) -> Array:
+        return self.kernel_bandwidth
+
+
+def _kernel_batch(batch: Batch, bandwidth: Any) -> Batch:
+    """``batch``, or for ``Samples`` with one bandwidth per row the batch whose draws carry
+    them (:class:`_KernelSamples`)."""
+    h = _check_bandwidth(bandwidth)
+    pred = batch.prediction
+    if h is None or not isinstance(pred, Samples):
+        return batch
+    if h.shape[0] != batch.n:
+        raise UQValidationError(
+            f"bandwidth must give one value per row: {batch.n} rows, found {h.shape[0]} values"
+        )
+    fields = {"draws": pred.draws, "kernel_bandwidth": _asarray(batch, h)}
+    return Batch(_KernelSamples._from_fields(pred.xp, fields), batch.y, batch.weights)
+
+
 def _nll_rows(batch: Batch, *, bandwidth: Any = "silverman") -> tuple[int, RowFn]:
-    """(values per row, block function) of the terms −log f_i(y_i)."""
-    _check_bandwidth(bandwidth)
+    """(values per row, block function) of the terms −log f_i(y_i) (``batch`` from
+    :func:`_kernel_batch` where the bandwidth is given per row)."""
     pred = batch.prediction
     if pred.kind == "gaussian":
         return 1, _nll_gaussian
@@ -359,6 +409,7 @@ def _nll_rows(batch: Batch, *, bandwidth: Any = "silverman") -> tuple[int, RowFn
 
 
 def _nll_terms(batch: Batch, *, bandwidth: Any = "silverman") -> Array:
+    batch = _kernel_batch(batch, bandwidth)
     return _terms(batch, *_nll_rows(batch, bandwidth=bandwidth))
 
 
@@ -368,10 +419,11 @@ def _nll_terms(batch: Batch, *, bandwidth: Any = "silverman") -> Array:
     needs={"logpdf"},
     direction="lower",
     reference="xiong2024 eq. 11 (as a mean); Gneiting & Raftery 2007 (logarithmic score); "
-    "Silverman 1986 eq. 3.31 (kernel bandwidth)",
+    "Silverman 1986 eq. 3.30-3.31 (kernel bandwidths)",
     mean_terms=_nll_terms,
+    row_options=("bandwidth",),
 )
-def nll(batch: Batch, *, bandwidth: str | float = "silverman") -> float | None:
+def nll(batch: Batch, *, bandwidth: Bandwidth = "silverman") -> float | None:
     """Mean negative log-likelihood: NLL = −Σ w_i log f_i(y_i) / Σ w_i.
 
     Closed forms: Gaussian ½z² + log σ + ½ log 2π with z = (y − μ)/σ; Laplace |z| + log 2b;
@@ -379,8 +431,13 @@ def nll(batch: Batch, *, bandwidth: str | float = "silverman") -> float | None:
     + (ν+1)/2 · log(1 + z²/ν); Gaussian mixture −log Σ_k w_k φ((y − μ_k)/σ_k)/σ_k by log-sum-exp.
     For ``Samples`` the density is a Gaussian kernel density estimate of the draws,
     f_i(y) = (1/S) Σ_s φ((y − x_is)/h_i)/h_i, with bandwidth ``bandwidth``: ``"silverman"``
-    (default; h = 0.9·min(σ̂, IQR/1.34)·S^(−1/5), Silverman 1986 eq. 3.31), ``"scott"``
-    (h = 1.06·σ̂·S^(−1/5)), or a number (the same h for every row); see
+    (default; h_i = 0.9·min(σ̂_i, IQR_i/1.34)·S^(−1/5), Silverman 1986 eq. 3.31), ``"scott"``
+    (h_i = 1.06·σ̂_i·S^(−1/5)), ``"scoringrules"`` (h_i = 1.06·min(σ̂_i, IQR_i/1.34)·S^(−1/5),
+    Silverman 1986 eq. 3.30: the default of ``scoringrules.logs_ensemble``, whose score per row
+    is the term −log f_i(y_i) here), a number (the same h for every row), or one number per row
+    (a sequence or 1-D array of length N, h_i given, as scoringrules' ``bw``; it belongs to its
+    row: reorder, repeat or drop it with the rows); σ̂_i is the ddof = 1 std of row i's draws
+    and IQR_i the difference of their linearly interpolated quartiles; see
     :meth:`uqcore.predictions.Samples.bandwidth`. The option is ignored by the other kinds. Not
     defined for ``Quantiles`` (no density). Undefined (``None``) when a row of positive weight has
     a zero rule-of-thumb bandwidth (all its draws equal). Lower is better; it is unbounded below
@@ -392,10 +449,13 @@ def nll(batch: Batch, *, bandwidth: str | float = "silverman") -> float | None:
     >>> import numpy as np; from uqcore import predictions as P
     >>> round(nll(P.Gaussian([0.0, 1.0], [1.0, 2.0]), np.array([0.0, 3.0])), 10)
     1.5155121235
+    >>> draws = P.Samples([[0.0, 0.0], [1.0, 1.0]])  # each row's KDE is one Gaussian
+    >>> round(nll(draws, np.array([0.0, 3.0]), bandwidth=[1.0, 2.0]), 10)
+    1.5155121235
     """
-    _check_bandwidth(bandwidth)
+    batch = _kernel_batch(batch, bandwidth)
     pred = batch.prediction
-    if pred.kind == "samples" and not isinstance(bandwidth, (int, float)):
+    if pred.kind == "samples" and isinstance(bandwidth, str):
         h = pred.bandwidth(bandwidth)  # type: ignore[attr-defined]
         bad = h <= 0
         blocking, anybad = _positive_weight_rows(batch, bad)

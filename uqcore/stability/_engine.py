@@ -368,13 +368,30 @@ class Engine:
             elif msg not in self.other_warnings and len(self.other_warnings) < 20:
                 self.other_warnings.append(msg)
 
-    def _call(self, c: Chosen, batch: AnyBatch | None) -> float:
+    def _params(self, c: Chosen, rows: np.ndarray[Any, Any] | None) -> dict[str, Any]:
+        """``c``'s options for a batch of ``rows`` of this one (None: the same rows): an option
+        given one value per row (:attr:`MetricSpec.row_options`) is taken with the rows."""
+        if rows is None or not c.spec.row_options:
+            return c.params
+        out = dict(c.params)
+        for k in c.spec.row_options:
+            v = out.get(k)
+            if isinstance(v, (list, tuple)):
+                v = np.asarray(v, dtype=np.float64)
+            elif hasattr(v, "shape"):
+                v = to_numpy(v)  # on the host, as the row indices
+            out[k] = _take_rows(v, rows, self.n, self.xp)
+        return out
+
+    def _call(
+        self, c: Chosen, batch: AnyBatch | None, rows: np.ndarray[Any, Any] | None = None
+    ) -> float:
         if batch is None:
             return math.nan
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                value = c.spec.impl(batch, **c.params)
+                value = c.spec.impl(batch, **self._params(c, rows))
             except UQValidationError as exc:
                 # the input of this resample is invalid for the metric (e.g. too few distinct
                 # rows): the value is undefined on this resample, like a None
@@ -395,17 +412,19 @@ class Engine:
             return None
         return self.batch.with_weights(self._to_xp(w))
 
-    def _gather_batch(self, r: Resample) -> AnyBatch | None:
+    def _gather_batch(self, r: Resample) -> tuple[AnyBatch | None, np.ndarray[Any, Any] | None]:
+        """The batch of the rows of ``r`` with positive weight, and those rows."""
         idx, w = r.sparse()
         if self.base is not None:
             w = w * self.base[idx]
         keep = w > 0
         if not np.any(keep):
             self._note_empty()
-            return None
-        return self._gathered(idx[keep], w[keep])
+            return None, None
+        return self._gathered(idx[keep], w[keep]), idx[keep]
 
-    def _expanded_batch(self, r: Resample) -> AnyBatch | None:
+    def _expanded_batch(self, r: Resample) -> tuple[AnyBatch | None, np.ndarray[Any, Any] | None]:
+        """The batch of row i repeated c_i times, and those rows."""
         idx, c = r.sparse()
         if np.any(c != np.round(c)):
             raise UQValidationError(
@@ -417,8 +436,8 @@ class Engine:
         keep = w > 0
         if not np.any(keep):
             self._note_empty()
-            return None
-        return self._gathered(rows[keep], w[keep])
+            return None, None
+        return self._gathered(rows[keep], w[keep]), rows[keep]
 
     def _note_empty(self) -> None:
         msg = "a resample had zero total weight; its metrics are undefined"
@@ -453,13 +472,13 @@ class Engine:
             exact = [c for c in self._exact if not handled.get(c.name, none)[i]]
             if weighted:
                 small = r.support() <= self.gather_fraction * self.n
-                batch = self._gather_batch(r) if small else self._weighted_batch(r)
+                batch, rows = self._gather_batch(r) if small else (self._weighted_batch(r), None)
                 for c in weighted:
-                    out[c.name][i] = self._call(c, batch)
+                    out[c.name][i] = self._call(c, batch, rows)
             if exact:
-                batch = self._expanded_batch(r)
+                batch, rows = self._expanded_batch(r)
                 for c in exact:
-                    out[c.name][i] = self._call(c, batch)
+                    out[c.name][i] = self._call(c, batch, rows)
         return out
 
     def _block_values(

@@ -162,8 +162,10 @@ def _params(
     task: str,
     estimators: list[str] | None = None,
     prefix: str = "",
+    n: int | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """The per-metric parameters; for classification an estimator-valued parameter names a
+    """The per-metric parameters (checked as uqcore checks them, per-row ones against the
+    benchmark's ``n`` rows); for classification an estimator-valued parameter names a
     built-in aggregator or one of the benchmark's estimators."""
     known = [*CANONICAL_ESTIMATORS, *(e for e in estimators or [] if e not in CANONICAL_ESTIMATORS)]
     for name, p in params.items():
@@ -173,7 +175,7 @@ def _params(
                 422, f"parameters are given for metric {name!r}, which is not shown", field=where
             )
         spec = registry.get(name, task)
-        check_params(spec, p, where)
+        check_params(spec, p, where, n)
         for key in ESTIMATOR_PARAMS if task == "classification" else ():
             if key in p and key in spec.defaults and p[key] not in known:
                 raise ApiError(
@@ -297,7 +299,7 @@ def _create(store: Store, settings: Settings, fmt: BodyFormat, raw: bytes) -> Be
     estimators = _estimators(task, body.estimators, f"{where}estimators")
     held = frozenset(t for t in ("ood", "soft_labels") if t in arrays)
     names = _metrics(body.primary_metric, body.metrics, task, held, where)
-    params = _params(body.params, names, task, estimators, where)
+    params = _params(body.params, names, task, estimators, where, n)
     groups = arrays.get("groups")
     if groups is not None:
         if groups.shape[0] != n:
@@ -430,6 +432,7 @@ def update_benchmark(
             changes.get("metrics", current.metrics),
             current.task,
             changes.get("estimators", current.estimators),
+            n=current.n,
         )
     if "quota" in given:
         quota = body.quota or QuotaOptions()

@@ -372,11 +372,20 @@ def test_pit_auto_switches_to_the_asymptotic_law_for_large_n() -> None:
 def _ref_binned(
     sd: np.ndarray, e2: np.ndarray, w: list[float], n_bins: int, how: str
 ) -> list[tuple[float, float, float]]:
-    """(weight, mean σ², mean e²) per non-empty bin."""
+    """(weight, mean σ², mean e²) per non-empty bin: ``how="count"`` equal-weight bins of σ
+    (σ_{k−1}, σ_k], ``"width"`` equal-width bins of σ² (σ²_{k−1}, σ²_k], ``"sigma_width"``
+    equal-width bins of σ [σ_{k−1}, σ_k) with edges placed as ``numpy.linspace`` places them;
+    the ranges are those of the rows of positive weight."""
     n = len(sd)
     order = sorted(range(n), key=lambda i: sd[i])
     tw = sum(w)
-    if how == "count":
+    left_closed = how == "sigma_width"
+    if how == "sigma_width":
+        pos = [sd[i] for i in range(n) if w[i] > 0]
+        lo, hi = min(pos), max(pos)
+        edges = list(np.linspace(lo, hi, n_bins + 1)[1:-1]) if hi > lo else []
+        key = list(sd)
+    elif how == "count":
         edges = []
         for k in range(1, n_bins):
             acc = 0.0
@@ -396,7 +405,7 @@ def _ref_binned(
         key = var
     bins: dict[int, list[int]] = {}
     for i in range(n):
-        b = sum(1 for e in edges if key[i] > e)
+        b = sum(1 for e in edges if (key[i] >= e if left_closed else key[i] > e))
         bins.setdefault(b, []).append(i)
     out = []
     for b in sorted(bins):
@@ -423,12 +432,91 @@ def test_ence_uce_against_reference(kind: str, n: int, style: str) -> None:
         ww = [1.0] * n if weights is None else list(weights)
         tw = sum(ww)
         for nb in (1, 4, 10):
-            bins = _ref_binned(sd, e2, ww, nb, "count")
-            ref = sum(abs(math.sqrt(v) - math.sqrt(m)) / math.sqrt(v) for _, v, m in bins)
-            _close(metric("ence", pred, y, sample_weight=weights, n_bins=nb), ref / len(bins))
+            for binning, how in (("count", "count"), ("width", "sigma_width")):
+                bins = _ref_binned(sd, e2, ww, nb, how)
+                ref = sum(abs(math.sqrt(v) - math.sqrt(m)) / math.sqrt(v) for _, v, m in bins)
+                got = metric("ence", pred, y, sample_weight=weights, n_bins=nb, binning=binning)
+                _close(got, ref / len(bins))
             bins = _ref_binned(sd, e2, ww, nb, "width")
             ref = sum(wb * abs(m - v) for wb, v, m in bins) / tw
             _close(metric("uce", pred, y, sample_weight=weights, n_bins=nb), ref)
+
+
+def _netcal_case(seed: int, ties: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 400))
+    mu = rng.normal(size=n)
+    # ties: a few σ, many of them exactly on the edges 0.5 + 4j/K (exact in binary for most K)
+    levels = [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.5]
+    sd = rng.choice(levels, size=n) if ties else rng.lognormal(size=n)
+    y = mu + sd * rng.normal(size=n) * rng.uniform(0.5, 2.0)
+    return mu, sd, y
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("ties", [False, True], ids=["continuous", "ties"])
+@pytest.mark.parametrize("n_bins", [1, 2, 4, 5, 8, 10, 16])
+def test_ence_width_and_uce_match_netcal(seed: int, ties: bool, n_bins: int) -> None:
+    """``binning="width"`` is ``netcal.metrics.ENCE`` (equal-width σ bins, left-closed), also
+    where many σ lie exactly on the edges; UCE is ``netcal.metrics.UCE`` wherever no σ² lies
+    exactly on an inner edge (there ours is right-closed, as Laves et al.'s code)."""
+    netcal = pytest.importorskip("netcal.metrics")
+    mu, sd, y = _netcal_case(seed, ties)
+    pred = P.Gaussian(mu, sd)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # netcal warns on empty bins (NaN means)
+        ref_ence = float(netcal.ENCE(bins=n_bins).measure((mu, sd), y))
+        ref_uce = float(netcal.UCE(bins=n_bins).measure((mu, sd), y))
+    _close(metric("ence", pred, y, n_bins=n_bins, binning="width"), ref_ence, 1e-12)
+    if not ties:
+        _close(metric("uce", pred, y, n_bins=n_bins), ref_uce, 1e-12)
+
+
+def test_ence_width_bins_are_left_closed_and_span_the_weighted_rows() -> None:
+    """σ = 1, 2, 3 with K = 2: the edge 2 opens the upper bin [2, 3]; rows of zero weight
+    outside the range of the others change nothing; a constant σ is one bin."""
+    sd = np.array([1.0, 2.0, 3.0, 0.1, 9.0])
+    y = np.array([1.0, 4.0, 3.0, 5.0, -7.0])
+    pred = P.Gaussian(np.zeros(5), sd)
+    w = np.array([1.0, 1.0, 1.0, 0.0, 0.0])
+    lower = abs(1.0 - 1.0) / 1.0
+    upper = abs(math.sqrt(6.5) - math.sqrt(12.5)) / math.sqrt(6.5)
+    got = metric("ence", pred, y, sample_weight=w, n_bins=2, binning="width")
+    _close(got, (lower + upper) / 2)
+    _close(got, metric("ence", pred.take([0, 1, 2]), y[:3], n_bins=2, binning="width"))
+    const = P.Gaussian(np.zeros(3), np.ones(3))
+    one_bin = metric("ence", const, y[:3], n_bins=1)
+    _close(metric("ence", const, y[:3], n_bins=5, binning="width"), one_bin)
+    with pytest.raises(UQValidationError, match="binning"):
+        metric("ence", pred, y, binning="equal")
+
+
+def test_binning_is_a_registry_default_and_recorded_in_the_report() -> None:
+    from uqcore import evaluate, registry
+
+    assert registry.get("ence").defaults["binning"] == "count"
+    pred, y, _ = _case("gaussian", 30, seed=2, style="plain")
+    report = evaluate(pred, y, ["ence"], params={"ence": {"binning": "width"}})
+    assert report.params["ence"] == {"n_bins": 10, "binning": "width"}
+
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_ence_width_weights(ties: bool) -> None:
+    """Integer weights equal repeated rows, zero weights dropped rows, scaled weights the same
+    value, for the equal-width bins."""
+    pred, y, w = _case("gaussian", 60, seed=4, style="ties" if ties else "plain")
+
+    def value(p: Any, yy: Any, ww: Any = None) -> float:
+        v = metric("ence", p, yy, sample_weight=ww, n_bins=7, binning="width")
+        assert isinstance(v, float)
+        return v
+
+    idx = np.repeat(np.arange(60), w.astype(int))
+    _close(value(pred, y, w), value(pred.take(idx), y[idx]))
+    real = np.random.default_rng(5).uniform(0.1, 3.0, size=60)
+    _close(value(pred, y, real), value(pred, y, 3.7 * real))
+    keep = np.flatnonzero(w > 0)
+    _close(value(pred, y, np.where(w > 0, real, 0.0)), value(pred.take(keep), y[keep], real[keep]))
 
 
 def test_uce_bins_sigma_squared_exactly_at_the_edges() -> None:

@@ -13,6 +13,7 @@ import scipy.special
 import scipy.stats
 
 from tests.factories import to_backend
+from tests.peers import torch_uncertainty_metrics
 from uqcore import predictions as P
 from uqcore._validation import UQValidationError
 from uqcore.registry import UndefinedMetricWarning
@@ -80,9 +81,11 @@ def ref_ause(
     error: str = "mae",
     grid: Any = "exact",
     normalize: bool = True,
+    rule: str = "left",
     gain: bool = False,
 ) -> float | None:
-    """AUSE (or AURG with ``gain``) by loops: remove k steps, recompute, left Riemann sum."""
+    """AUSE (or AURG with ``gain``) by loops: remove k steps, recompute, then the left Riemann
+    sum or the trapezoid rule (``numpy.trapezoid``) over the points, step 1/(number of points)."""
     err = np.abs(e) if error == "mae" else e**2
     f = math.sqrt if error == "rmse" else (lambda v: v)
     total = float(np.sum(w))
@@ -92,12 +95,16 @@ def ref_ause(
         else [k * total / grid for k in range(grid)]
     )
     full = f(sum(err * w) / total)
-    area = 0.0
+    ys = []
     for r in rs:
         model = f(ref_remaining(u, err, w, r))
         other = full if gain else f(ref_oracle(err, w, r))
-        area += (other - model) if gain else (model - other)
-    area /= len(rs)
+        ys.append((other - model) if gain else (model - other))
+    if rule == "left":
+        area = sum(ys) / len(rs)
+    else:
+        area = float(np.trapezoid(ys, dx=1.0 / len(rs)))
+        area = area if gain else max(area, 0.0)
     if not normalize:
         return area
     return None if full == 0 else area / full
@@ -132,8 +139,24 @@ CASES = [
         {"normalize": False},
         {"grid": 7},
         {"grid": 20, "error": "rmse"},
+        {"rule": "trapezoid"},
+        {"rule": "trapezoid", "error": "rmse"},
+        {"rule": "trapezoid", "normalize": False},
+        {"rule": "trapezoid", "grid": 7},
+        {"rule": "trapezoid", "grid": 20, "error": "rmse"},
     ],
-    ids=["default", "rmse", "unnormalised", "grid7", "grid20-rmse"],
+    ids=[
+        "default",
+        "rmse",
+        "unnormalised",
+        "grid7",
+        "grid20-rmse",
+        "trapezoid",
+        "trapezoid-rmse",
+        "trapezoid-unnormalised",
+        "trapezoid-grid7",
+        "trapezoid-grid20-rmse",
+    ],
 )
 def test_ause_and_aurg_match_reference(
     n: int, seed: int, ties: bool, weighted: bool, opts: dict[str, Any]
@@ -187,6 +210,59 @@ def test_ause_non_integer_weights(seed: int) -> None:
     a = ause(P.PointUncertainty(p, u), y, sample_weight=w, grid=50)
     b = ause(P.PointUncertainty(p, u), y, sample_weight=3.7 * w, grid=50)
     assert close(a, b)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("gain", [False, True], ids=["ause", "aurg"])
+def test_trapezoid_with_non_integer_weights(seed: int, gain: bool) -> None:
+    """The trapezoid rule is the left sum minus half a step of the last point, the curve where
+    ⌈W⌉ − 1 units (exact grid) or (K − 1)/K of the weight (grid K) are removed."""
+    p, u, y = data(25, seed, ties=True)
+    w = np.random.default_rng(seed).uniform(0.1, 3.0, size=25)
+    err = np.abs(y - p)
+    tw = float(np.sum(w))
+    full = float(np.sum(w * err)) / tw
+    pred = P.PointUncertainty(p, u)
+    fn = aurg if gain else ause
+    for grid, step, removed in (
+        ("exact", 1.0 / tw, math.ceil(tw) - 1.0),
+        (40, 1.0 / 40, 39 * tw / 40),
+    ):
+        model = ref_remaining(u, err, w, removed)
+        last = (full - model) if gain else (model - ref_oracle(err, w, removed))
+        left = fn(pred, y, sample_weight=w, grid=grid)
+        assert left is not None
+        ref = left - step * last / 2 / full
+        assert close(fn(pred, y, sample_weight=w, grid=grid, rule="trapezoid"), ref)
+    ref40 = ref_ause(u, y - p, w, grid=40, rule="trapezoid", gain=gain)
+    assert close(fn(pred, y, sample_weight=w, grid=40, rule="trapezoid"), ref40)
+
+
+@pytest.mark.parametrize("n", [2, 3, 17, 250])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_ause_trapezoid_matches_torch_uncertainty(n: int, seed: int) -> None:
+    """torch-uncertainty's ``AUSE`` (scores = u, errors = |e|): ``torch.trapezoid`` over
+    α = k/N of the normalised model − oracle curves, i.e. ``rule="trapezoid"`` on the exact
+    grid (distinct u: its argsort breaks ties in the uncertainty by position)."""
+    tu = torch_uncertainty_metrics()
+    import torch
+
+    rng = np.random.default_rng(seed)
+    p = rng.normal(size=n)
+    u = rng.lognormal(size=n)
+    y = p + u * rng.standard_t(3, size=n)
+    peer = tu.AUSE()
+    peer.update(torch.from_numpy(u), torch.from_numpy(np.abs(y - p)))
+    ref = float(peer.compute())
+    got = ause(P.PointUncertainty(p, u), y, rule="trapezoid")
+    assert got is not None and math.isclose(got, ref, rel_tol=1e-12, abs_tol=1e-15)
+    # integer weights are repeated rows for the peer too
+    k = rng.integers(1, 4, size=n)
+    peer = tu.AUSE()
+    idx = np.repeat(np.arange(n), k)
+    peer.update(torch.from_numpy(u[idx]), torch.from_numpy(np.abs(y - p)[idx]))
+    got = ause(P.PointUncertainty(p, u), y, sample_weight=k.astype(float), rule="trapezoid")
+    assert got is not None and math.isclose(got, float(peer.compute()), rel_tol=1e-12)
 
 
 def test_ties_equal_the_average_over_all_orders() -> None:
@@ -244,9 +320,9 @@ def test_grid_100_matches_fregu856_convention() -> None:
         np.testing.assert_allclose(np.asarray(curve.fractions), fractions)
         ours = ause(pred, y, error=error, grid=100)
         assert close(ours, float(np.mean(m - o)))
-        # fregu856 integrates with np.trapz: our left sum minus half the last term
+        # fregu856 integrates with np.trapz: rule="trapezoid"
         trapz = float(np.trapezoid(m - o, fractions))
-        assert close(trapz, ours - (m[-1] - o[-1]) / 200)
+        assert close(ause(pred, y, error=error, grid=100, rule="trapezoid"), trapz)
 
 
 def test_constant_uncertainty_is_random_minus_oracle_and_perfect_is_zero() -> None:
@@ -273,9 +349,23 @@ def test_ause_undefined_and_options_validated() -> None:
     with pytest.warns(UndefinedMetricWarning):
         assert ause(pred, np.zeros(3)) is None
     assert ause(pred, np.zeros(3), normalize=False) == 0.0
-    for bad in ({"grid": 0}, {"grid": "fine"}, {"grid": True}, {"error": "mse"}):
+    bad_options = ({"grid": 0}, {"grid": "fine"}, {"grid": True}, {"error": "mse"}, {"rule": "mid"})
+    for bad in bad_options:
         with pytest.raises(UQValidationError):
             ause(pred, np.ones(3), **bad)
+
+
+def test_rule_is_a_registry_default_and_recorded_in_the_report() -> None:
+    from uqcore import evaluate, registry
+
+    for name in ("ause", "aurg"):
+        assert registry.get(name).defaults["rule"] == "left"
+    p, u, y = data(20, 3, ties=False)
+    report = evaluate(
+        P.PointUncertainty(p, u), y, ["ause", "aurg"], params={"ause": {"rule": "trapezoid"}}
+    )
+    assert report.params["ause"]["rule"] == "trapezoid"
+    assert report.params["aurg"]["rule"] == "left"
 
 
 def test_ause_on_every_backend(xp: Any) -> None:
@@ -285,7 +375,7 @@ def test_ause_on_every_backend(xp: Any) -> None:
     pred = P.PointUncertainty(p, u)
     pb, yb = to_backend(pred, y, xp)
     wb = to_backend(pred, w, xp)[1]
-    for opts in ({}, {"error": "rmse"}, {"grid": 30}):
+    for opts in ({}, {"error": "rmse"}, {"grid": 30}, {"rule": "trapezoid"}):
         expected = ref_ause(u, y - p, w, **opts)
         assert close(ause(pb, yb, sample_weight=wb, **opts), expected, 1e-9)
     c = sparsification_curve(pb, yb, sample_weight=wb, grid=10)

@@ -114,12 +114,19 @@ def test_nll_mixture_matches_loop() -> None:
     close(nll(P.Mixture(wts, means, stds), y), wmean(np.asarray(ref), None))
 
 
-@pytest.mark.parametrize("bandwidth", ["silverman", "scott", 0.7])
-def test_nll_samples_kde_matches_loop(bandwidth: Any) -> None:
+PER_ROW = [0.3, 1.1, 0.05, 2.0, 0.7, 0.9, 1.4]
+
+
+@pytest.mark.parametrize("bandwidth", ["silverman", "scott", "scoringrules", 0.7, PER_ROW])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_samples_kde_matches_loop(bandwidth: Any, weighted: bool) -> None:
+    """The Gaussian KDE log density written out row by row, for each bandwidth (a rule, one
+    number, one number per row), unweighted and weighted."""
     rng = np.random.default_rng(2)
     n, s = 7, 50
     draws = rng.normal(size=(n, s)) * rng.uniform(0.5, 3, size=(n, 1))
     y = rng.normal(size=n) * 2.0
+    w = rng.uniform(0.0, 3.0, size=n) if weighted else None
     ref = []
     for i in range(n):
         x = draws[i]
@@ -129,11 +136,120 @@ def test_nll_samples_kde_matches_loop(bandwidth: Any) -> None:
             h = 0.9 * min(sdv, iqr) * s ** (-0.2)
         elif bandwidth == "scott":
             h = 1.06 * sdv * s ** (-0.2)
+        elif bandwidth == "scoringrules":
+            h = 1.06 * min(sdv, iqr) * s ** (-0.2)
+        elif isinstance(bandwidth, list):
+            h = bandwidth[i]
         else:
             h = bandwidth
         dens = math.fsum(st.norm.pdf((y[i] - xs) / h) / h for xs in x) / s
         ref.append(-math.log(dens))
-    close(nll(P.Samples(draws), y, bandwidth=bandwidth), wmean(np.asarray(ref), None), 1e-9)
+    got = nll(P.Samples(draws), y, sample_weight=w, bandwidth=bandwidth)
+    close(got, wmean(np.asarray(ref), w), 1e-9)
+
+
+def _ensemble(seed: int, n: int, s: int) -> tuple[np.ndarray, np.ndarray]:
+    """Draws of varied spread and targets between two of them (where scoringrules' density,
+    computed without log-sum-exp, does not underflow)."""
+    rng = np.random.default_rng(seed)
+    scale = rng.lognormal(size=(n, 1))
+    draws = rng.normal(size=(n, 1)) + scale * rng.standard_t(4, size=(n, s))
+    t = rng.uniform(size=n)
+    y = draws[:, 0] + t * (draws[:, -1] - draws[:, 0])
+    return draws, y
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(("n", "s"), [(1, 2), (3, 5), (40, 10), (200, 51)])
+def test_nll_samples_match_scoringrules_logs_ensemble(seed: int, n: int, s: int) -> None:
+    """``scoringrules.logs_ensemble`` gives −log f_i(y_i) per row (the same sign as our terms):
+    its default bandwidth is ``bandwidth="scoringrules"``, its ``bw`` one bandwidth per row;
+    the metric is the (weighted) mean of its scores."""
+    sr = pytest.importorskip("scoringrules")
+    draws, y = _ensemble(seed, n, s)
+    spread = np.std(draws, axis=1)
+    h = np.random.default_rng(seed + 50).uniform(0.2, 2.0, size=n) * spread
+    one = 0.3 * float(np.max(spread))
+    w = np.random.default_rng(seed + 60).uniform(0.0, 3.0, size=n)
+    pred = P.Samples(draws)
+    for ours, theirs in (
+        ("scoringrules", sr.logs_ensemble(y, draws, backend="numpy")),
+        (h, sr.logs_ensemble(y, draws, bw=h, backend="numpy")),
+        (list(h), sr.logs_ensemble(y, draws, bw=h, backend="numpy")),
+        (one, sr.logs_ensemble(y, draws, bw=np.full(n, one), backend="numpy")),
+    ):
+        theirs = np.asarray(theirs, dtype=float)
+        assert np.all(np.isfinite(theirs))
+        close(nll(pred, y, bandwidth=ours), wmean(theirs, None), 1e-12)
+        close(nll(pred, y, sample_weight=w, bandwidth=ours), wmean(theirs, w), 1e-12)
+
+
+def test_nll_scoringrules_bandwidth_where_the_iqr_is_zero() -> None:
+    """Where a row's quartiles coincide scoringrules' bandwidth is 0 (its score is not
+    finite); ours falls back to σ̂, as for Silverman's rule: 1.06·σ̂·S^(−1/5)."""
+    sr = pytest.importorskip("scoringrules")
+    draws = np.array([[0.0, 1.0, 1.0, 1.0, 1.0, 3.0], [0.0, 0.5, 1.0, 2.0, 2.5, 4.0]])
+    y = np.array([1.2, 1.7])
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert not np.isfinite(sr.logs_ensemble(y, draws, backend="numpy")[0])
+    bw = np.std(draws, axis=1, ddof=1) * 1.06 * 6 ** (-0.2)
+    bw[1] = min(
+        bw[1],
+        1.06 * (np.quantile(draws[1], 0.75) - np.quantile(draws[1], 0.25)) / 1.34 * 6 ** (-0.2),
+    )
+    theirs = np.asarray(sr.logs_ensemble(y, draws, bw=bw, backend="numpy"))
+    close(nll(P.Samples(draws), y, bandwidth="scoringrules"), wmean(theirs, None), 1e-12)
+
+
+def test_nll_per_row_bandwidth_follows_its_rows() -> None:
+    """One bandwidth per row belongs to its row: permuting, repeating (integer weights) and
+    dropping (zero weights) rows with their bandwidths changes nothing, nor does scaling the
+    weights; it is recorded in ``Report.params`` as a list, and checked."""
+    import json
+
+    from uqcore import evaluate
+
+    draws, y = _ensemble(7, 30, 8)
+    h = np.random.default_rng(8).uniform(0.1, 2.0, size=30)
+    pred = P.Samples(draws)
+    base = nll(pred, y, bandwidth=h)
+    perm = np.random.default_rng(9).permutation(30)
+    close(nll(pred.take(perm), y[perm], bandwidth=h[perm]), base, 1e-12)
+    k = np.random.default_rng(10).integers(0, 4, size=30)
+    k[0] = 1
+    idx = np.repeat(np.arange(30), k)
+    expanded = nll(pred.take(idx), y[idx], bandwidth=h[idx])
+    close(nll(pred, y, sample_weight=k.astype(float), bandwidth=h), expanded, 1e-12)
+    keep = np.flatnonzero(k > 0)
+    w = np.random.default_rng(11).uniform(0.5, 2.0, size=30) * (k > 0)
+    dropped = nll(pred.take(keep), y[keep], sample_weight=w[keep], bandwidth=h[keep])
+    close(nll(pred, y, sample_weight=w, bandwidth=h), dropped, 1e-12)
+    close(nll(pred, y, sample_weight=3.7 * w, bandwidth=h), dropped, 1e-12)
+    report = evaluate(pred, y, ["nll"], params={"nll": {"bandwidth": h}})
+    assert json.loads(json.dumps(report.to_dict()))["params"]["nll"]["bandwidth"] == h.tolist()
+    for bad, match in (
+        (h[:-1], "one value per row: 30 rows, found 29"),
+        (np.where(np.arange(30) == 4, -1.0, h), r"bandwidth\[4\] = -1.0"),
+        (np.where(np.arange(30) == 2, np.nan, h), r"bandwidth\[2\] = nan"),
+        (h.reshape(3, 10), "found an array of shape"),
+        ("nrd", "'scoringrules'"),
+    ):
+        with pytest.raises(UQValidationError, match=match):
+            nll(pred, y, bandwidth=bad)
+
+
+def test_nll_per_row_bandwidth_on_every_backend(xp: Any) -> None:
+    from tests.factories import to_backend
+
+    draws, y = _ensemble(12, 20, 6)
+    h = np.random.default_rng(13).uniform(0.1, 2.0, size=20)
+    w = np.random.default_rng(14).uniform(0.0, 2.0, size=20)
+    expected = nll(P.Samples(draws), y, sample_weight=w, bandwidth=h)
+    pb, yb = to_backend(P.Samples(draws), y, xp)
+    wb = to_backend(P.Samples(draws), w, xp)[1]
+    for given in (h, list(h), to_backend(P.Samples(draws), h, xp)[1]):
+        close(nll(pb, yb, sample_weight=wb, bandwidth=given), expected, 1e-12)
 
 
 def test_nll_kde_converges_to_closed_form() -> None:

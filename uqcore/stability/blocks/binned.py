@@ -21,7 +21,8 @@ __all__ = ["binned_by_sigma"]
 
 
 def binned_by_sigma(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | None:
-    """ENCE (equal-weight bins of σ) and UCE (equal-width bins of σ²) of every resample.
+    """ENCE (equal-weight or equal-width bins of σ) and UCE (equal-width bins of σ²) of every
+    resample.
 
     Along the ascending σ order the bins are contiguous runs of rows, cut where the sorted key
     passes each bin edge (``searchsorted(..., side="right")``: a bin holds the keys in
@@ -30,13 +31,19 @@ def binned_by_sigma(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEv
     per-chunk dot products (one pass each, shared by both metrics) plus the partial chunks at
     the cuts. The edges follow the implementation:
     ENCE's are σ at the weighted lower quantiles j/K (the first row whose cumulative weight
-    reaches W·j/K), UCE's are equally spaced between the smallest and the largest σ² of the
-    rows of positive weight.
+    reaches W·j/K), or with ``binning="width"`` equally spaced between the smallest and the
+    largest σ of the rows of positive weight, bins [edge_{j−1}, edge_j)
+    (``searchsorted(..., side="left")``); UCE's are equally spaced between the smallest and
+    the largest σ² of the rows of positive weight.
     """
     k = params.get("n_bins")
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         return None
     k = int(k)
+    binning = params.get("binning", "count") if name == "ence" else "count"
+    if binning not in ("count", "width"):
+        return None
+    width = binning == "width"
     b = keys.batch
     sigma = np.asarray(to_numpy(b.std), np.float64)
 
@@ -101,7 +108,13 @@ def binned_by_sigma(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEv
 
     def cuts_of(cw: Any, total: float) -> IntArray:
         """[0, cuts between the bins..., N] of one resample."""
-        if name == "ence":
+        if width:
+            first = search_cum(cw, 0.0, "right")  # first positive weight
+            last = search_cum(cw, float(cw[-1]), "left")
+            lo, hi = float(s_sorted[first]), float(s_sorted[last])
+            edges = np.linspace(lo, hi, k + 1)[1:-1] if k > 1 and hi > lo else np.empty(0)
+            inner = np.searchsorted(s_sorted, edges, side="left")
+        elif name == "ence":
             if k > 1:
                 targets = np.array([total * j / k for j in range(1, k)])
                 pos = np.minimum(search_cum_many(cw, targets, "left"), n - 1)

@@ -15,6 +15,8 @@ along the uncertainty and |e| orders.
   table and two dot products, no floating cumulative sum. Along the |e| order itself (the
   oracle) this is (1 + H_W) Σ m e − Σ_k R_k H_{R_k} (e_k − e_{k+1}), whose terms but the last
   share one sign: one gather from a table of k·H_k and one dot product with fixed steps.
+  ``rule="trapezoid"`` removes half a step 1/W of the curves' last point, where one unit of
+  weight remains: the error of the first row of positive weight along each key.
 """
 
 from __future__ import annotations
@@ -74,10 +76,11 @@ def spearman(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator
 
 def sparsification(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | None:
     """AUSE (``name="ause"``) or AURG (``"aurg"``) with ``error="mae"``, ``grid="exact"``
-    (no ties in the uncertainty; integer weights, else per resample)."""
+    and either ``rule`` (no ties in the uncertainty; integer weights, else per resample)."""
     if params.get("error") != "mae" or params.get("grid") != "exact":
         return None
-    if keys.ties("u", keys.u):
+    rule = params.get("rule", "left")
+    if rule not in ("left", "trapezoid") or keys.ties("u", keys.u):
         return None
     normalize = bool(params.get("normalize", True))
     e_u = keys.get("e_by_u", lambda: keys.e()[keys.order_u()])
@@ -123,11 +126,20 @@ def sparsification(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEva
         total = ctx.total
         model = area(ctx, "u", keys.order_u, e_u) / total
         full = ctx.sums(col_e) / total
+        trapezoid = rule == "trapezoid"
+        if trapezoid:  # the last point: the first row of positive weight along u
+            model_last = e_u[np.argmax(ctx.cum("u", keys.order_u) > 0, axis=1)]
         if name == "ause":
             oracle = sorted_area(ctx) / total
-            value = np.maximum(model - oracle, 0.0)
+            value = model - oracle
+            if trapezoid:  # cum("e") is sorted_area's; its first positive row is the oracle's
+                oracle_last = keys.e_by_e()[np.argmax(ctx.cum("e", keys.order_e) > 0, axis=1)]
+                value -= (model_last - oracle_last) / (2.0 * total)
+            value = np.maximum(value, 0.0)
         else:
             value = full - model
+            if trapezoid:
+                value -= (full - model_last) / (2.0 * total)
         if not normalize:
             return np.asarray(value, dtype=np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
