@@ -425,7 +425,10 @@ def ece_l2(
     Plug-in: ECE₂² = Σ_b (W_b/W)(acc_b − conf_b)². Debiased: each bin with W_b > 1 subtracts
     acc_b (1 − acc_b) / (W_b − 1), the expected excess of the squared gap from sampling noise;
     the result is √max(0, ECE₂²). Weights act as counts in W_b − 1. The bins are those of
-    :func:`ece` (``bins_closed``, ``ties``: module docstring). Best value 0.
+    :func:`ece` (``bins_closed``, ``ties``: module docstring); with ``debias=False``,
+    ``bins_closed="left"`` is torchmetrics' ``calibration_error`` with ``norm="l2"`` and
+    ``binning="mass", ties="split"`` torch-uncertainty's ``AdaptiveCalibrationError`` with
+    ``norm="l2"``. Best value 0.
     """
     n_bins = _check_bins(n_bins)
     _check_binning(binning, bins_closed, ties)

@@ -61,8 +61,9 @@ def test_left_closed_bins_equal_torchmetrics(n_bins: int, seed: int) -> None:
     # confidences k/40 hit every edge b/B exactly; torchmetrics bins in float32, whose edges
     # and confidences are the float32 roundings of the same numbers for these B
     p, y = _on_grid(seed, 400, 40)
-    for name, norm in (("ece", "l1"), ("mce", "max")):
-        ours = _ours(name, p, y, n_bins=n_bins, bins_closed="left")
+    for name, norm in (("ece", "l1"), ("mce", "max"), ("ece_l2", "l2")):
+        extra = {"debias": False} if name == "ece_l2" else {}  # torchmetrics does not debias
+        ours = _ours(name, p, y, n_bins=n_bins, bins_closed="left", **extra)
         assert ours == pytest.approx(_torchmetrics(p, y, n_bins, norm), abs=2e-7), name
     # and the right-closed default differs on these inputs
     assert _ours("ece", p, y, n_bins=n_bins) != pytest.approx(
@@ -209,8 +210,10 @@ def test_split_ties_with_ties_are_the_peer_averaged_over_tie_orders(
     p, y = _on_grid(seed, n, 16)  # few distinct confidences, tied blocks straddle the cuts
     conf, right = p.max(axis=1), (p.argmax(axis=1) == y).astype(float)
     avg = _tie_averaged(conf, right)
-    for name, norm in (("ece_adaptive", "l1"), ("mce", "max")):
-        opts = {"binning": "mass"} if name == "mce" else {}
+    for name, norm in (("ece_adaptive", "l1"), ("mce", "max"), ("ece_l2", "l2")):
+        opts: dict[str, Any] = {} if name == "ece_adaptive" else {"binning": "mass"}
+        if name == "ece_l2":
+            opts["debias"] = False
         ours = _ours(name, p, y, n_bins=n_bins, ties="split", **opts)
         assert ours == pytest.approx(_tu_adaptive(conf, avg, n_bins, norm), abs=2e-7)
     # keeping ties together differs on these inputs
