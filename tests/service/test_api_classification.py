@@ -347,3 +347,23 @@ def test_json_ensemble_and_dirichlet_are_accepted(
     assert r.status_code == 422
     err = error_of(r)
     assert (err["field"], err["index"]) == ("prediction.alpha", 6)
+
+
+@pytest.mark.parametrize(
+    ("params", "field", "words"),
+    [
+        ({"ece": {"binning": "width", "ties": "split"}}, "ece.ties", "ties applies to binning"),
+        ({"ece": {"n_bins": 10**9}}, "ece.n_bins", "n_bins must be an integer in [1, 10000]"),
+        ({"eaurc": {"optimum": "continuous", "convention": "trapezoid"}}, "eaurc.optimum", "mean"),
+        ({"brier": {"variant": "half"}}, "brier.variant", "one of 'bma'"),
+    ],
+)
+def test_parameter_values_the_worker_would_refuse_get_422(
+    api: TestClient, submitter: dict[str, str], params: dict[str, Any], field: str, words: str
+) -> None:
+    body = _json_probs(analyses={"params": params})
+    r = api.post("/v1/submissions", json=body, headers=submitter)
+    assert r.status_code == 422, r.text
+    err = error_of(r)
+    assert err["field"] == f"analyses.params.{field}", err
+    assert words in err["message"], err

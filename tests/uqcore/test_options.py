@@ -52,7 +52,7 @@ def _probes(option: Option) -> list[Any]:
     values: list[Any] = [None, True, False, "", "bogus", {}, *ints, *numbers]
     values += [c for c in option.choices if c is not None]
     values += [[], [0.5], [0.2, 0.8], [0.8, 0.2], [0.5, "a"], [True], [[0.5]], [0.5] * 20_000]
-    values += [[x] for x in numbers]
+    values += [[x] for x in numbers] + [[x] * 40 for x in numbers]
     values.append(option.default)
     return values
 
@@ -126,7 +126,7 @@ def _batch(spec: registry.MetricSpec) -> Any:
     raise AssertionError(spec.name)
 
 
-def _accepted(spec: registry.MetricSpec, key: str) -> list[Any]:
+def _accepted(spec: registry.MetricSpec, key: str, n: int) -> list[Any]:
     option = spec.options[key]
     out = []
     for value in _probes(option):
@@ -136,7 +136,7 @@ def _accepted(spec: registry.MetricSpec, key: str) -> list[Any]:
         if count and isinstance(value, int) and not isinstance(value, bool) and value > 50:
             continue  # large counts: checked for the bound, not computed (slow)
         try:
-            out.append(spec.resolve_params({key: value})[key])
+            out.append(spec.resolve_params({key: value}, n)[key])
         except UQValidationError:
             continue
     return out
@@ -146,7 +146,7 @@ def _accepted(spec: registry.MetricSpec, key: str) -> list[Any]:
 def test_every_accepted_value_computes(spec: registry.MetricSpec, key: str) -> None:
     batch = _batch(spec)
     estimators = batch.prediction.estimator_names() if spec.task == "classification" else []
-    for value in _accepted(spec, key):
+    for value in _accepted(spec, key, batch.n):
         named = spec.task == "classification" and key in ("estimator", "aleatoric", "epistemic")
         if named and value not in estimators:
             continue  # names are checked against the prediction (service: before the 202)

@@ -30,6 +30,7 @@ BIASED = {
     ("regression", "merci"),
     ("regression", "nmerci"),
     ("classification", "ece"),
+    ("classification", "ace"),
 }
 
 #: The best value of each "target" metric under its options, from its definition.

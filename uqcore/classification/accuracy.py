@@ -6,10 +6,11 @@ Dirichlet) and are weighted means over samples: Σ_i w_i t_i / Σ_i w_i.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
+from uqcore._validation import UQValidationError
 from uqcore.batch import ClassificationBatch
 from uqcore.options import Range
 from uqcore.registry import register, undefined
@@ -17,6 +18,7 @@ from uqcore.registry import register, undefined
 __all__ = ["accuracy", "brier", "nll", "top5_accuracy"]
 
 _TASK = "classification"
+BrierVariant = Literal["bma", "members_mean", "top_class", "binary"]
 
 
 def _correct_terms(batch: ClassificationBatch) -> Any:
@@ -100,11 +102,45 @@ def nll(batch: ClassificationBatch) -> float | None:
     return batch.mean(terms)
 
 
-def _brier_terms(batch: ClassificationBatch) -> Any:
+def _brier_undefined(batch: ClassificationBatch, variant: str) -> str | None:
+    """Why ``variant`` of the Brier score is undefined for this prediction, or ``None``."""
+    pred = batch.prediction
+    if variant == "binary" and pred.n_classes != 2:
+        return (
+            f"variant='binary' is the Brier score of two classes; this prediction has "
+            f"C = {pred.n_classes} classes (use variant='bma')"
+        )
+    if variant == "members_mean" and pred.kind == "dirichlet":
+        return (
+            "variant='members_mean' needs member predictions (an ensemble, or a first-order "
+            "prediction as its one member); a dirichlet prediction has none"
+        )
+    return None
+
+
+def _brier_terms(batch: ClassificationBatch, *, variant: BrierVariant = "bma") -> Any:
+    """Per-row Brier terms of ``variant`` (see :func:`brier`)."""
+    if variant not in ("bma", "members_mean", "top_class", "binary"):
+        raise UQValidationError(
+            f"variant must be 'bma', 'members_mean', 'top_class' or 'binary', found {variant!r}"
+        )
+    if variant == "top_class":
+        gap = batch.confidence - batch.correct
+        return gap * gap
+    pred = batch.prediction
+    if _brier_undefined(batch, variant) is not None:
+        return np.zeros(0)  # undefined: not per-row terms, so resampling calls brier itself
     p = batch.probs
     py = p[np.arange(batch.n), batch.y]
     # Σ_c p_c² without an N×C temporary
-    return np.einsum("nc,nc->n", p, p) - 2.0 * py + 1.0
+    terms = np.einsum("nc,nc->n", p, p) - 2.0 * py + 1.0
+    if variant == "binary":
+        return terms / 2.0
+    if variant == "members_mean" and pred.kind == "ensemble":
+        # (1/M) Σ_m Σ_c (p_mc − y_c)² = Σ_c (p̄_c − y_c)² + Σ_c Var_m(p_mc): the BMA's term
+        # plus C times the aggregator mean_variance_probs, from the one pass over the members
+        return terms + pred.n_classes * batch.estimate("mean_variance_probs")
+    return terms
 
 
 @register(
@@ -118,10 +154,34 @@ def _brier_terms(batch: ClassificationBatch) -> Any:
     reference="Brier 1950, Verification of forecasts expressed in terms of probability",
     mean_terms=_brier_terms,
 )
-def brier(batch: ClassificationBatch) -> float:
+def brier(batch: ClassificationBatch, *, variant: BrierVariant = "bma") -> float | None:
     """Multiclass Brier score, summed over classes: Σ_i w_i Σ_c (p̄_ic − 1{c = y_i})² / Σ_i w_i.
 
-    Scaling: the sum over the C classes (Brier's original definition), in [0, 2]; divide by C
-    for the per-class mean that some libraries report. Best value 0.
+    Every variant is a weighted mean Σ_i w_i t_i / Σ_i w_i of per-row terms t_i:
+
+    ``"bma"`` (default)  t_i = Σ_c (p̄_ic − 1{c = y_i})², the Brier score of the predictive
+                         distribution (Brier 1950), in [0, 2]: the sum over the C classes;
+                         divide by C for the per-class mean that some libraries report.
+                         scikit-learn's ``brier_score_loss`` for C > 2 and torch-uncertainty's
+                         ``BrierScore`` of an N×C input.
+    ``"members_mean"``   t_i = (1/M) Σ_m Σ_c (p_mic − 1{c = y_i})², the mean of the members'
+                         Brier scores, as torch-uncertainty's ``BrierScore`` computes it for a
+                         (N, M, C) input. It equals the BMA's term plus Σ_c Var_m(p_mic), so
+                         it is never below ``"bma"``. A first-order prediction is its one
+                         member (the same as ``"bma"``); a Dirichlet has no members
+                         (undefined: ``None`` with the reason).
+    ``"top_class"``      t_i = (max_c p̄_ic − 1{ŷ_i = y_i})², the Brier score of the top-label
+                         confidence as a forecast of being right, in [0, 1];
+                         torch-uncertainty's ``BrierScore(top_class=True)``.
+    ``"binary"``         t_i = ½ Σ_c (p̄_ic − 1{c = y_i})² = (p̄_i1 − 1{y_i = 1})² for C = 2, in
+                         [0, 1]: scikit-learn's ``brier_score_loss`` of two classes (which
+                         halves the sum over the classes); undefined (``None`` with the
+                         reason) for C ≠ 2.
+
+    Best value 0.
     """
-    return batch.mean(_brier_terms(batch))
+    why = _brier_undefined(batch, variant)
+    if why is not None:
+        undefined("brier", why)
+        return None
+    return batch.mean(_brier_terms(batch, variant=variant))

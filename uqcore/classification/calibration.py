@@ -1,15 +1,53 @@
 """Calibration of classification predictions: top-label ECE (equal-width and equal-mass bins),
-MCE, class-wise ECE, the debiased L2 ECE, and reliability-diagram data.
+MCE, the average calibration error ACE, class-wise ECE, the debiased L2 ECE, and
+reliability-diagram data.
 
 Binning conventions (recorded in every result's parameters):
 
-``"width"``  B equal-width bins with edges e_b = b / B (correctly rounded); bins are closed on
-             the right, (e_b, e_{b+1}], and the first bin also holds 0: a confidence s goes
-             to bin ``clip(searchsorted(edges, s, side="left") − 1, 0, B − 1)``.
+``"width"``  B equal-width bins with edges e_b = b / B (correctly rounded). Which side of a bin
+             is closed is the option ``bins_closed``:
+
+             ``"right"`` (default)      (e_b, e_{b+1}], the first bin also holding 0: a
+                                        confidence s goes to bin
+                                        ``clip(searchsorted(edges, s, "left") − 1, 0, B − 1)``.
+             ``"left"``                 [e_b, e_{b+1}) for every bin, so a confidence of
+                                        exactly 1 lies in a bin of its own after the B bins:
+                                        bin ``searchsorted(edges, s, "right") − 1`` of B + 1.
+                                        This is torchmetrics' ``calibration_error`` (and
+                                        torch-uncertainty's ``CalibrationError``, the same
+                                        code): ``bucketize(s, linspace(0, 1, B + 1),
+                                        right=True) − 1`` over B + 1 bins.
+             ``"left_last_closed"``     [e_b, e_{b+1}), the last bin closed, [e_{B−1}, 1]:
+                                        numpy.histogram's rule, used by netcal's ``ECE``,
+                                        ``MCE`` and ``ACE``.
+
+             The peers compute their edges with ``linspace`` in floating point: torchmetrics in
+             float32, with the confidences cast to float32 as well, netcal as b · (1/B) in
+             float64, which lies one rounding above b/B for some b (B = 10: 0.3, 0.6 and 0.7).
+             A confidence within such a rounding of an edge can therefore fall into the
+             neighbouring bin there; elsewhere the bins are the same.
              Default B = 15, as in mucsanyi2024 and Guo et al. 2017.
-``"mass"``   B equal-mass bins: a row goes to bin ⌊B · W(< s) / W + 1e-9⌋ (capped at B − 1),
-             where W(< s) is the weight of rows with a strictly smaller confidence and W the
-             total weight. Tied confidences share a bin, so bins hold about W/B each.
+``"mass"``   B equal-mass bins. How tied confidences are treated is the option ``ties``:
+
+             ``"together"`` (default)   a row goes to bin ⌊B · W(< s) / W + 1e-9⌋ (capped at
+                                        B − 1), where W(< s) is the weight of rows with a
+                                        strictly smaller confidence and W the total weight.
+                                        Tied confidences share a bin, so bins hold about
+                                        W/B each.
+             ``"split"``                by position, as torch-uncertainty's
+                                        ``AdaptiveCalibrationError``: the rows sorted by
+                                        confidence are cut into B runs of consecutive rows,
+                                        the first N mod B of them one row longer
+                                        (``tensor_split``): bin k holds the positions
+                                        [β_k, β_{k+1}) with β_k = k ⌊N/B⌋ + min(k, N mod B).
+                                        A block of tied rows that straddles a cut is split
+                                        by weight, each part carrying the block's mean
+                                        outcome: the peer's sort leaves the order of tied
+                                        rows unspecified, and these are its bin sums
+                                        averaged over those orders. Weights act as counts
+                                        (N is the total weight W, positions run over the
+                                        accumulated weight, and N mod B is W − B ⌊W/B⌋), so
+                                        scaling the weights changes the bins.
 
 With sample weights each bin's accuracy and confidence are weighted means and its share is
 its weight over the total weight. The confidence of a row is the top-label probability
@@ -18,6 +56,7 @@ max_c p̄_c and its outcome 1{argmax_c p̄_c = y}.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -30,6 +69,7 @@ from uqcore.registry import register
 
 __all__ = [
     "ReliabilityDiagram",
+    "ace",
     "ece",
     "ece_adaptive",
     "ece_classwise",
@@ -40,6 +80,8 @@ __all__ = [
 
 NDArray = np.ndarray[Any, Any]
 Binning = Literal["width", "mass"]
+BinsClosed = Literal["right", "left", "left_last_closed"]
+Ties = Literal["together", "split"]
 
 _TASK = "classification"
 _GUO = "Guo et al. 2017, On calibration of modern neural networks (ICML); mucsanyi2024 §3.4"
@@ -51,16 +93,49 @@ def _check_bins(n_bins: Any) -> int:
     return int(n_bins)
 
 
-def _check_binning(binning: Any) -> None:
-    if binning not in ("width", "mass"):
-        raise UQValidationError(f"binning must be 'width' or 'mass', found {binning!r}")
+def _binning_rules(options: Mapping[str, Any]) -> None:
+    """The rules across the binning options of ``ece``, ``mce`` and ``ece_l2``."""
+    _check_binning(options["binning"], options["bins_closed"], options["ties"])
 
 
-def width_bins(values: NDArray, n_bins: int) -> NDArray:
-    """Equal-width bin index of each value in [0, 1] (right-closed bins, 0 in the first)."""
+def _check_binning(
+    binning: Any, bins_closed: Any = "right", ties: Any = "together", *, mass: bool = True
+) -> None:
+    """Check the binning options; ``mass=False`` where equal-mass bins are not offered."""
+    if binning not in (("width", "mass") if mass else ("width",)):
+        allowed = "'width' or 'mass'" if mass else "'width'"
+        raise UQValidationError(f"binning must be {allowed}, found {binning!r}")
+    if bins_closed not in ("right", "left", "left_last_closed"):
+        raise UQValidationError(
+            f"bins_closed must be 'right', 'left' or 'left_last_closed', found {bins_closed!r}"
+        )
+    if ties not in ("together", "split"):
+        raise UQValidationError(f"ties must be 'together' or 'split', found {ties!r}")
+    if binning == "mass" and bins_closed != "right":
+        raise UQValidationError(
+            f"bins_closed applies to binning='width' (bin edges), found bins_closed="
+            f"{bins_closed!r} with binning='mass'",
+            argument="bins_closed",
+        )
+    if binning == "width" and ties != "together":
+        raise UQValidationError(
+            f"ties applies to binning='mass', found ties={ties!r} with binning='width'",
+            argument="ties",
+        )
+
+
+def _slots(n_bins: int, bins_closed: BinsClosed) -> int:
+    """Number of width bins: B, and one more for a confidence of 1 when ``"left"``."""
+    return n_bins + 1 if bins_closed == "left" else n_bins
+
+
+def width_bins(values: NDArray, n_bins: int, bins_closed: BinsClosed = "right") -> NDArray:
+    """Equal-width bin index of each value in [0, 1] (module docstring for ``bins_closed``)."""
     edges = np.arange(n_bins + 1) / n_bins
-    idx = np.searchsorted(edges, values, side="left") - 1
-    return np.clip(idx, 0, n_bins - 1)
+    if bins_closed == "right":
+        return np.clip(np.searchsorted(edges, values, side="left") - 1, 0, n_bins - 1)
+    idx = np.searchsorted(edges, values, side="right") - 1
+    return idx if bins_closed == "left" else np.minimum(idx, n_bins - 1)
 
 
 def mass_bins(values: NDArray, weights: NDArray | None, n_bins: int) -> NDArray:
@@ -81,28 +156,82 @@ def mass_bins(values: NDArray, weights: NDArray | None, n_bins: int) -> NDArray:
     return out
 
 
+def split_mass_tally(
+    values: NDArray, outcome: NDArray, weights: NDArray, n_bins: int
+) -> tuple[NDArray, NDArray, NDArray]:
+    """Per-bin weight, weighted outcome sum and weighted value sum of equal-mass bins cut by
+    position (``ties="split"``, module docstring).
+
+    Along the rows sorted by value, the accumulated weight x and the accumulated sums are
+    piecewise linear in x (linear inside a block of ties, which is spread evenly), so each
+    bin's sums are the differences of those functions at its cuts β_k.
+    """
+    keep = weights > 0
+    v, o, w = values[keep], outcome[keep], weights[keep]
+    order = np.argsort(v, kind="stable")
+    v, o, w = v[order], o[order], w[order]
+    new = np.empty(v.shape[0], dtype=bool)
+    new[:1] = True
+    new[1:] = v[1:] != v[:-1]
+    starts = np.flatnonzero(new)
+    knots = np.concatenate([[0.0], np.cumsum(np.add.reduceat(w, starts))])
+    total = float(knots[-1])
+    q = np.floor(total / n_bins)
+    r = total - n_bins * q
+    k = np.arange(n_bins + 1)
+    cuts = k * q + np.minimum(k, r)
+    cuts[-1] = total
+
+    def at_cuts(x: NDArray) -> NDArray:
+        cum = np.concatenate([[0.0], np.cumsum(np.add.reduceat(x, starts))])
+        return np.diff(np.interp(cuts, knots, cum))
+
+    return np.diff(cuts), at_cuts(w * o), at_cuts(w * v)
+
+
 @dataclass(frozen=True)
 class _Bins:
     weight: NDArray  # W_b
     outcome: NDArray  # Σ_b w o
     conf: NDArray  # Σ_b w s
-    count: NDArray  # rows with positive weight
 
 
-def _tally(batch: ClassificationBatch, n_bins: int, binning: Binning) -> _Bins:
+def _bin_index(
+    batch: ClassificationBatch, n_bins: int, binning: Binning, bins_closed: BinsClosed
+) -> NDArray:
     conf = batch.confidence
-    idx = width_bins(conf, n_bins) if binning == "width" else mass_bins(conf, batch.weights, n_bins)
+    if binning == "width":
+        return width_bins(conf, n_bins, bins_closed)
+    return mass_bins(conf, batch.weights, n_bins)
+
+
+def _tally(
+    batch: ClassificationBatch,
+    n_bins: int,
+    binning: Binning,
+    bins_closed: BinsClosed = "right",
+    ties: Ties = "together",
+) -> _Bins:
     w = batch.weights_or_ones()
+    if binning == "mass" and ties == "split":
+        return _Bins(*split_mass_tally(batch.confidence, batch.correct, w, n_bins))
+    idx = _bin_index(batch, n_bins, binning, bins_closed)
+    slots = _slots(n_bins, bins_closed) if binning == "width" else n_bins
     return _Bins(
-        np.bincount(idx, weights=w, minlength=n_bins),
-        np.bincount(idx, weights=w * batch.correct, minlength=n_bins),
-        np.bincount(idx, weights=w * conf, minlength=n_bins),
-        np.bincount(idx, weights=(w > 0).astype(float), minlength=n_bins),
+        np.bincount(idx, weights=w, minlength=slots),
+        np.bincount(idx, weights=w * batch.correct, minlength=slots),
+        np.bincount(idx, weights=w * batch.confidence, minlength=slots),
     )
 
 
-def _ece_value(batch: ClassificationBatch, n_bins: int, binning: Binning) -> float:
-    t = _tally(batch, n_bins, binning)
+def _ece_value(
+    batch: ClassificationBatch,
+    n_bins: int,
+    binning: Binning,
+    bins_closed: BinsClosed = "right",
+    ties: Ties = "together",
+) -> float:
+    t = _tally(batch, n_bins, binning, bins_closed, ties)
     return float(np.sum(np.abs(t.outcome - t.conf)) / np.sum(t.weight))
 
 
@@ -116,17 +245,29 @@ def _ece_value(batch: ClassificationBatch, n_bins: int, binning: Binning) -> flo
     bounds=(0.0, 1.0),
     best=0.0,
     reference=_GUO,
+    check_options=_binning_rules,
 )
-def ece(batch: ClassificationBatch, *, n_bins: int = 15, binning: Binning = "width") -> float:
+def ece(
+    batch: ClassificationBatch,
+    *,
+    n_bins: Bins = 15,
+    binning: Binning = "width",
+    bins_closed: BinsClosed = "right",
+    ties: Ties = "together",
+) -> float:
     """Expected calibration error of the top-label confidence, equal-width bins by default.
 
     ECE = Σ_b (W_b / W) |acc_b − conf_b| = Σ_b |Σ_{i∈b} w_i (1{ŷ_i = y_i} − s_i)| / W, with
     s_i = max_c p̄_ic and B = ``n_bins`` bins (see the module docstring for the binning
-    conventions; ``binning="mass"`` gives :func:`ece_adaptive`). Best value 0.
+    conventions; ``binning="mass"`` gives :func:`ece_adaptive`). ``bins_closed`` chooses the
+    closed side of equal-width bins: ``"right"`` (default), ``"left"`` (torchmetrics'
+    ``multiclass_calibration_error`` with ``norm="l1"``), ``"left_last_closed"`` (netcal's
+    ``ECE``); ``ties`` the treatment of ties in equal-mass bins: ``"together"`` (default) or
+    ``"split"`` (torch-uncertainty's ``AdaptiveCalibrationError``). Best value 0.
     """
     n_bins = _check_bins(n_bins)
-    _check_binning(binning)
-    return _ece_value(batch, n_bins, binning)
+    _check_binning(binning, bins_closed, ties)
+    return _ece_value(batch, n_bins, binning, bins_closed, ties)
 
 
 @register(
@@ -139,14 +280,21 @@ def ece(batch: ClassificationBatch, *, n_bins: int = 15, binning: Binning = "wid
     best=0.0,
     reference="Nixon et al. 2019, Measuring calibration in deep learning (CVPR-W), 'ACE'",
 )
-def ece_adaptive(batch: ClassificationBatch, *, n_bins: int = 15) -> float:
+def ece_adaptive(
+    batch: ClassificationBatch, *, n_bins: Bins = 15, ties: Ties = "together"
+) -> float:
     """Top-label ECE with equal-mass (adaptive) bins.
 
     The same sum as :func:`ece`, Σ_b |Σ_{i∈b} w_i (1{ŷ_i = y_i} − s_i)| / W, over B bins that
-    each hold about W/B of the weight (module docstring). Called "ACE" by Nixon et al.; note
-    that some libraries use "ACE" for equal-width bins. Best value 0.
+    each hold about W/B of the weight (module docstring). ``ties="together"`` (default) keeps
+    tied confidences in one bin; ``ties="split"`` cuts the sorted rows by position, as
+    torch-uncertainty's ``AdaptiveCalibrationError`` (norm "l1"), with weights as counts.
+    Called "ACE" by Nixon et al.; netcal's "ACE" is another metric, :func:`ace`.
+    Best value 0.
     """
-    return _ece_value(batch, _check_bins(n_bins), "mass")
+    n_bins = _check_bins(n_bins)
+    _check_binning("mass", "right", ties)
+    return _ece_value(batch, n_bins, "mass", "right", ties)
 
 
 @register(
@@ -158,17 +306,67 @@ def ece_adaptive(batch: ClassificationBatch, *, n_bins: int = 15) -> float:
     bounds=(0.0, 1.0),
     best=0.0,
     reference="Naeini et al. 2015, Obtaining well calibrated probabilities using Bayesian binning",
+    check_options=_binning_rules,
 )
-def mce(batch: ClassificationBatch, *, n_bins: int = 15, binning: Binning = "width") -> float:
+def mce(
+    batch: ClassificationBatch,
+    *,
+    n_bins: Bins = 15,
+    binning: Binning = "width",
+    bins_closed: BinsClosed = "right",
+    ties: Ties = "together",
+) -> float:
     """Maximum calibration error: max over bins of positive weight of |acc_b − conf_b|.
 
-    MCE = max_{b: W_b > 0} |Σ_{i∈b} w_i (1{ŷ_i = y_i} − s_i)| / W_b. Best value 0.
+    MCE = max_{b: W_b > 0} |Σ_{i∈b} w_i (1{ŷ_i = y_i} − s_i)| / W_b, with the bins of
+    :func:`ece` (``bins_closed="left"``: torchmetrics with ``norm="max"``;
+    ``"left_last_closed"``: netcal's ``MCE``; ``ties="split"``: torch-uncertainty's
+    ``AdaptiveCalibrationError`` with ``norm="max"``). Best value 0.
     """
     n_bins = _check_bins(n_bins)
-    _check_binning(binning)
-    t = _tally(batch, n_bins, binning)
+    _check_binning(binning, bins_closed, ties)
+    t = _tally(batch, n_bins, binning, bins_closed, ties)
     keep = t.weight > 0
     return float(np.max(np.abs(t.outcome[keep] - t.conf[keep]) / t.weight[keep]))
+
+
+@register(
+    "ace",
+    biased=True,
+    task=_TASK,
+    family="calibration",
+    needs={"probs"},
+    direction="lower",
+    bounds=(0.0, 1.0),
+    best=0.0,
+    reference="Neumann et al. 2018, Relaxed softmax (NeurIPS-W MLITS), ACE; netcal "
+    "(Küppers et al. 2020) metrics.ACE",
+)
+def ace(
+    batch: ClassificationBatch, *, n_bins: Bins = 15, bins_closed: BinsClosed = "right"
+) -> float:
+    """Average calibration error: the unweighted mean of |acc_b − conf_b| over non-empty bins.
+
+    ACE = (1/|B⁺|) Σ_{b∈B⁺} |Σ_{i∈b} w_i (1{ŷ_i = y_i} − s_i)| / W_b over the equal-width
+    bins of positive weight B⁺ = {b : W_b > 0}, with the bins of :func:`ece` (module
+    docstring). Unlike the ECE every non-empty bin counts the same, however few rows it
+    holds. This is netcal's ``ACE`` (Neumann et al. 2018); netcal's bins are
+    ``bins_closed="left_last_closed"`` with B = 10 by default, and netcal clips the
+    probabilities to [ε, 1 − ε] (ε the float64 epsilon) first, which moves a confidence of 1
+    by 2.2e-16. Not Nixon et al.'s adaptive ECE, also called "ACE" (:func:`ece_adaptive`).
+    Best value 0.
+
+    >>> import numpy as np
+    >>> from uqcore.predictions import Probs
+    >>> p = Probs(np.array([[0.9, 0.1], [0.6, 0.4], [0.7, 0.3]]))
+    >>> round(ace(p, [0, 1, 0], n_bins=2), 6)  # bins (0.5, 1]: |2/3 − 11/15|; [0, 0.5]: empty
+    0.066667
+    """
+    n_bins = _check_bins(n_bins)
+    _check_binning("width", bins_closed)
+    t = _tally(batch, n_bins, "width", bins_closed)
+    keep = t.weight > 0
+    return float(np.mean(np.abs(t.outcome[keep] - t.conf[keep]) / t.weight[keep]))
 
 
 @register(
@@ -225,23 +423,30 @@ def ece_classwise(batch: ClassificationBatch, *, n_bins: Bins = 15) -> float:
     best=0.0,
     reference="Kumar et al. 2019, Verified uncertainty calibration (NeurIPS), debiased estimator",
     exempt={"scale_weights": "the debiasing term treats weights as counts (W_b − 1)"},
+    check_options=_binning_rules,
 )
 def ece_l2(
     batch: ClassificationBatch,
     *,
-    n_bins: int = 15,
+    n_bins: Bins = 15,
     binning: Binning = "width",
     debias: bool = True,
+    bins_closed: BinsClosed = "right",
+    ties: Ties = "together",
 ) -> float:
     """Top-label L2 calibration error, debiased (Kumar et al. 2019) by default.
 
     Plug-in: ECE₂² = Σ_b (W_b/W)(acc_b − conf_b)². Debiased: each bin with W_b > 1 subtracts
     acc_b (1 − acc_b) / (W_b − 1), the expected excess of the squared gap from sampling noise;
-    the result is √max(0, ECE₂²). Weights act as counts in W_b − 1. Best value 0.
+    the result is √max(0, ECE₂²). Weights act as counts in W_b − 1. The bins are those of
+    :func:`ece` (``bins_closed``, ``ties``: module docstring); with ``debias=False``,
+    ``bins_closed="left"`` is torchmetrics' ``calibration_error`` with ``norm="l2"`` and
+    ``binning="mass", ties="split"`` torch-uncertainty's ``AdaptiveCalibrationError`` with
+    ``norm="l2"``. Best value 0.
     """
     n_bins = _check_bins(n_bins)
-    _check_binning(binning)
-    t = _tally(batch, n_bins, binning)
+    _check_binning(binning, bins_closed, ties)
+    t = _tally(batch, n_bins, binning, bins_closed, ties)
     keep = t.weight > 0
     wb = t.weight[keep]
     acc = t.outcome[keep] / wb
@@ -271,6 +476,8 @@ class ReliabilityDiagram:
     count : tuple of int
         Rows of positive weight per bin.
     binning : str
+    bins_closed : str
+        The closed side of equal-width bins (module docstring).
     """
 
     lower: tuple[float | None, ...]
@@ -280,17 +487,22 @@ class ReliabilityDiagram:
     weight: tuple[float, ...]
     count: tuple[int, ...]
     binning: str
+    bins_closed: str = "right"
 
 
 def reliability_diagram(
     prediction: Any,
     labels: Any,
     *,
-    n_bins: int = 15,
+    n_bins: Bins = 15,
     binning: Binning = "width",
+    bins_closed: BinsClosed = "right",
     sample_weight: Any = None,
 ) -> ReliabilityDiagram:
     """Reliability-diagram data with the bins of :func:`ece` (module docstring).
+
+    With ``bins_closed="left"`` there are B + 1 bins, the last one [1, 1] holding the
+    confidences of exactly 1. Equal-mass bins keep ties together (``ties="together"``).
 
     >>> import numpy as np
     >>> from uqcore.predictions import Probs
@@ -299,23 +511,27 @@ def reliability_diagram(
     ((None, 0.75), (None, 0.5), (0, 2))
     """
     n_bins = _check_bins(n_bins)
-    _check_binning(binning)
+    _check_binning(binning, bins_closed)
     batch = make_batch(prediction, labels, sample_weight)
     if not isinstance(batch, ClassificationBatch):
         raise UQValidationError("reliability_diagram needs a classification prediction")
-    t = _tally(batch, n_bins, binning)
+    t = _tally(batch, n_bins, binning, bins_closed)
     keep = t.weight > 0
+    slots = t.weight.shape[0]
+    idx = _bin_index(batch, n_bins, binning, bins_closed)
+    pos = batch.weights_or_ones() > 0
+    count = np.bincount(idx[pos], minlength=slots)
 
     def per_bin(num: NDArray) -> tuple[float | None, ...]:
-        return tuple(float(num[b] / t.weight[b]) if keep[b] else None for b in range(n_bins))
+        return tuple(float(num[b] / t.weight[b]) if keep[b] else None for b in range(slots))
 
     if binning == "width":
         edges = np.arange(n_bins + 1) / n_bins
+        if bins_closed == "left":
+            edges = np.append(edges, 1.0)  # the bin [1, 1]
         lower: tuple[float | None, ...] = tuple(float(e) for e in edges[:-1])
         upper: tuple[float | None, ...] = tuple(float(e) for e in edges[1:])
     else:
-        idx = mass_bins(batch.confidence, batch.weights, n_bins)
-        pos = batch.weights_or_ones() > 0
         lo_l: list[float | None] = []
         hi_l: list[float | None] = []
         for b in range(n_bins):
@@ -329,6 +545,7 @@ def reliability_diagram(
         confidence=per_bin(t.conf),
         accuracy=per_bin(t.outcome),
         weight=tuple(float(v) for v in t.weight),
-        count=tuple(int(v) for v in t.count),
+        count=tuple(int(v) for v in count),
         binning=binning,
+        bins_closed=bins_closed,
     )

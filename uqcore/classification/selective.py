@@ -7,19 +7,31 @@ errors among the kept rows). Ties in u are exact: rows with equal u are accepted
 together, and where a curve is needed between two distinct thresholds the tied block is taken
 as a random order of its rows, i.e. its errors enter linearly in the accepted weight.
 
-Conventions for the area under the risk–coverage curve (both by name, ``convention=``):
+Conventions for the area under the risk–coverage curve (by name, ``convention=``):
 
-``"mean"``       (default; Geifman et al. 2019, used by mucsanyi2024's code) the mean over
-                 k = 1..N of the risk of the k most certain rows, averaged over the orders of
-                 tied rows. With weights, k runs over the accumulated weight and
-                 Σ_{k=a+1}^{a+n} 1/k = ψ(a+n+1) − ψ(a+1) (ψ = digamma), so an integer weight
-                 equals repeated rows (scaling all weights changes this estimator: exempt).
-``"trapezoid"``  the trapezoidal rule over the points (c_j, risk_j) at the distinct thresholds
-                 (no point at coverage 0), as scikit-learn's ``auc`` of the curve.
+``"mean"``            (default; Geifman et al. 2019, used by mucsanyi2024's code) the mean over
+                      k = 1..N of the risk r_k of the k most certain rows, averaged over the
+                      orders of tied rows. With weights, k runs over the accumulated weight and
+                      Σ_{k=a+1}^{a+n} 1/k = ψ(a+n+1) − ψ(a+1) (ψ = digamma), so an integer
+                      weight equals repeated rows (scaling all weights changes this estimator:
+                      exempt).
+``"trapezoid"``       the trapezoidal rule over the points (c_j, risk_j) at the distinct
+                      thresholds (no point at coverage 0), as scikit-learn's ``auc`` of the
+                      curve.
+``"trapezoid_rows"``  torch-uncertainty's ``AURC`` and ``AUGRC``: the trapezoidal rule over one
+                      point per row, (k/N, r_k) for k = 1..N, divided by the width 1 − 1/N of
+                      its support, = [Σ_k r_k − (r_1 + r_N)/2] / (N − 1). Tied rows are taken
+                      in a random order and the result is averaged over those orders (the
+                      peer's sort leaves their order unspecified), which is exact because the
+                      value is linear in the r_k. As for ``"mean"``, weights act as counts: N is
+                      the total weight W, Σ_k r_k is the ``"mean"`` sum, and r_1 = E(1)/1 with
+                      E(x) the errors among the first x of the weight (linear within a block
+                      of ties). Undefined (``None``) when W ≤ 1, where the peer gives NaN.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -51,7 +63,9 @@ __all__ = [
 ]
 
 NDArray = np.ndarray[Any, Any]
-Convention = Literal["mean", "trapezoid"]
+Convention = Literal["mean", "trapezoid", "trapezoid_rows"]
+Optimum = Literal["exact", "continuous"]
+AugrcConvention = Literal["trapezoid", "trapezoid_rows"]
 
 _TASK = "classification"
 _GEIFMAN = (
@@ -73,12 +87,38 @@ def _blocks(batch: ClassificationBatch, estimator: str) -> Blocks:
     )
 
 
+#: Why ``convention="trapezoid_rows"`` is undefined.
+ONE_ROW = "convention='trapezoid_rows' needs a total weight above 1 (more than one row)"
+
+
+def _optimum_rules(options: Mapping[str, Any]) -> None:
+    """``eaurc``'s continuous optimum stands for the optimum of ``convention="mean"`` only."""
+    optimum, convention = options["optimum"], options["convention"]
+    if optimum not in ("exact", "continuous"):
+        raise UQValidationError(f"optimum must be 'exact' or 'continuous', found {optimum!r}")
+    if optimum == "continuous" and convention != "mean":
+        raise UQValidationError(
+            "optimum='continuous' approximates the optimum of convention='mean' only, found "
+            f"convention={convention!r}",
+            argument="optimum",
+        )
+
+
 def _check_convention(convention: Any) -> None:
-    if convention not in ("mean", "trapezoid"):
-        raise UQValidationError(f"convention must be 'mean' or 'trapezoid', found {convention!r}")
+    if convention not in ("mean", "trapezoid", "trapezoid_rows"):
+        raise UQValidationError(
+            f"convention must be 'mean', 'trapezoid' or 'trapezoid_rows', found {convention!r}"
+        )
 
 
-def _aurc_from_blocks(b: Blocks, convention: Convention) -> float:
+def _errors_at_one(cw: NDArray, ce: NDArray) -> float:
+    """E(1): the errors among the first unit of weight, linear within a block of ties."""
+    return float(np.interp(1.0, np.concatenate([[0.0], cw]), np.concatenate([[0.0], ce])))
+
+
+def _aurc_from_blocks(b: Blocks, convention: Convention) -> float | None:
+    """AURC of the blocks under ``convention``; ``None`` where it is undefined (W ≤ 1 for
+    ``"trapezoid_rows"``)."""
     keep = b.weight > 0
     w, e = b.weight[keep], b.positive[keep]
     cw = np.cumsum(w)
@@ -94,7 +134,14 @@ def _aurc_from_blocks(b: Blocks, convention: Convention) -> float:
     e0 = ce - e
     harmonic = sps.digamma(w0 + w + 1.0) - sps.digamma(w0 + 1.0)
     rate = e / w
-    return float(np.sum(e0 * harmonic + rate * (w - w0 * harmonic)) / total)
+    # Σ_k r_k over the unit steps of the accumulated weight, averaged over tie orders
+    risk_sum = float(np.sum(e0 * harmonic + rate * (w - w0 * harmonic)))
+    if convention == "mean":
+        return risk_sum / total
+    if total <= 1.0:
+        return None
+    ends = _errors_at_one(cw, ce) + float(ce[-1]) / total  # r_1 + r_N
+    return (risk_sum - ends / 2.0) / (total - 1.0)
 
 
 def _oracle(b: Blocks) -> Blocks:
@@ -108,9 +155,14 @@ def _oracle(b: Blocks) -> Blocks:
     return Blocks(np.arange(arr.shape[0], dtype=float), arr[:, 0], arr[:, 1])
 
 
-def _aurc(batch: ClassificationBatch, estimator: str, convention: Convention) -> float:
+def _aurc(
+    name: str, batch: ClassificationBatch, estimator: str, convention: Convention
+) -> float | None:
     _check_convention(convention)
-    return _aurc_from_blocks(_blocks(batch, estimator), convention)
+    value = _aurc_from_blocks(_blocks(batch, estimator), convention)
+    if value is None:
+        undefined(name, ONE_ROW)
+    return value
 
 
 @register(
@@ -179,13 +231,15 @@ def aurc(
     *,
     estimator: str = DEFAULT_ESTIMATOR,
     convention: Convention = "mean",
-) -> float:
-    """Area under the risk–coverage curve (module docstring for the two conventions).
+) -> float | None:
+    """Area under the risk–coverage curve (module docstring for the conventions).
 
-    ``"mean"``: AURC = (1/N) Σ_{k=1}^{N} risk(k), risk(k) the error rate of the k most certain
-    rows. Best value 0 (no errors).
+    ``"mean"``: AURC = (1/N) Σ_{k=1}^{N} r_k, r_k the error rate of the k most certain rows;
+    ``"trapezoid"``: the trapezoidal rule over the distinct thresholds;
+    ``"trapezoid_rows"``: [Σ_k r_k − (r_1 + r_N)/2] / (N − 1), torch-uncertainty's ``AURC``
+    (undefined for a single row). Best value 0 (no errors).
     """
-    return _aurc(batch, estimator, convention)
+    return _aurc("aurc", batch, estimator, convention)
 
 
 @register(
@@ -204,12 +258,13 @@ def auac(
     *,
     estimator: str = DEFAULT_ESTIMATOR,
     convention: Convention = "mean",
-) -> float:
+) -> float | None:
     """Area under the accuracy–coverage curve: AUAC = 1 − AURC (same convention).
 
     Selective accuracy is 1 − selective risk at every coverage. Best value 1.
     """
-    return 1.0 - _aurc(batch, estimator, convention)
+    value = _aurc("auac", batch, estimator, convention)
+    return None if value is None else 1.0 - value
 
 
 @register(
@@ -222,21 +277,39 @@ def auac(
     best=0.0,
     reference=_GEIFMAN + ", E-AURC",
     exempt=_SCALE,
+    check_options=_optimum_rules,
 )
 def eaurc(
     batch: ClassificationBatch,
     *,
     estimator: str = DEFAULT_ESTIMATOR,
     convention: Convention = "mean",
-) -> float:
+    optimum: Optimum = "exact",
+) -> float | None:
     """Excess AURC: AURC − AURC*, AURC* that of the perfect ranking (all errors last).
 
-    AURC* is computed exactly with the same convention (not the continuous approximation
-    r + (1 − r) ln(1 − r)). Best value 0.
+    ``optimum="exact"`` (default): AURC* is the AURC of the perfect ranking of these rows,
+    computed with the same convention. ``optimum="continuous"``: Geifman et al.'s (2019)
+    AURC* ≈ r + (1 − r) ln(1 − r), r = E/W the error rate (AURC* = 1 for r = 1): the area
+    under the perfect ranking's risk curve over a continuum of coverages, as computed by the
+    code of Geifman et al. and of Moon et al. 2020 (CRL). It is the limit of the exact
+    ``"mean"`` optimum as N grows and lies below it (the mean of an increasing curve at the
+    right ends of its steps), so the E-AURC stays ≥ 0; it stands for the optimum of
+    ``convention="mean"`` only, and the other conventions raise. Best value 0.
     """
     _check_convention(convention)
+    _optimum_rules({"optimum": optimum, "convention": convention})
     b = _blocks(batch, estimator)
-    return _aurc_from_blocks(b, convention) - _aurc_from_blocks(_oracle(b), convention)
+    value = _aurc_from_blocks(b, convention)
+    if optimum == "continuous":
+        assert value is not None  # "mean" is always defined
+        r = float(np.sum(b.positive)) / float(np.sum(b.weight))
+        return value - (r + float(sps.xlogy(1.0 - r, 1.0 - r)))
+    best = _aurc_from_blocks(_oracle(b), convention)
+    if value is None or best is None:
+        undefined("eaurc", ONE_ROW)
+        return None
+    return value - best
 
 
 @register(
@@ -266,11 +339,16 @@ def raulc(
     _check_convention(convention)
     b = _blocks(batch, estimator)
     acc = 1.0 - float(np.sum(b.positive)) / float(np.sum(b.weight))
-    best = 1.0 - _aurc_from_blocks(_oracle(b), convention)
+    value = _aurc_from_blocks(b, convention)
+    oracle = _aurc_from_blocks(_oracle(b), convention)
+    if value is None or oracle is None:
+        undefined("raulc", ONE_ROW)
+        return None
+    best = 1.0 - oracle
     if acc <= 0.0 or best - acc <= 0.0:
         undefined("raulc", "all predictions are correct, or all are wrong")
         return None
-    return (1.0 - _aurc_from_blocks(b, convention) - acc) / (best - acc)
+    return (1.0 - value - acc) / (best - acc)
 
 
 @register(
@@ -284,15 +362,46 @@ def raulc(
     reference="Traub et al. 2024, Overcoming common flaws in the evaluation of selective "
     "classification systems (NeurIPS)",
 )
-def augrc(batch: ClassificationBatch, *, estimator: str = DEFAULT_ESTIMATOR) -> float:
+def augrc(
+    batch: ClassificationBatch,
+    *,
+    estimator: str = DEFAULT_ESTIMATOR,
+    convention: AugrcConvention = "trapezoid",
+) -> float | None:
     """Area under the generalized risk–coverage curve.
 
-    Generalized risk at coverage c: the weight of accepted errors over the total weight. The
-    curve is exact and piecewise linear (ties enter linearly), from (0, 0) to (1, error rate);
-    AUGRC = Σ_j (c_j − c_{j−1}) (g_j + g_{j−1}) / 2. Best value 0.
+    Generalized risk at coverage c: the weight of accepted errors over the total weight.
+
+    ``convention="trapezoid"`` (default): the trapezoidal rule over the points at the distinct
+    thresholds, from (0, 0) to (1, error rate), AUGRC = Σ_j (c_j − c_{j−1}) (g_j + g_{j−1}) / 2
+    (Traub et al. 2024); it is the exact area under the curve with ties entering linearly.
+    Scaling the weights changes nothing.
+
+    ``convention="trapezoid_rows"``: torch-uncertainty's ``AUGRC``, the trapezoidal rule over
+    one point per row, (k/N, g_k) with g_k = E_k/N the errors among the k most certain rows
+    over N, divided by 1 − 1/N: [Σ_k g_k − (g_1 + g_N)/2] / (N − 1), averaged over the orders
+    of tied rows (exact: the value is linear in the g_k). Weights act as counts, as for
+    ``aurc``'s ``"trapezoid_rows"``: a block of ties of weight w and e errors after E_0 errors
+    adds w E_0 + e (w + 1)/2 to Σ_k E_k, and N is the total weight. Undefined (``None``) when
+    the total weight is at most 1. With every prediction wrong it is (N + 1)/(2N), above the
+    bound 1/2 of the default convention by 1/(2N). Best value 0.
     """
+    if convention not in ("trapezoid", "trapezoid_rows"):
+        raise UQValidationError(
+            f"convention must be 'trapezoid' or 'trapezoid_rows', found {convention!r}"
+        )
     b = _blocks(batch, estimator)
     total = float(np.sum(b.weight))
+    if convention == "trapezoid_rows":
+        keep = b.weight > 0
+        w, e = b.weight[keep], b.positive[keep]
+        cw, ce = np.cumsum(w), np.cumsum(e)
+        if total <= 1.0:
+            undefined("augrc", ONE_ROW)
+            return None
+        error_sum = float(np.sum(w * (ce - e) + e * (w + 1.0) / 2.0))  # Σ_k E_k
+        ends = _errors_at_one(cw, ce) + float(ce[-1])  # E_1 + E_N
+        return (error_sum - ends / 2.0) / (total * (total - 1.0))
     cov = np.concatenate([[0.0], np.cumsum(b.weight) / total])
     g = np.concatenate([[0.0], np.cumsum(b.positive) / total])
     return float(np.sum(np.diff(cov) * (g[1:] + g[:-1]) / 2.0))

@@ -266,12 +266,18 @@ def _from_bma(pbar: NDArray, log_pbar: NDArray | None = None) -> dict[str, NDArr
 
 
 def _dempster_shafer(z: NDArray) -> NDArray:
-    # C / (C + Σ exp z) computed stably as C e^{-m} / (C e^{-m} + Σ exp(z − m)), m = max z.
+    """u = C / (C + Σ_c exp z_c) for every row of ``z``, with no overflow for any finite z.
+
+    With m = max_c z_c and s = Σ_c exp(z_c − m) ∈ [1, C], u = C e^{−m} / (C e^{−m} + s) for
+    m ≥ 0 and u = C / (C + s e^{m}) for m < 0: every exponential is at most 1, so nothing
+    overflows, and where e^{−|m|} underflows u is its limit (0 for m ≫ 0, 1 for m ≪ 0).
+    """
     c = z.shape[-1]
     m = np.max(z, axis=-1)
     s = np.sum(np.exp(z - m[..., None]), axis=-1)
-    cm = c * np.exp(-m)
-    return np.asarray(cm / (cm + s))
+    a = np.exp(-np.abs(m))  # e^{−|m|} in (0, 1], 0 where it underflows
+    ca = c * a
+    return np.asarray(np.where(m >= 0, ca / (ca + s), c / (c + s * a)))
 
 
 def first_order(probs: NDArray, logits: NDArray | None = None) -> dict[str, NDArray]:

@@ -307,6 +307,7 @@ class ClassificationPrediction:
             out[name] = arr
         self.estimates = out
         self._cache: dict[str, NDArray] = {}
+        self._finite: set[str] = set()  # built-in estimates checked to be finite
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -322,12 +323,22 @@ class ClassificationPrediction:
         return [*applicable(self), *self.estimates]
 
     def estimate(self, name: str) -> NDArray:
-        """Per-sample scalar uncertainty ``name`` (an aggregator or a user-supplied estimate)."""
+        """Per-sample scalar uncertainty ``name`` (an aggregator or a user-supplied estimate).
+
+        Raises :class:`FloatingPointError` if a built-in aggregator is not finite on some row:
+        every input is finite, so that would be a defect, and a NaN must never reach a metric
+        (a NaN estimate sorts as an arbitrary rank and gives a plausible wrong AUROC).
+        User-supplied estimates are checked to be finite when the prediction is made.
+        """
         if name in self.estimates:
             return self.estimates[name]
         if name not in self._cache:
             self._cache.update(compute(self, name))
-        return self._cache[name]
+        value = self._cache[name]
+        if name not in self._finite:
+            _check_estimate_finite(value, name, self.kind)
+            self._finite.add(name)
+        return value
 
     def _aggregates(self) -> dict[str, NDArray]:
         """Every built-in aggregator of this prediction, computed together (see
@@ -523,6 +534,16 @@ class Dirichlet(ClassificationPrediction):
 
     def arrays(self) -> dict[str, Any]:
         return {"alpha": self._alpha}
+
+
+def _check_estimate_finite(value: NDArray, name: str, kind: str) -> None:
+    idx = _first(np.isfinite(value))
+    if idx is not None:
+        raise FloatingPointError(
+            f"estimator {name!r} of a {kind} prediction is not finite on row {idx[0]} "
+            f"({value[idx]}); its inputs are finite, so this is a defect of uqcore: please "
+            "report it"
+        )
 
 
 def applicable(pred: ClassificationPrediction) -> list[str]:

@@ -196,3 +196,91 @@ def test_members_are_read_once_for_the_bma_and_every_aggregator(
     ens.probs()
     ens.estimate("mutual_information")
     assert traversals == [40, 40]
+
+
+# -- Dempster–Shafer at extreme logits ----------------------------------------------------------
+def _ds_reference(z: np.ndarray) -> list[float]:
+    """C / (C + Σ_c exp z_c) row by row in 60-digit decimal arithmetic (no float range limit)."""
+    from decimal import Context, Decimal
+
+    ctx = Context(prec=60)
+    c = Decimal(z.shape[-1])
+    out = []
+    for row in z:
+        total = sum((ctx.exp(Decimal(float(v))) for v in row), Decimal(0))
+        out.append(float(ctx.divide(c, ctx.add(c, total))))
+    return out
+
+
+_EXTREME_LOGITS = np.array(
+    [
+        [-1000.0, -1000.0],  # Σ exp z underflows to 0: u = 1
+        [1000.0, 1000.0],  # Σ exp z overflows: u = e^-1000 / ... underflows to 0
+        [-1000.0, 1000.0],  # mixed: the largest dominates
+        [-1000.0, 0.0],  # u = 2 / (2 + 1)
+        [-745.0, -740.0],  # exp(-m) of the largest overflows in a naive shift
+        [700.0, 705.0],  # u near the smallest normal float
+        [-30.0, 2.5],
+        [0.0, 0.0],
+    ]
+)
+
+
+def test_dempster_shafer_is_finite_and_exact_at_extreme_logits() -> None:
+    ref = _ds_reference(_EXTREME_LOGITS)
+    got = P.Logits(_EXTREME_LOGITS).estimate("dempster_shafer")
+    assert np.all(np.isfinite(got))
+    assert got[0] == 1.0 and got[1] == 0.0 and got[7] == 0.5
+    np.testing.assert_allclose(got, ref, rtol=1e-13, atol=0.0)
+
+
+def test_dempster_shafer_of_an_ensemble_uses_the_mean_logits_stably() -> None:
+    rng = np.random.default_rng(40)
+    # members around the extreme rows, so that the mean logits are extreme as well
+    z = _EXTREME_LOGITS[None] + rng.normal(scale=3.0, size=(4, *_EXTREME_LOGITS.shape))
+    got = P.Ensemble(member_logits=z).estimate("dempster_shafer")
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, _ds_reference(z.mean(axis=0)), rtol=1e-12, atol=0.0)
+    # many classes, all logits far below zero: u is 1 to rounding
+    low = np.full((2, 3, 7), -900.0) + rng.normal(size=(2, 3, 7))
+    np.testing.assert_allclose(P.Ensemble(member_logits=low).estimate("dempster_shafer"), 1.0)
+
+
+def test_dempster_shafer_at_extreme_logits_ranks_ood_samples() -> None:
+    # the ID rows have confident logits, the OOD rows have all logits at -1000 (no evidence)
+    z = np.array([[5.0, -5.0], [-4.0, 6.0], [-1000.0, -1000.0], [-999.0, -1000.0]])
+    ood = np.array([False, False, True, True])
+    value = evaluate(
+        P.Logits(z),
+        [0, 1, 0, 1],
+        ["auroc_ood"],
+        ood=ood,
+        params={"auroc_ood": {"estimator": "dempster_shafer"}},
+    )
+    assert value["auroc_ood"] == 1.0
+
+
+def test_a_non_finite_built_in_estimate_never_reaches_a_metric(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a defect that made an aggregator NaN on one row must fail loudly, not rank the NaN
+    from uqcore import metric
+    from uqcore.predictions import _aggregators
+
+    def broken(probs: np.ndarray, logits: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        out = {k: v.copy() for k, v in first_order_ok(probs, logits).items()}
+        out["entropy_bma"][2] = np.nan
+        return out
+
+    first_order_ok = _aggregators.first_order
+    monkeypatch.setattr(pc, "first_order", broken)
+    p = np.array([[0.9, 0.1], [0.6, 0.4], [0.5, 0.5], [0.2, 0.8]])
+    with pytest.raises(FloatingPointError, match=r"'entropy_bma' of a probs prediction .* row 2"):
+        metric("auroc_ood", P.Probs(p), [0, 0, 1, 1], ood=[0, 1, 0, 1], estimator="entropy_bma")
+    with pytest.raises(FloatingPointError, match="row 2"):
+        P.Probs(p).estimate("entropy_bma")
+    # the other estimators of the same pass are unaffected
+    assert np.all(np.isfinite(P.Probs(p).estimate("margin")))
+    # user-supplied estimates are refused at construction already
+    with pytest.raises(UQValidationError, match=r"estimates\['mine'\] must be finite"):
+        P.Probs(p, estimates={"mine": [0.1, np.nan, 0.2, 0.3]})
