@@ -53,7 +53,28 @@ def catalogue_markdown() -> str:
             lines.append("")
         if task == "classification":
             lines += _aggregators()
+    lines += _peer_conventions()
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _peer_conventions() -> list[str]:
+    from uqcore.peers import PEER_CONVENTIONS
+
+    lines = [
+        "## Other libraries' conventions, by name",
+        "",
+        "Where a peer library or paper computes a metric another way, an option value gives its",
+        "number (the defaults above stay those of the papers this project reproduces). The tests",
+        "compare each row with the peer's own function where it is installable.",
+        "",
+        "| task | metric | options | reproduces | note |",
+        "|---|---|---|---|---|",
+    ]
+    for c in PEER_CONVENTIONS:
+        opts = ", ".join(f"`{k}={v!r}`" for k, v in c.options.items())
+        lines.append(f"| {c.task} | `{c.metric}` | {opts} | {c.peer} | {c.note or '—'} |")
+    lines.append("")
+    return lines
 
 
 def _aggregators() -> list[str]:
