@@ -177,7 +177,8 @@ PEER_CALLS: dict[str, tuple[str, str]] = {
         "**binning differs at the edges**: theirs (torchmetrics) [e_b, e_b+1) with a "
         "confidence of exactly 1 alone in an extra bin, on float32 confidences; ours "
         "(e_b, e_b+1] with 0 in the first bin. Same value when no confidence lies on an edge. "
-        "(Their default is 10 bins; 15 passed here, ours and mucsanyi2024's default)",
+        "(Their default is 10 bins; 15 passed here, ours and mucsanyi2024's default). "
+        'Theirs by name: `bins_closed="left"`',
     ),
     "mce": (
         f'`CalibrationError(..., num_bins={N_BINS}, norm="max")`',
@@ -188,7 +189,7 @@ PEER_CALLS: dict[str, tuple[str, str]] = {
         "**equal-mass bins differ**: theirs `tensor_split` of the sorted confidences (the "
         "first N mod B bins one row larger; tied confidences may be split); ours row → "
         "⌊B · rank / N⌋, ties kept together. Same when B divides N and there are no ties. "
-        "(Their default is 10 bins; 15 passed here)",
+        '(Their default is 10 bins; 15 passed here). Theirs by name: `ties="split"`',
     ),
     "ece_l2": (
         f'`CalibrationError(..., num_bins={N_BINS}, norm="l2")`',
@@ -203,13 +204,15 @@ PEER_CALLS: dict[str, tuple[str, str]] = {
         "`AURC()`",
         "**conventions differ**: theirs the trapezoid over (k/N, risk_k), k = 1..N, divided "
         "by 1 − 1/N; ours (default) the mean of risk_k (Geifman et al.). Theirs = ours with "
-        '`convention="trapezoid"` × N/(N − 1) when no confidences tie; the gap is O(1/N)',
+        '`convention="trapezoid"` × N/(N − 1) when no confidences tie; the gap is O(1/N). '
+        'Theirs by name: `convention="trapezoid_rows"`',
     ),
     "augrc": (
         "`AUGRC()`",
         "**conventions differ**: theirs the trapezoid over (k/N, E_k/N), k = 1..N (no point at "
         "0), divided by 1 − 1/N; ours the exact curve from (0, 0). Theirs = (ours − "
-        "e₁/(2N²)) · N/(N − 1), e₁ the error of the most confident row",
+        "e₁/(2N²)) · N/(N − 1), e₁ the error of the most confident row. "
+        'Theirs by name: `convention="trapezoid_rows"`',
     ),
     "coverage_at_accuracy": (
         "`CovAtxRisk(risk_threshold=0.05)`",
