@@ -23,13 +23,16 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 
+import array_api_compat
 import numpy as np
 
-from uqcore._validation import UQValidationError
+from uqcore._backend import to_numpy
+from uqcore._validation import UQValidationError, first_bad
 from uqcore.batch import make_batch
 
 __all__ = [
     "INVARIANCES",
+    "IntegerWeights",
     "MetricSpec",
     "MetricValue",
     "UndefinedMetricWarning",
@@ -56,6 +59,23 @@ INVARIANCES = (
     "zero_weight",  # a zero weight equals dropping the row
     "scale_weights",  # multiplying all weights by c > 0 changes nothing
 )
+
+
+@dataclass(frozen=True)
+class IntegerWeights:
+    """A metric's need for integer sample weights (:attr:`MetricSpec.integer_weights`).
+
+    ``why`` says why, in words that complete "needs integer sample weights (...)"; ``when``
+    names the option values under which the need holds (empty: under every option), e.g.
+    ``{"error": "rmse", "grid": "exact"}``.
+    """
+
+    why: str
+    when: Mapping[str, Any] = field(default_factory=dict)
+
+    def applies(self, params: Mapping[str, Any]) -> bool:
+        """Whether the need holds under the (resolved) options ``params``."""
+        return all(params.get(k) == v for k, v in self.when.items())
 
 
 class UndefinedMetricWarning(UserWarning):
@@ -99,12 +119,27 @@ class MetricSpec:
     #: percentile intervals may be shifted and under-cover at small N (xiong2024 §V-A); the
     #: stability results say so.
     biased: bool = False
+    #: ``None`` when any valid sample weights do (finite, >= 0, not all 0); otherwise the
+    #: metric counts whole rows (e.g. it draws groups of rows, a row of weight k being k rows)
+    #: and applies only to integer weights, under the options that :class:`IntegerWeights`
+    #: names. :meth:`why_not` checks it when given the weights: ``evaluate(metrics="all")``
+    #: then lists the metric as not applicable instead of failing.
+    integer_weights: IntegerWeights | None = None
 
-    def why_not(self, prediction: Any, targets: frozenset[str] = frozenset()) -> str | None:
+    def why_not(
+        self,
+        prediction: Any,
+        targets: frozenset[str] = frozenset(),
+        sample_weight: Any = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> str | None:
         """``None`` if the metric applies to ``prediction``, else the reason it does not.
 
         ``targets`` names the optional targets given with the batch (classification: ``"ood"``,
         ``"soft_labels"``); a metric that needs one that is missing does not apply.
+        ``sample_weight`` (optional; any array or sequence) and the metric's options ``params``
+        (optional; the defaults fill in the rest) decide :attr:`integer_weights`: a metric
+        that needs integer weights does not apply to weights with a fractional entry.
         """
         task = str(getattr(prediction, "task", "regression"))
         if task != self.task:
@@ -123,7 +158,33 @@ class MetricSpec:
                 f"{self.name} needs {', '.join(missing)}, which a {prediction.kind} prediction "
                 "does not provide"
             )
+        if sample_weight is not None and self.integer_weights is not None:
+            return self._why_not_weights(sample_weight, params)
         return None
+
+    def _why_not_weights(self, sample_weight: Any, params: Mapping[str, Any] | None) -> str | None:
+        rule = self.integer_weights
+        assert rule is not None
+        if not rule.applies({**self.defaults, **(params or {})}):
+            return None
+        w = sample_weight
+        if not array_api_compat.is_array_api_obj(w):
+            try:
+                w = np.asarray(w, dtype=np.float64)
+            except (TypeError, ValueError):
+                return None  # not numbers: the weights' own validation says so
+        xp = array_api_compat.array_namespace(w)
+        idx = first_bad(w == xp.floor(w))
+        if idx is None:
+            return None
+        where = ""
+        if rule.when:
+            where = " with " + ", ".join(f"{k}={v!r}" for k, v in rule.when.items())
+        value = float(to_numpy(w)[idx])
+        return (
+            f"{self.name}{where} needs integer sample weights ({rule.why}); "
+            f"sample_weight[{idx[0]}] = {value:.6g}"
+        )
 
     def resolve_params(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
         """Defaults updated with ``params``; unknown names raise :class:`UQValidationError`."""
@@ -216,6 +277,7 @@ def register(
     mean_terms: Callable[..., Any] | None = None,
     finalize: Callable[[float], float] | None = None,
     biased: bool = False,
+    integer_weights: IntegerWeights | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``impl(batch, *, options...)`` under ``name`` and return its public function.
 
@@ -223,7 +285,8 @@ def register(
     the metric equals ``finalize(Σ w_i t_i / Σ w_i)`` (``finalize`` defaults to the identity).
     Resampling uses it to compute a whole block of resamples as one matrix product; a test
     checks that it agrees with ``impl`` for every metric that declares it. ``biased`` marks an
-    estimator with a known finite-sample bias (:attr:`MetricSpec.biased`).
+    estimator with a known finite-sample bias (:attr:`MetricSpec.biased`); ``integer_weights``
+    a metric that applies only to integer sample weights (:attr:`MetricSpec.integer_weights`).
     """
 
     def decorate(impl: Callable[..., Any]) -> Callable[..., Any]:
@@ -244,6 +307,9 @@ def register(
         for key in exempt or {}:
             if key not in INVARIANCES:
                 raise RuntimeError(f"metric {name!r}: unknown invariance {key!r}")
+        for key in integer_weights.when if integer_weights else {}:
+            if key not in defaults:
+                raise RuntimeError(f"metric {name!r}: integer_weights names unknown option {key!r}")
         doc = inspect.getdoc(impl) or ""
         spec = MetricSpec(
             name=name,
@@ -262,6 +328,7 @@ def register(
             mean_terms=mean_terms,
             finalize=finalize,
             biased=biased,
+            integer_weights=integer_weights,
         )
         _REGISTRY[(task, name)] = spec
 
@@ -286,7 +353,8 @@ def register(
 
 def call(spec: MetricSpec, batch: Any, options: Mapping[str, Any] | None = None) -> MetricValue:
     """Run ``spec`` on ``batch``: check applicability and options, then the implementation."""
-    reason = spec.why_not(batch.prediction, getattr(batch, "targets", frozenset()))
+    targets: frozenset[str] = getattr(batch, "targets", frozenset())
+    reason = spec.why_not(batch.prediction, targets, batch.weights, options)
     if reason is not None:
         raise UQValidationError(reason)
     return spec.impl(batch, **spec.resolve_params(options))

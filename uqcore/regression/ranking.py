@@ -66,7 +66,7 @@ from uqcore._stats import (
 )
 from uqcore._validation import UQValidationError, first_bad
 from uqcore.batch import Batch
-from uqcore.registry import register, undefined
+from uqcore.registry import IntegerWeights, register, undefined
 
 __all__ = [
     "SparsificationCurve",
@@ -382,6 +382,13 @@ def _oracle_area(batch: Batch, error: str, grid: Grid) -> float:
     return batch.weighted(f"ranking:oracle_area:{error}:{grid!r}", compute)
 
 
+#: The exact RMSE grid steps one unit of weight at a time (see the module docstring).
+_INTEGER_EXACT_RMSE = IntegerWeights(
+    "the exact grid steps one unit of weight at a time, and the square root has no closed-form "
+    "sum over a fractional step; grid=<int> takes any weights",
+    when={"error": "rmse", "grid": "exact"},
+)
+
 _EXEMPT_EXACT = {
     "scale_weights": "with grid='exact' (the default, the paper's definition) the grid steps "
     "one unit of weight, so scaling all weights changes the grid exactly as duplicating every "
@@ -399,6 +406,7 @@ _EXEMPT_EXACT = {
     best=0.0,
     reference=_ILG,
     exempt=_EXEMPT_EXACT,
+    integer_weights=_INTEGER_EXACT_RMSE,
 )
 def ause(
     batch: Batch,
@@ -444,6 +452,7 @@ def ause(
     direction="higher",
     reference=_POGGI,
     exempt=_EXEMPT_EXACT,
+    integer_weights=_INTEGER_EXACT_RMSE,
 )
 def aurg(
     batch: Batch,

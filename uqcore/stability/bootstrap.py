@@ -242,7 +242,12 @@ def bootstrap(
     extra = batch_extra(kwargs, groups, prediction)
     batch = make_batch(prediction, y, sample_weight, extra)
     chosen, not_applicable = select_metrics(
-        [prediction], metrics, params, targets=batch_targets(batch), estimators=estimators
+        [prediction],
+        metrics,
+        params,
+        targets=batch_targets(batch),
+        estimators=estimators,
+        sample_weight=batch.weights,
     )
     resampler = Resampler(batch.n, scheme=scheme, unit=unit, groups=groups)
     engine = Engine(batch, chosen, extra)

@@ -102,6 +102,7 @@ def _setup(
         params,
         targets=batch_targets(batches[0]),
         estimators=estimators,
+        sample_weight=batches[0].weights,
     )
     engines = [Engine(b, chosen, extra) for b in batches]
     return engines, chosen, Resampler(n, scheme=scheme, unit=unit, groups=groups), not_applicable

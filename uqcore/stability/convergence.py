@@ -215,7 +215,12 @@ def convergence(
         grouping = _GroupRows(*group_codes(groups, n_rows))
     n = n_rows if grouping is None else grouping.n_groups  # the number of units
     chosen, not_applicable = select_metrics(
-        [prediction], metrics, params, targets=batch_targets(batch), estimators=estimators
+        [prediction],
+        metrics,
+        params,
+        targets=batch_targets(batch),
+        estimators=estimators,
+        sample_weight=batch.weights,
     )
     size_list = _check_sizes(sizes, n)
     engine = Engine(batch, chosen, extra)
