@@ -44,6 +44,7 @@ import numpy as np
 import scipy.stats
 
 from uqcore._backend import Array, bincount, take_descending, to_numpy
+from uqcore._scaling import exponent, format_scaled, rescaled
 from uqcore._stats import chunks, sorted_values, sorted_weights, sum_of_products
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
@@ -682,7 +683,10 @@ def pit(batch: Batch, *, n_bins: int = 10, p_value: str = "auto") -> dict[str, A
         d = max(float(xp.max(after - s)), float(s[0]))  # F̂ is 0 below the smallest value
         if n > 1:
             d = max(d, float(xp.max(s[1:] - after[:-1])))
-        n_eff = total * total / float(xp.sum(w * w))
+        # (Σw)²/Σw² does not change when w is scaled: with w / 2^e (exact, max in [1/2, 1))
+        # neither sum can overflow or underflow, whatever the scale of the weights
+        unit = rescaled(w, math.frexp(float(xp.max(w)))[1])
+        n_eff = float(xp.sum(unit)) ** 2 / sum_of_products(xp, unit, unit)
     d = min(max(d, 0.0), 1.0)
     edges = np.linspace(0.0, 1.0, b + 1)
     inner = xp.asarray(edges[1:-1], dtype=s.dtype, device=batch.device)
@@ -767,6 +771,17 @@ def _by_sigma(batch: Batch) -> _BySigma:
     )
 
 
+def _by_sigma_in_range(batch: Batch) -> tuple[_BySigma, int]:
+    """:func:`_by_sigma` with σ and |e| divided by 2^e (exactly) where their squares would
+    overflow or underflow, and e (0 when they are used as they are). Binning by σ or σ² gives
+    the same bins either way, and the bin sums of squares are those of the data times 4^−e."""
+    rows = _by_sigma(batch)
+    e = exponent(float(rows.sigma[-1]), float(batch.xp.max(batch.abs_error)))
+    if e == 0:
+        return rows, 0
+    return _BySigma(rescaled(rows.sigma, e), rescaled(rows.abs_error, e), rows.weights), e
+
+
 def _largest_square_root(v: float) -> float:
     """The largest float x >= 0 with x·x <= v in float64 (``v`` finite, >= 0).
 
@@ -848,7 +863,7 @@ def _ence_edges(batch: Batch, rows: _BySigma, k: int) -> list[float]:
     reference="Levi et al. 2022, Evaluating and calibrating uncertainty prediction in "
     "regression tasks (Sensors), eq. 8",
 )
-def ence(batch: Batch, *, n_bins: int = 10) -> float:
+def ence(batch: Batch, *, n_bins: int = 10) -> float | None:
     """Expected normalized calibration error: ENCE = (1/K) Σ_k |RMV_k − RMSE_k| / RMV_k.
 
     Levi et al. (2022): rows are binned by predicted std σ into K = ``n_bins`` (default 10)
@@ -864,12 +879,15 @@ def ence(batch: Batch, *, n_bins: int = 10) -> float:
     0.25
     """
     k = _check_n_bins(n_bins)
-    rows = _by_sigma(batch)
+    rows, _ = _by_sigma_in_range(batch)  # ENCE does not change when σ and e are scaled
     edges = _ence_edges(batch, rows, k) if k > 1 else []
     wk, vk, ek = _bin_sums_by_sigma(batch, rows, _cuts(batch, rows.sigma, edges))
     keep = wk > 0
     rmv = np.sqrt(vk[keep] / wk[keep])
     rmse_k = np.sqrt(ek[keep] / wk[keep])
+    if not bool(np.all(rmv > 0)):
+        undefined("ence", "every predicted std of a bin is 0 (RMV = 0)")
+        return None
     return float(np.mean(np.abs(rmv - rmse_k) / rmv))
 
 
@@ -884,7 +902,7 @@ def ence(batch: Batch, *, n_bins: int = 10) -> float:
     reference="Laves et al. 2020, Well-calibrated regression uncertainty in medical imaging "
     "with deep learning (MIDL), eq. 11",
 )
-def uce(batch: Batch, *, n_bins: int = 10) -> float:
+def uce(batch: Batch, *, n_bins: int = 10) -> float | None:
     """Uncertainty calibration error: UCE = Σ_m (W_m / W) |MSE_m − MV_m|.
 
     Laves et al. (2020): rows are binned by predicted variance σ² into M = ``n_bins`` (default
@@ -899,7 +917,7 @@ def uce(batch: Batch, *, n_bins: int = 10) -> float:
     """
     m = _check_n_bins(n_bins)
     xp = batch.xp
-    rows = _by_sigma(batch)
+    rows, scale = _by_sigma_in_range(batch)  # UCE scales with σ² and e²: by 4^scale
     first, last = 0, batch.n - 1
     if rows.weights is not None:  # the range of the rows that count (positive weight)
         positive = xp.astype(rows.weights > 0, xp.int8)
@@ -912,7 +930,11 @@ def uce(batch: Batch, *, n_bins: int = 10) -> float:
     cuts = _cuts(batch, rows.sigma, [_largest_square_root(e) for e in edges])
     wk, vk, ek = _bin_sums_by_sigma(batch, rows, cuts)
     keep = wk > 0
-    return float(np.sum(np.abs(ek[keep] - vk[keep])) / batch.total_weight)
+    value = float(np.sum(np.abs(ek[keep] - vk[keep])) / batch.total_weight)
+    if math.frexp(value)[1] + 2 * scale > 1024:  # beyond the largest float64
+        undefined("uce", f"its value {format_scaled(value, 2 * scale)} exceeds the float64 range")
+        return None
+    return math.ldexp(value, 2 * scale)
 
 
 # -- sharpness ---------------------------------------------------------------------------------
@@ -936,7 +958,7 @@ def sharpness(batch: Batch) -> float:
     >>> sharpness(P.Gaussian(np.zeros(2), np.array([1.0, 7.0])), np.zeros(2))
     5.0
     """
-    return float(math.sqrt(batch.mean_square(_sigma(batch))))
+    return batch.root_mean_square(_sigma(batch))
 
 
 @register(

@@ -51,6 +51,7 @@ from uqcore._backend import (
     special,
     take_descending,
 )
+from uqcore._scaling import exponent, rescaled
 from uqcore._stats import (
     QuantileMethod,
     chunks,
@@ -187,16 +188,40 @@ def _errors_by_u_descending(batch: Batch) -> Array:
     )
 
 
+def _error_exponent(batch: Batch, error: str) -> int:
+    """e such that the curves are computed from |e|/2^e (exact): 0 for ``error="mae"`` and for
+    errors whose squares stay inside float64's range; the RMSE curves and areas are then 2^−e
+    times those of the data (:func:`_in_error_units` scales them back)."""
+    if error == "mae":
+        return 0
+    return batch.shared(
+        "ranking:rmse_exponent", lambda: exponent(float(_sorted_abs_error(batch)[-1]))
+    )
+
+
+def _in_error_units(batch: Batch, error: str, value: float) -> float:
+    """An area or error computed from :func:`_errors_by_u` / :func:`_errors_by_error`, in the
+    units of the data's errors."""
+    return math.ldexp(value, _error_exponent(batch, error))
+
+
 def _errors_by_u(batch: Batch, error: str) -> Array:
-    """The errors (|e| or e²) in the ascending order of the uncertainty."""
+    """The errors (|e| or e², of |e|/2^e: :func:`_error_exponent`) in the ascending order of
+    the uncertainty."""
     e = batch.xp.flip(_errors_by_u_descending(batch))  # a view for numpy
-    return e if error == "mae" else e * e  # |e|·|e| == e·e exactly
+    if error == "mae":
+        return e
+    e = rescaled(e, _error_exponent(batch, error))
+    return e * e  # |e|·|e| == e·e exactly
 
 
 def _errors_by_error(batch: Batch, error: str) -> Array:
-    """The errors (|e| or e²) in ascending |e| order."""
+    """The errors (|e| or e², of |e|/2^e: :func:`_error_exponent`) in ascending |e| order."""
     e = _sorted_abs_error(batch)
-    return e if error == "mae" else e * e
+    if error == "mae":
+        return e
+    e = rescaled(e, _error_exponent(batch, error))
+    return e * e
 
 
 # -- sorted blocks ---------------------------------------------------------------------------
@@ -437,7 +462,7 @@ def ause(
     m_area, full = _model_area(batch, error, grid)
     area = max(m_area - _oracle_area(batch, error, grid), 0.0)
     if not normalize:
-        return area
+        return _in_error_units(batch, error, area)
     if full <= 0.0:
         undefined("ause", ALL_ERRORS_ZERO)
         return None
@@ -481,7 +506,7 @@ def aurg(
     m_area, full = _model_area(batch, error, grid)
     area = full - m_area  # the random curve is the constant E(S)
     if not normalize:
-        return area
+        return _in_error_units(batch, error, area)
     if full <= 0.0:
         undefined("aurg", ALL_ERRORS_ZERO)
         return None
@@ -548,10 +573,11 @@ def sparsification_curve(
     else:
         fractions = xp.arange(grid, dtype=xp.float64) / grid
         r = fractions * total_w
-    m = _curve_at(model, r, root)
-    o = _curve_at(oracle, r, root)
+    e = _error_exponent(batch, error)
+    m = rescaled(_curve_at(model, r, root), -e)
+    o = rescaled(_curve_at(oracle, r, root), -e)
     full = model.total_err / total_w
-    full = math.sqrt(full) if root else full
+    full = math.ldexp(math.sqrt(full) if root else full, e)
     return SparsificationCurve(fractions, m, o, xp.full_like(m, full), error, grid)
 
 

@@ -39,6 +39,7 @@ import array_api_compat
 import numpy as np
 
 from uqcore._backend import LOG_SQRT_2PI, Array, special, to_numpy
+from uqcore._scaling import in_safe_range
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
 from uqcore.predictions.regression import RegressionPrediction
@@ -462,11 +463,14 @@ def _crps_mixture(rows: Any, y: Array) -> Array:
     (Grimit et al. 2006); one pass over the block's rows × K components per component k."""
     xp = rows.xp
     w, mu, sd = rows.weights, rows.means, rows.stds
-    var = sd * sd
     first = xp.sum(w * _abs_normal_mean(xp, y[:, None] - mu, sd), axis=1)
     spread = xp.zeros_like(first)
+    # √(σ_k² + σ_l²): from the squares where they stay in range (faster), else as hypot
+    var = sd * sd if in_safe_range(float(xp.max(sd)), float(xp.min(sd))) else None
     for k in range(int(w.shape[1])):
-        a = _abs_normal_mean(xp, mu[:, k : k + 1] - mu, xp.sqrt(var[:, k : k + 1] + var))
+        s_k = sd[:, k : k + 1]
+        pair = xp.hypot(s_k, sd) if var is None else xp.sqrt(var[:, k : k + 1] + var)
+        a = _abs_normal_mean(xp, mu[:, k : k + 1] - mu, pair)
         spread = spread + w[:, k] * xp.sum(w * a, axis=1)
     return first - 0.5 * spread
 
