@@ -32,9 +32,11 @@ from uqcore.batch import make_batch
 
 __all__ = [
     "INVARIANCES",
+    "SCALING_LAWS",
     "IntegerWeights",
     "MetricSpec",
     "MetricValue",
+    "ScalingLaw",
     "UndefinedMetricWarning",
     "get",
     "names",
@@ -46,6 +48,21 @@ __all__ = [
 
 MetricValue = float | None | dict[str, Any]
 Direction = Literal["lower", "higher", "target"]
+
+#: How a regression metric's value θ changes when the targets and the prediction — its
+#: locations, scales, quantiles, draws, point and uncertainty — are all multiplied by c > 0
+#: (a change of units): :attr:`MetricSpec.scaling`.
+ScalingLaw = Literal["invariant", "equivariant", "quadratic", "log"]
+
+#: Each scaling law as a formula in θ = the value on the unscaled data.
+SCALING_LAWS: Mapping[str, str] = MappingProxyType(
+    {
+        "invariant": "θ (unchanged)",
+        "equivariant": "c·θ (in the units of y)",
+        "quadratic": "c²·θ (in the units of y²)",
+        "log": "θ + log c (a log score: the density scales by 1/c)",
+    }
+)
 
 #: A float or an array of floats (:meth:`MetricSpec.badness` keeps the type).
 Values = TypeVar("Values", float, np.ndarray[Any, Any])
@@ -125,6 +142,13 @@ class MetricSpec:
     #: names. :meth:`why_not` checks it when given the weights: ``evaluate(metrics="all")``
     #: then lists the metric as not applicable instead of failing.
     integer_weights: IntegerWeights | None = None
+    #: How the value changes when y and the prediction are multiplied by c > 0
+    #: (:data:`SCALING_LAWS`), under the default options (the docstring says which options
+    #: change it, e.g. ``ause`` with ``normalize=False`` is equivariant); ``None`` where the
+    #: data have no such scale (classification: probabilities). The registry-wide tests
+    #: check it at 1e±300 for every metric and prediction kind; values of any magnitude are
+    #: computed without overflow or underflow (:mod:`uqcore._scaling`).
+    scaling: ScalingLaw | None = None
 
     def why_not(
         self,
@@ -278,6 +302,7 @@ def register(
     finalize: Callable[[float], float] | None = None,
     biased: bool = False,
     integer_weights: IntegerWeights | None = None,
+    scaling: ScalingLaw | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``impl(batch, *, options...)`` under ``name`` and return its public function.
 
@@ -286,7 +311,9 @@ def register(
     Resampling uses it to compute a whole block of resamples as one matrix product; a test
     checks that it agrees with ``impl`` for every metric that declares it. ``biased`` marks an
     estimator with a known finite-sample bias (:attr:`MetricSpec.biased`); ``integer_weights``
-    a metric that applies only to integer sample weights (:attr:`MetricSpec.integer_weights`).
+    a metric that applies only to integer sample weights (:attr:`MetricSpec.integer_weights`);
+    ``scaling`` how the value changes with the units of the data (:attr:`MetricSpec.scaling`,
+    required for regression metrics).
     """
 
     def decorate(impl: Callable[..., Any]) -> Callable[..., Any]:
@@ -307,6 +334,13 @@ def register(
         for key in exempt or {}:
             if key not in INVARIANCES:
                 raise RuntimeError(f"metric {name!r}: unknown invariance {key!r}")
+        if (scaling is None) != (task != "regression") or (
+            scaling is not None and scaling not in SCALING_LAWS
+        ):
+            raise RuntimeError(
+                f"metric {name!r}: scaling must be one of {sorted(SCALING_LAWS)} for a "
+                f"regression metric and None otherwise, found {scaling!r}"
+            )
         for key in integer_weights.when if integer_weights else {}:
             if key not in defaults:
                 raise RuntimeError(f"metric {name!r}: integer_weights names unknown option {key!r}")
@@ -329,6 +363,7 @@ def register(
             finalize=finalize,
             biased=biased,
             integer_weights=integer_weights,
+            scaling=scaling,
         )
         _REGISTRY[(task, name)] = spec
 

@@ -6,6 +6,13 @@ of weights leave float64's range) changes nothing, except where the registry exe
 make a metric fail only where the registry declares that it needs integer weights
 (``MetricSpec.integer_weights``).
 
+Data (regression): multiplying the targets and the prediction (locations, scales, quantiles,
+draws, point and uncertainty) by c = 1e-300, 1e-200, 1e160, 1e300 — powers of ten, so that the
+rescaling by powers of two inside uqcore is not exact by accident — changes every metric by
+its scaling law (``MetricSpec.scaling``): invariant, equivariant (×c), quadratic (×c²; ``None``
+with a warning where that leaves float64's range) or log (+log c), to 1e-9 relative. No value
+is NaN or infinite, and no numpy overflow warning reaches the report.
+
 Classification: weights as above; a user-supplied estimate multiplied by c leaves every metric
 that ranks by it unchanged; logits and Dirichlet concentrations multiplied by c give no NaN or
 infinite value, and no NaN estimate.
@@ -14,6 +21,7 @@ infinite value, and no NaN estimate.
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from typing import Any
 
@@ -40,6 +48,7 @@ RTOL = 1e-9
 WEIGHT_SCALES = (1e-300, 1e-200, 1e200, 1e300)
 DATA_SCALES = (1e-300, 1e-200, 1e160, 1e300)
 TARGETS = frozenset({"ood", "soft_labels"})
+SMALLEST_NORMAL = 2.0**-1022
 
 
 def _weights(seed: int) -> np.ndarray:
@@ -145,15 +154,88 @@ def test_non_integer_weights_fail_only_where_declared(name: str, kind: str) -> N
         _regression(name, pred, y, w)
 
 
+# -- data (regression) --------------------------------------------------------------------------
+def _check_law(law: str, base: Any, got: Any, c: float) -> None:
+    """``got`` (on data × c) against ``base`` (on the data) under the scaling ``law``."""
+    if law == "invariant":
+        assert_same(got, base, rtol=RTOL)
+        return
+    b, g = _scalar(base), _scalar(got)
+    if b is None:
+        assert g is None, f"undefined on the data, {g!r} on the scaled data"
+        return
+    if law == "log":
+        assert g is not None
+        assert math.isclose(g, b + math.log(c), rel_tol=RTOL, abs_tol=RTOL), (g, b, c)
+        return
+    power = {"equivariant": 1, "quadratic": 2}[law]
+    log_ideal = math.log(abs(b)) + power * math.log(c) if b != 0.0 else -math.inf
+    if log_ideal > math.log(sys.float_info.max):
+        assert g is None, f"{g!r}: beyond float64's range, the value must be undefined"
+    elif log_ideal >= math.log(SMALLEST_NORMAL):
+        assert g is not None
+        # compared in the data's units (g/c^power), where the value is exact up to rounding
+        for _ in range(power):
+            g /= c
+        assert math.isclose(g, b, rel_tol=RTOL), (g, b, c)
+    else:  # 0, or below float64's normal range: 0 or a subnormal
+        assert g is not None and abs(g) <= 2.0 * SMALLEST_NORMAL, (g, b, c)
+
+
+@pytest.mark.parametrize("c", DATA_SCALES)
+@pytest.mark.parametrize(("name", "kind"), _cases("regression", KINDS))
+def test_data_of_extreme_scale_follow_the_scaling_law(name: str, kind: str, c: float) -> None:
+    spec = registry.get(name, "regression")
+    assert spec.scaling is not None
+    pred, y = make_prediction(kind, N, seed=45)
+    w = np.random.default_rng(46).integers(1, 4, size=N).astype(float)
+    base = _regression(name, pred, y, w)
+    got = _regression(name, scale_prediction(pred, c), y * c, w)
+    assert_finite(got)
+    _check_law(spec.scaling, base, got, c)
+
+
+@pytest.mark.parametrize("c", DATA_SCALES)
+@pytest.mark.parametrize(
+    ("name", "options", "law"),
+    [
+        ("ause", {"normalize": False}, "equivariant"),
+        ("ause", {"error": "rmse"}, "invariant"),
+        ("ause", {"error": "rmse", "grid": 100, "normalize": False}, "equivariant"),
+        ("aurg", {"error": "rmse", "normalize": False}, "equivariant"),
+        ("crps", {"estimator": "fair"}, "equivariant"),
+        ("nll", {"bandwidth": "scott"}, "log"),
+        ("nmerci", {"variant": "inlier"}, "invariant"),
+        ("check_score", {"scaled": False}, "equivariant"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["samples", "mixture", "gaussian"])
+def test_options_that_square_the_data(
+    name: str, options: dict[str, Any], law: str, kind: str, c: float
+) -> None:
+    """Options with their own squares or scaling law (the registry's law is the defaults')."""
+    pred, y = make_prediction(kind, N, seed=47)
+    if registry.get(name, "regression").why_not(pred) is not None:
+        pytest.skip("not applicable to this kind")
+    base = _regression(name, pred, y, **options)
+    got = _regression(name, scale_prediction(pred, c), y * c, **options)
+    assert_finite(got)
+    _check_law(law, base, got, c)
+
+
+def test_every_regression_metric_states_its_scaling_law() -> None:
+    for spec in registry.specs():
+        if spec.task == "regression":
+            assert spec.scaling in registry.SCALING_LAWS, spec.name
+        else:
+            assert spec.scaling is None, spec.name
+
+
 # -- classification estimates and logits ---------------------------------------------------------
 @pytest.mark.parametrize("c", DATA_SCALES)
 @pytest.mark.parametrize(
     ("name", "kind"),
-    _cases(
-        "classification",
-        CLASSIFICATION_KINDS,
-        lambda spec: "estimator" in spec.defaults,
-    ),
+    _cases("classification", CLASSIFICATION_KINDS, lambda spec: "estimator" in spec.defaults),
 )
 def test_scaled_estimates_change_nothing(name: str, kind: str, c: float) -> None:
     """Metrics that rank by an estimate depend on its order only."""

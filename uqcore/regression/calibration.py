@@ -441,6 +441,7 @@ _CAL_NEEDS = {"quantiles"}
     family="calibration",
     needs=_CAL_NEEDS,
     direction="lower",
+    scaling="invariant",
     bounds=(0.0, 1.0),
     best=0.0,
     reference=_UT + "; Kuleshov et al. 2018",
@@ -477,6 +478,7 @@ def ece(
     family="calibration",
     needs=_CAL_NEEDS,
     direction="lower",
+    scaling="invariant",
     bounds=(0.0, 1.0),
     best=0.0,
     reference=_UT,
@@ -526,6 +528,7 @@ def areas_between(x: np.ndarray[Any, Any], d: np.ndarray[Any, Any]) -> np.ndarra
     family="calibration",
     needs=_CAL_NEEDS,
     direction="lower",
+    scaling="invariant",
     bounds=(0.0, 1.0),
     best=0.0,
     reference=_UT,
@@ -580,6 +583,7 @@ _LEVEL_WEIGHTS = ("uniform", "mean")
     family="calibration",
     needs=_CAL_NEEDS,
     direction="lower",
+    scaling="invariant",
     bounds=(0.0, None),
     best=0.0,
     reference=_KULESHOV,
@@ -630,6 +634,7 @@ _PIT_EXACT_MAX_N = 100_000
     family="calibration",
     needs={"cdf"},
     direction="lower",
+    scaling="invariant",
     bounds=(0.0, 1.0),
     best=0.0,
     reference="Dawid 1984; Gneiting et al. 2007 (PIT histogram); Kolmogorov-Smirnov test",
@@ -858,6 +863,7 @@ def _ence_edges(batch: Batch, rows: _BySigma, k: int) -> list[float]:
     family="calibration",
     needs={"point", "std"},
     direction="lower",
+    scaling="invariant",
     bounds=(0.0, None),
     best=0.0,
     reference="Levi et al. 2022, Evaluating and calibrating uncertainty prediction in "
@@ -871,7 +877,8 @@ def ence(batch: Batch, *, n_bins: int = 10) -> float | None:
     (weighted means). Binning: the bin edges are the weighted lower quantiles (inverted CDF) of
     σ at k/K, and a bin holds σ in (edge_{k−1}, edge_k], so tied σ share a bin (which keeps
     integer weights equal to repeated rows); empty bins are skipped and K counts only
-    non-empty bins. Best value 0.
+    non-empty bins. Best value 0. Undefined (``None`` with a warning) when every σ of a bin
+    is 0.
 
     >>> import numpy as np; from uqcore import predictions as P
     >>> round(ence(P.Gaussian(np.zeros(4), np.array([1.0, 1.0, 2.0, 2.0])),
@@ -897,6 +904,7 @@ def ence(batch: Batch, *, n_bins: int = 10) -> float | None:
     family="calibration",
     needs={"point", "std"},
     direction="lower",
+    scaling="quadratic",
     bounds=(0.0, None),
     best=0.0,
     reference="Laves et al. 2020, Well-calibrated regression uncertainty in medical imaging "
@@ -908,7 +916,9 @@ def uce(batch: Batch, *, n_bins: int = 10) -> float | None:
     Laves et al. (2020): rows are binned by predicted variance σ² into M = ``n_bins`` (default
     10) equal-width bins between the smallest and largest σ² (of rows with positive weight;
     bin m holds σ² in (e_{m−1}, e_m], the first bin also its left edge); MSE_m = mean (y − ŷ)²
-    and MV_m = mean σ² in the bin (weighted), W_m the bin's weight. Best value 0.
+    and MV_m = mean σ² in the bin (weighted), W_m the bin's weight. Best value 0. In units of
+    y² (it scales by c² with the data): ``None`` with a warning where the value exceeds
+    float64's range (data beyond about 1e154).
 
     >>> import numpy as np; from uqcore import predictions as P
     >>> round(uce(P.Gaussian(np.zeros(4), np.array([1.0, 1.0, 2.0, 2.0])),
@@ -943,6 +953,7 @@ def uce(batch: Batch, *, n_bins: int = 10) -> float | None:
     family="calibration",
     needs={"std"},
     direction="lower",
+    scaling="equivariant",
     bounds=(0.0, None),
     reference=_UT + " (uncertainty_toolbox.sharpness)",
     mean_terms=lambda batch: batch.std * batch.std,
@@ -966,6 +977,7 @@ def sharpness(batch: Batch) -> float:
     family="calibration",
     needs={"std"},
     direction="lower",
+    scaling="equivariant",
     bounds=(0.0, None),
     reference=_UT + " (appendix A.3: sharpness as the mean predicted std)",
     mean_terms=lambda batch: batch.std,

@@ -86,6 +86,7 @@ def category_totals(counts: np.ndarray[Any, Any], total: float) -> np.ndarray[An
     family="calibration",
     needs={"quantiles"},
     direction="lower",
+    scaling="invariant",
     bounds=(0.0, 1.0),
     best=0.0,
     reference="Zhao et al. 2020, Individual calibration with randomized forecasting (ICML); "
