@@ -29,6 +29,7 @@ __all__ = [
     "max_abs",
     "rescaled",
     "squares_in_range",
+    "std",
 ]
 
 #: Largest magnitudes within [2^−SAFE_EXPONENT, 2^SAFE_EXPONENT] are used as they are: their
@@ -83,6 +84,20 @@ def rescaled(x: Array, e: int) -> Array:
         return x * math.ldexp(1.0, -e)
     half = -e // 2
     return (x * math.ldexp(1.0, half)) * math.ldexp(1.0, -e - half)
+
+
+def std(x: Array, ddof: int = 0) -> float:
+    """``numpy.std(x, ddof=ddof)`` of a finite 1-D numpy array for values of any magnitude:
+    of x/2^e (exactly), times 2^e, where the squares would leave float64's range.
+
+    >>> import numpy as np
+    >>> std(np.array([1e200, -1e200])) == 1e200, std(np.array([1.0, 3.0]), ddof=1) == 2**0.5
+    (True, True)
+    """
+    import numpy as np
+
+    e = exponent(max_abs(np, x))
+    return math.ldexp(float(np.std(rescaled(x, e), ddof=ddof)), e)
 
 
 def squares_in_range(*sums: float) -> bool:

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.special import ndtr, ndtri
 
+from uqcore._scaling import std
 from uqcore._validation import UQValidationError
 from uqcore.stability._engine import (
     Chosen,
@@ -344,7 +345,7 @@ def _entry(
         entry["warnings"] = notes
         return entry, notes
     theta = float(theta)
-    entry["std"] = float(np.std(ok, ddof=1)) if ok.shape[0] > 1 else 0.0
+    entry["std"] = std(ok, ddof=1) if ok.shape[0] > 1 else 0.0
     entry["mean"] = float(np.mean(ok))
     entry["bias"] = entry["mean"] - theta
     low, high = percentile_interval(ok, level)
