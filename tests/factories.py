@@ -91,6 +91,31 @@ def make_prediction(
     raise ValueError(kind)
 
 
+def scale_prediction(pred: Any, c: float) -> Any:
+    """The same prediction in other units: every location, scale, quantile, draw, point and
+    uncertainty multiplied by ``c`` > 0 (mixture weights, quantile levels, Student-t df and an
+    isotonic recalibration map, which acts on probabilities, unchanged)."""
+    kind = pred.kind
+    if kind == "isotonic_recalibrated":
+        return type(pred)(scale_prediction(pred.base, c), pred.mapping)
+    a = pred.arrays()
+    if kind == "gaussian":
+        return P.Gaussian(mean=a["mean"] * c, std=a["std"] * c)
+    if kind == "laplace":
+        return P.Laplace(loc=a["loc"] * c, scale=a["scale"] * c)
+    if kind == "student_t":
+        return P.StudentT(loc=a["loc"] * c, scale=a["scale"] * c, df=a["df"])
+    if kind == "mixture":
+        return P.Mixture(weights=a["weights"], means=a["means"] * c, stds=a["stds"] * c)
+    if kind == "samples":
+        return P.Samples(draws=a["draws"] * c)
+    if kind == "quantiles":
+        return P.Quantiles(levels=a["levels"], values=a["values"] * c)
+    if kind == "point_uncertainty":
+        return P.PointUncertainty(prediction=a["prediction"] * c, uncertainty=a["uncertainty"] * c)
+    raise ValueError(kind)
+
+
 def to_backend(pred: Any, y: np.ndarray, xp: Any) -> tuple[Any, Any]:
     """The same prediction and targets as arrays of namespace ``xp``."""
     if getattr(pred, "kind", "") == "isotonic_recalibrated":
@@ -157,6 +182,26 @@ def make_classification(
         alpha = np.exp(logits[0] / 2.0) + (0.0 if not ties else 1.0)
         return P.Dirichlet(alpha, estimates=est), y, targets
     raise ValueError(kind)
+
+
+#: Classification kinds given by unbounded numbers (logits, concentrations), which
+#: :func:`scale_classification` multiplies.
+SCALABLE_CLASSIFICATION_KINDS = ("logits", "ensemble_logits", "dirichlet")
+
+
+def scale_classification(pred: Any, c: float) -> Any:
+    """The prediction with its logits (or Dirichlet concentrations) multiplied by ``c`` > 0;
+    the user-supplied estimates are kept. Softmax of logits × c tends to one-hot (c → ∞) or
+    uniform (c → 0); the Dirichlet mean α/α_0 does not change."""
+    est = dict(pred.estimates)
+    a = pred.arrays()
+    if pred.kind == "logits":
+        return P.Logits(a["logits"] * c, estimates=est)
+    if pred.kind == "ensemble" and "member_logits" in a:
+        return P.Ensemble(member_logits=a["member_logits"] * c, estimates=est)
+    if pred.kind == "dirichlet":
+        return P.Dirichlet(a["alpha"] * c, estimates=est)
+    raise ValueError(f"{pred.kind} predictions have no unbounded numbers to scale")
 
 
 # --- request bodies of the service ----------------------------------------------------------

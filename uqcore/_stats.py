@@ -14,6 +14,7 @@ import array_api_compat
 import numpy as np
 
 from uqcore._backend import Array, Namespace, scatter, select
+from uqcore._scaling import exponent, rescaled
 
 if TYPE_CHECKING:
     from uqcore.batch import Batch
@@ -240,12 +241,28 @@ def weighted_pearson(xp: Namespace, a: Array, b: Array, weights: Array | None) -
     """Weighted Pearson correlation; ``None`` when either variable is constant (over the rows of
     positive weight), where the correlation is undefined.
 
+    The correlation does not change when a, b or the weights are multiplied by a positive
+    constant, so each is first divided by a power of two (exactly) when its magnitudes could
+    overflow or underflow the squares and products (:mod:`uqcore._scaling`); then weights of
+    any scale and values of any magnitude give the same correlation.
+
     >>> import numpy as np
     >>> round(weighted_pearson(np, np.array([1.0, 2.0, 3.0]), np.array([1.0, 3.0, 2.0]), None), 12)
     0.5
     """
-    if _is_constant(xp, a, weights) or _is_constant(xp, b, weights):
+    if weights is not None:
+        # rows of zero weight are dropped (exactly what a zero weight means), so that neither
+        # the constancy check nor the products (0·x) see them
+        keep = weights > 0
+        if not bool(xp.all(keep)):
+            a, b, weights = a[keep], b[keep], weights[keep]
+        weights = rescaled(weights, exponent(float(xp.max(weights))))
+    lo_a, hi_a = float(xp.min(a)), float(xp.max(a))
+    lo_b, hi_b = float(xp.min(b)), float(xp.max(b))
+    if lo_a == hi_a or lo_b == hi_b:
         return None
+    a = rescaled(a, exponent(-lo_a, hi_a))
+    b = rescaled(b, exponent(-lo_b, hi_b))
     # centred sums of products, chunk by chunk (no N-sized temporary)
     n = int(a.shape[0])
     if weights is None:
@@ -286,9 +303,3 @@ def sum_of_products(xp: Namespace, *arrays: Array) -> float:
     for a in arrays[2:]:
         prod = prod * a
     return float(xp.sum(prod))
-
-
-def _is_constant(xp: Namespace, x: Array, weights: Array | None) -> bool:
-    if weights is not None:
-        x = x[weights > 0]
-    return bool(xp.min(x) == xp.max(x))  # two reductions, no N-sized temporary

@@ -9,6 +9,7 @@ reuses one batch's orderings for every resample.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -16,6 +17,7 @@ import array_api_compat
 import numpy as np
 
 from uqcore._backend import Array, Namespace, flip_is_view
+from uqcore._scaling import exponent, max_abs, rescaled, squares_in_range
 from uqcore._stats import chunks, sum_of_products
 from uqcore._validation import UQValidationError, validate_sample_weight, validate_targets
 from uqcore.predictions.regression import RegressionPrediction
@@ -109,43 +111,88 @@ class Batch(_Caches):
             return float(self.n)
         return self.weighted("total_weight", lambda: float(self.xp.sum(self.weights)))
 
+    @property
+    def mean_weights(self) -> tuple[Array | None, float]:
+        """The weights that weighted means use, and their sum: the weights themselves, or,
+        when their scale is extreme (the largest outside 2^±250), the weights divided by a
+        power of two — exactly, and a weighted mean does not change — so that products with
+        them stay inside float64's range (:mod:`uqcore._scaling`). ``(None, N)`` unweighted."""
+        w = self.weights
+        if w is None:
+            return None, float(self.n)
+
+        def compute() -> tuple[Array, float]:
+            e = exponent(float(self.xp.max(w)))
+            if e == 0:
+                return w, self.total_weight
+            unit = rescaled(w, e)
+            return unit, float(self.xp.sum(unit))
+
+        return self.weighted("mean_weights", compute)
+
     def mean(self, values: Array) -> float:
         """Weighted mean Σ w_i v_i / Σ w_i of a per-row array."""
         xp = self.xp
-        if self.weights is None:
+        w, total = self.mean_weights
+        if w is None:
             return float(xp.mean(values))
-        return float(xp.sum(self.weights * values)) / self.total_weight
+        return float(xp.sum(w * values)) / total
 
     def mean_square(self, values: Array) -> float:
         """Weighted mean of squares Σ w_i v_i² / Σ w_i of a per-row array.
 
-        Unweighted numpy: one sum-of-products pass (``einsum``), no N-sized temporary.
+        Unweighted numpy: one sum-of-products pass (``einsum``), no N-sized temporary. The
+        squares themselves can overflow or underflow: see :meth:`scaled_mean_square`.
         """
         xp = self.xp
-        if self.weights is None:
+        w, total = self.mean_weights
+        if w is None:
             if array_api_compat.is_numpy_namespace(xp):
                 return float(np.einsum("i,i->", values, values)) / self.n
             return float(xp.sum(values * values)) / self.n
-        return float(xp.sum(self.weights * values * values)) / self.total_weight
+        return float(xp.sum(w * values * values)) / total
+
+    def scaled_mean_square(self, values: Array) -> tuple[float, int]:
+        """The weighted mean square as (m, e) with Σ w_i v_i² / Σ w_i = m · 4^e.
+
+        e = 0 (m is :meth:`mean_square`) unless the squares overflowed or underflowed; then
+        the values are divided by a power of two 2^e (exactly, :mod:`uqcore._scaling`) and the
+        mean computed again, so that m is exact up to rounding for values of any magnitude
+        (the mean square itself may lie outside float64's range).
+        """
+        with np.errstate(over="ignore", under="ignore"):  # checked just below
+            ms = self.mean_square(values)
+        if squares_in_range(ms):
+            return ms, 0
+        e = exponent(max_abs(self.xp, values))
+        if e == 0:
+            return ms, 0  # 0 or tiny legitimately: nothing to rescale
+        return self.mean_square(rescaled(values, e)), e
+
+    def root_mean_square(self, values: Array) -> float:
+        """sqrt(Σ w_i v_i² / Σ w_i) for values of any magnitude (:meth:`scaled_mean_square`)."""
+        ms, e = self.scaled_mean_square(values)
+        return math.ldexp(math.sqrt(ms), e)
 
     def mean_by_chunks(self, terms: Callable[[slice], Array]) -> float:
         """Weighted mean Σ w_i t_i / Σ w_i of per-row terms made chunk by chunk:
         ``terms(rows)`` gives t_i for the rows of the slice ``rows``
         (:func:`uqcore._stats.chunks`), so no N-sized array of terms is ever held."""
         xp = self.xp
-        w = self.weights
+        w, total_weight = self.mean_weights
         total = 0.0
         for rows in chunks(xp, self.n):
             t = terms(rows)
             total += float(xp.sum(t)) if w is None else sum_of_products(xp, w[rows], t)
-        return total / self.total_weight
+        return total / total_weight
 
     def mean_rows(self, values: Array) -> Array:
         """Weighted mean over rows of an N×K array: a length-K array."""
         xp = self.xp
-        if self.weights is None:
+        w, total = self.mean_weights
+        if w is None:
             return xp.mean(values, axis=0)
-        return xp.sum(self.weights[:, None] * values, axis=0) / self.total_weight
+        return xp.sum(w[:, None] * values, axis=0) / total
 
     # -- shared derived quantities ------------------------------------------------------------
     @property

@@ -23,6 +23,7 @@ def catalogue_markdown() -> str:
         "are given as `name=default` and what the option accepts (uqcore and the service refuse",
         "anything else; `GET /v1/metrics` gives the same as JSON Schema).",
         "",
+        *_units_and_weights(),
     ]
     for task in sorted({s.task for s in registry.specs()}):
         lines += [f"## {task.capitalize()}", ""]
@@ -75,6 +76,44 @@ def _peer_conventions() -> list[str]:
         lines.append(f"| {c.task} | `{c.metric}` | {opts} | {c.peer} | {c.note or '—'} |")
     lines.append("")
     return lines
+
+
+def _units_and_weights() -> list[str]:
+    """How each regression metric scales with the units of the data, and which metrics need
+    integer sample weights."""
+    lines = [
+        "## Units and weights",
+        "",
+        "Multiplying y and the prediction (locations, scales, quantiles, draws, point and",
+        "uncertainty) by c > 0 changes a regression metric θ by its scaling law (at the default",
+        "options; `MetricSpec.scaling`); values of any magnitude are computed without overflow",
+        "or underflow, and a value beyond float64's range is `None` with a warning. Options can",
+        "change the law: `ause` and `aurg` with `normalize=False` are equivariant, and `nll` with",
+        "a numeric `bandwidth` (a kernel width in the units of y) has none.",
+        "",
+        "| scaling | θ becomes | regression metrics |",
+        "|---|---|---|",
+    ]
+    specs = registry.specs("regression")
+    for law, formula in registry.SCALING_LAWS.items():
+        names = ", ".join(f"`{s.name}`" for s in specs if s.scaling == law)
+        lines.append(f"| {law} | {formula} | {names} |")
+    lines += [
+        "",
+        "Scaling every sample weight changes nothing, except where a metric's definition counts",
+        "weight as rows (`MetricSpec.exempt`). These metrics need integer sample weights",
+        "(`MetricSpec.integer_weights`) and are not applicable to others:",
+        "",
+        "| metric | when | why |",
+        "|---|---|---|",
+    ]
+    for s in registry.specs():
+        rule = s.integer_weights
+        if rule is None:
+            continue
+        when = ", ".join(f"`{k}={v!r}`" for k, v in rule.when.items()) or "always"
+        lines.append(f"| `{s.name}` | {when} | {rule.why} |")
+    return [*lines, ""]
 
 
 def _aggregators() -> list[str]:

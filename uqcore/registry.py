@@ -23,16 +23,21 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar
 
+import array_api_compat
 import numpy as np
 
-from uqcore._validation import UQValidationError
+from uqcore._backend import to_numpy
+from uqcore._validation import UQValidationError, first_bad
 from uqcore.batch import make_batch
 from uqcore.options import Option, options_of
 
 __all__ = [
     "INVARIANCES",
+    "SCALING_LAWS",
+    "IntegerWeights",
     "MetricSpec",
     "MetricValue",
+    "ScalingLaw",
     "UndefinedMetricWarning",
     "get",
     "names",
@@ -44,6 +49,21 @@ __all__ = [
 
 MetricValue = float | None | dict[str, Any]
 Direction = Literal["lower", "higher", "target"]
+
+#: How a regression metric's value θ changes when the targets and the prediction — its
+#: locations, scales, quantiles, draws, point and uncertainty — are all multiplied by c > 0
+#: (a change of units): :attr:`MetricSpec.scaling`.
+ScalingLaw = Literal["invariant", "equivariant", "quadratic", "log"]
+
+#: Each scaling law as a formula in θ = the value on the unscaled data.
+SCALING_LAWS: Mapping[str, str] = MappingProxyType(
+    {
+        "invariant": "θ (unchanged)",
+        "equivariant": "c·θ (in the units of y)",
+        "quadratic": "c²·θ (in the units of y²)",
+        "log": "θ + log c (a log score: the density scales by 1/c)",
+    }
+)
 
 #: A float or an array of floats (:meth:`MetricSpec.badness` keeps the type).
 Values = TypeVar("Values", float, np.ndarray[Any, Any])
@@ -57,6 +77,23 @@ INVARIANCES = (
     "zero_weight",  # a zero weight equals dropping the row
     "scale_weights",  # multiplying all weights by c > 0 changes nothing
 )
+
+
+@dataclass(frozen=True)
+class IntegerWeights:
+    """A metric's need for integer sample weights (:attr:`MetricSpec.integer_weights`).
+
+    ``why`` says why, in words that complete "needs integer sample weights (...)"; ``when``
+    names the option values under which the need holds (empty: under every option), e.g.
+    ``{"error": "rmse", "grid": "exact"}``.
+    """
+
+    why: str
+    when: Mapping[str, Any] = field(default_factory=dict)
+
+    def applies(self, params: Mapping[str, Any]) -> bool:
+        """Whether the need holds under the (resolved) options ``params``."""
+        return all(params.get(k) == v for k, v in self.when.items())
 
 
 class UndefinedMetricWarning(UserWarning):
@@ -109,12 +146,34 @@ class MetricSpec:
     #: Options that may be given one value per row (a sequence of length N that belongs to the
     #: rows, e.g. ``nll``'s per-row kernel bandwidth): resampling takes them with the rows.
     row_options: frozenset[str] = frozenset()
+    #: ``None`` when any valid sample weights do (finite, >= 0, not all 0); otherwise the
+    #: metric counts whole rows (e.g. it draws groups of rows, a row of weight k being k rows)
+    #: and applies only to integer weights, under the options that :class:`IntegerWeights`
+    #: names. :meth:`why_not` checks it when given the weights: ``evaluate(metrics="all")``
+    #: then lists the metric as not applicable instead of failing.
+    integer_weights: IntegerWeights | None = None
+    #: How the value changes when y and the prediction are multiplied by c > 0
+    #: (:data:`SCALING_LAWS`), under the default options (the docstring says which options
+    #: change it, e.g. ``ause`` with ``normalize=False`` is equivariant); ``None`` where the
+    #: data have no such scale (classification: probabilities). The registry-wide tests
+    #: check it at 1e±300 for every metric and prediction kind; values of any magnitude are
+    #: computed without overflow or underflow (:mod:`uqcore._scaling`).
+    scaling: ScalingLaw | None = None
 
-    def why_not(self, prediction: Any, targets: frozenset[str] = frozenset()) -> str | None:
+    def why_not(
+        self,
+        prediction: Any,
+        targets: frozenset[str] = frozenset(),
+        sample_weight: Any = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> str | None:
         """``None`` if the metric applies to ``prediction``, else the reason it does not.
 
         ``targets`` names the optional targets given with the batch (classification: ``"ood"``,
         ``"soft_labels"``); a metric that needs one that is missing does not apply.
+        ``sample_weight`` (optional; any array or sequence) and the metric's options ``params``
+        (optional; the defaults fill in the rest) decide :attr:`integer_weights`: a metric
+        that needs integer weights does not apply to weights with a fractional entry.
         """
         task = str(getattr(prediction, "task", "regression"))
         if task != self.task:
@@ -133,7 +192,33 @@ class MetricSpec:
                 f"{self.name} needs {', '.join(missing)}, which a {prediction.kind} prediction "
                 "does not provide"
             )
+        if sample_weight is not None and self.integer_weights is not None:
+            return self._why_not_weights(sample_weight, params)
         return None
+
+    def _why_not_weights(self, sample_weight: Any, params: Mapping[str, Any] | None) -> str | None:
+        rule = self.integer_weights
+        assert rule is not None
+        if not rule.applies({**self.defaults, **(params or {})}):
+            return None
+        w = sample_weight
+        if not array_api_compat.is_array_api_obj(w):
+            try:
+                w = np.asarray(w, dtype=np.float64)
+            except (TypeError, ValueError):
+                return None  # not numbers: the weights' own validation says so
+        xp = array_api_compat.array_namespace(w)
+        idx = first_bad(w == xp.floor(w))
+        if idx is None:
+            return None
+        where = ""
+        if rule.when:
+            where = " with " + ", ".join(f"{k}={v!r}" for k, v in rule.when.items())
+        value = float(to_numpy(w)[idx])
+        return (
+            f"{self.name}{where} needs integer sample weights ({rule.why}); "
+            f"sample_weight[{idx[0]}] = {value:.6g}"
+        )
 
     def resolve_params(
         self, params: Mapping[str, Any] | None, n: int | None = None
@@ -255,6 +340,8 @@ def register(
     biased: bool = False,
     check_options: Callable[[Mapping[str, Any]], None] | None = None,
     row_options: Iterable[str] = (),
+    integer_weights: IntegerWeights | None = None,
+    scaling: ScalingLaw | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``impl(batch, *, options...)`` under ``name`` and return its public function.
 
@@ -262,8 +349,11 @@ def register(
     the metric equals ``finalize(Σ w_i t_i / Σ w_i)`` (``finalize`` defaults to the identity).
     Resampling uses it to compute a whole block of resamples as one matrix product; a test
     checks that it agrees with ``impl`` for every metric that declares it. ``biased`` marks an
-    estimator with a known finite-sample bias (:attr:`MetricSpec.biased`); ``row_options``
-    names the options that may be given per row (:attr:`MetricSpec.row_options`).
+    estimator with a known finite-sample bias (:attr:`MetricSpec.biased`); ``integer_weights``
+    a metric that applies only to integer sample weights (:attr:`MetricSpec.integer_weights`);
+    ``scaling`` how the value changes with the units of the data (:attr:`MetricSpec.scaling`,
+    required for regression metrics); ``row_options`` names the options that may be given per
+    row (:attr:`MetricSpec.row_options`).
 
     Each option's domain is read from its annotation (:mod:`uqcore.options`);
     ``check_options(resolved)`` checks what spans several options.
@@ -290,6 +380,16 @@ def register(
         per_row = frozenset(row_options)
         if not per_row <= set(defaults):
             raise RuntimeError(f"metric {name!r}: row_options must name options: {per_row}")
+        if (scaling is None) != (task != "regression") or (
+            scaling is not None and scaling not in SCALING_LAWS
+        ):
+            raise RuntimeError(
+                f"metric {name!r}: scaling must be one of {sorted(SCALING_LAWS)} for a "
+                f"regression metric and None otherwise, found {scaling!r}"
+            )
+        for key in integer_weights.when if integer_weights else {}:
+            if key not in defaults:
+                raise RuntimeError(f"metric {name!r}: integer_weights names unknown option {key!r}")
         doc = inspect.getdoc(impl) or ""
         spec = MetricSpec(
             name=name,
@@ -311,6 +411,8 @@ def register(
             options=MappingProxyType(options_of(name, impl, defaults)),
             check_options=check_options,
             row_options=per_row,
+            integer_weights=integer_weights,
+            scaling=scaling,
         )
         _REGISTRY[(task, name)] = spec
 
@@ -335,7 +437,8 @@ def register(
 
 def call(spec: MetricSpec, batch: Any, options: Mapping[str, Any] | None = None) -> MetricValue:
     """Run ``spec`` on ``batch``: check applicability and options, then the implementation."""
-    reason = spec.why_not(batch.prediction, getattr(batch, "targets", frozenset()))
+    targets: frozenset[str] = getattr(batch, "targets", frozenset())
+    reason = spec.why_not(batch.prediction, targets, batch.weights, options)
     if reason is not None:
         raise UQValidationError(reason)
     return spec.impl(batch, **spec.resolve_params(options, batch.n))

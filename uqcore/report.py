@@ -141,8 +141,9 @@ def evaluate(
     y : array_like, shape (N,)
     metrics : "all" or list of str
         ``"all"`` computes every registered metric of the prediction's task that applies to its
-        kind and lists the others with the reason in ``Report.not_applicable``. An explicit
-        name that is unknown or does not apply raises :class:`UQValidationError`.
+        kind (and to the sample weights: some metrics need integer weights) and lists the
+        others with the reason in ``Report.not_applicable``. An explicit name that is unknown
+        or does not apply raises :class:`UQValidationError`.
     params : dict, optional
         Per-metric options, e.g. ``{"nmerci": {"alpha": 0.9}}``.
     sample_weight : array_like, shape (N,), optional
@@ -183,7 +184,7 @@ def evaluate(
             )
         chosen = []
         for spec in registry.specs(task):
-            reason = spec.why_not(prediction, targets)
+            reason = spec.why_not(prediction, targets, batch.weights, params.get(spec.name))
             if reason is None:
                 chosen.append(spec)
             else:
@@ -195,7 +196,7 @@ def evaluate(
         listed = list(metrics)
         for name in dict.fromkeys(listed):
             spec = registry.get(name, task)
-            reason = spec.why_not(prediction, targets)
+            reason = spec.why_not(prediction, targets, batch.weights, params.get(name))
             if reason is not None:
                 raise UQValidationError(
                     reason, argument="metrics", index=listed.index(name), value=name

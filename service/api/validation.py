@@ -159,7 +159,7 @@ def _check_analyses(
                 raise ApiError(
                     422, str(exc), field="analyses.metrics", index=i, code="unknown_metric"
                 ) from None
-            why = spec.why_not(prediction, targets)
+            why = spec.why_not(prediction, targets, sub.sample_weight, analyses.params.get(name))
             if why is not None:
                 raise ApiError(
                     422,

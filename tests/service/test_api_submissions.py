@@ -101,6 +101,36 @@ def test_all_metrics_reports_not_applicable(api: TestClient, submitter: dict[str
     _no_nan(doc)
 
 
+def test_fractional_weights_with_every_metric(api: TestClient, submitter: dict[str, str], worker):
+    # The default analyses ("all") with non-integer weights: the metric that needs integer
+    # weights is reported as not applicable, with the reason, and the rest is computed.
+    weights = np.random.default_rng(3).uniform(0.5, 2.0, 60).round(3).tolist()
+    body = gaussian_json(60, sample_weight=weights, analyses={"metrics": "all"})
+    r = api.post("/v1/submissions", json=body, headers=submitter)
+    assert r.status_code == 202, r.text
+    doc = wait_terminal(api, submitter, r.json()["id"], timeout_s=120)
+    assert doc["status"] == "succeeded", doc
+    result = doc["result"]
+    assert (
+        "needs integer sample weights" in result["not_applicable"]["adversarial_group_calibration"]
+    )
+    assert result["metrics"]["crps"]["value"] is not None
+    _no_nan(doc)
+    # Named explicitly, the metric is refused before the 202.
+    body = gaussian_json(
+        60, sample_weight=weights, analyses={"metrics": ["adversarial_group_calibration"]}
+    )
+    r = api.post("/v1/submissions", json=body, headers=submitter)
+    assert r.status_code == 422, r.text
+    err = error_of(r)
+    assert (err["code"], err["field"], err["index"]) == (
+        "metric_not_applicable",
+        "analyses.metrics",
+        0,
+    )
+    assert "integer sample weights" in err["message"]
+
+
 def test_idempotency_key(idle_api: TestClient):
     key = new_key(idle_api, "idem")
     body = gaussian_json(10)

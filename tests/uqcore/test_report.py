@@ -151,3 +151,78 @@ def test_public_metric_functions_have_documented_signatures() -> None:
 def test_catalogue_description_is_json() -> None:
     for spec in registry.specs():
         json.dumps(spec.describe(), allow_nan=False)
+
+
+_AGC_WHY = "it draws groups of rows, a row of weight k being k rows"
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "point_uncertainty"])
+def test_fractional_weights_leave_the_default_report_whole(kind: str) -> None:
+    """A metric that needs integer weights is not applicable to fractional ones (with the
+    reason), in the default report ("all"), instead of failing it."""
+    pred, y = make_prediction(kind, 40, seed=2)
+    w = np.random.default_rng(3).uniform(0.1, 3.0, size=40)
+    w[:2] = [1.0, 2.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = evaluate(pred, y, metrics="all", sample_weight=w)
+    assert report.not_applicable["adversarial_group_calibration"] == (
+        f"adversarial_group_calibration needs integer sample weights ({_AGC_WHY}); "
+        f"sample_weight[2] = {w[2]:.6g}"
+    )
+    json.dumps(report.to_dict(), allow_nan=False)
+    assert "adversarial_group_calibration" not in report
+    assert "crps" in report
+    # asked for by name, it is an error of the argument "metrics"
+    with pytest.raises(UQValidationError, match="needs integer sample weights") as info:
+        evaluate(pred, y, metrics=["mae", "adversarial_group_calibration"], sample_weight=w)
+    assert (info.value.argument, info.value.index) == ("metrics", 1)
+    assert info.value.value == "adversarial_group_calibration"
+    with pytest.raises(UQValidationError, match="needs integer sample weights"):
+        metric("adversarial_group_calibration", pred, y, sample_weight=w)
+    # integer weights: computed
+    whole = evaluate(pred, y, metrics="all", sample_weight=np.ceil(w))
+    assert "adversarial_group_calibration" in whole
+
+
+def test_integer_weights_needed_under_some_options_only() -> None:
+    """AUSE's exact RMSE grid steps whole units of weight; its other options take any."""
+    pred, y = make_prediction("gaussian", 30, seed=4)
+    w = np.full(30, 1.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rmse_exact = evaluate(pred, y, sample_weight=w, params={"ause": {"error": "rmse"}})
+        rmse_grid = evaluate(
+            pred, y, sample_weight=w, params={"ause": {"error": "rmse", "grid": 100}}
+        )
+        default = evaluate(pred, y, sample_weight=w)
+    why = rmse_exact.not_applicable["ause"]
+    assert why.startswith("ause with error='rmse', grid='exact' needs integer sample weights")
+    assert why.endswith("sample_weight[0] = 1.5")
+    assert "ause" in rmse_grid and "ause" in default
+    assert registry.get("ause").why_not(pred, sample_weight=np.ones(30) * 2, params=None) is None
+
+
+def test_resampling_with_fractional_weights_skips_what_needs_integers() -> None:
+    from uqcore.stability import bootstrap
+
+    pred, y = make_prediction("gaussian", 40, seed=5)
+    w = np.random.default_rng(6).uniform(0.1, 3.0, size=40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = bootstrap(pred, y, metrics="all", sample_weight=w, n_resamples=8, seed=0)
+    assert "integer sample weights" in result.not_applicable["adversarial_group_calibration"]
+    assert "crps" in result
+
+
+def test_group_calibration_on_too_many_rows_is_undefined() -> None:
+    """numpy draws groups without replacement from fewer than 10^9 rows: beyond that the
+    metric is undefined, with the reason, instead of an error from numpy."""
+    pred, y = make_prediction("gaussian", 20, seed=7)
+    w = np.full(20, 1e8)
+    with pytest.warns(registry.UndefinedMetricWarning, match="10\\^9 rows"):
+        assert metric("adversarial_group_calibration", pred, y, sample_weight=w) is None
+    value = metric(
+        "adversarial_group_calibration", pred, y, sample_weight=w, draw_with_replacement=True
+    )
+    assert value is not None and 0.0 <= value["value"] <= 1.0

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from uqcore._scaling import exponent, rescaled
 from uqcore._stats import weighted_midranks, weighted_pearson
 
 NDArray = np.ndarray[Any, Any]
@@ -74,6 +75,11 @@ def auroc(
 ) -> float | None:
     """P(score_pos > score_neg) + ½ P(score_pos = score_neg) under the weights (Mann–Whitney);
     ``None`` when either class has no weight."""
+    if weights is not None:
+        # products of two weights (wp·wn) overflow for weights of 1e160 and underflow for
+        # 1e-160: the AUROC does not change when the weights are divided by a power of two
+        # (exactly), so that the largest lies in [1/2, 1)
+        weights = rescaled(weights, exponent(float(np.max(weights))))
     b = blocks(score, positive, weights, order)
     neg = b.weight - b.positive
     wp, wn = float(np.sum(b.positive)), float(np.sum(neg))

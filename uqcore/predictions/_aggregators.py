@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import scipy.special as sps
 
+from uqcore._scaling import exponent, rescaled
+
 __all__ = [
     "AGGREGATORS",
     "DEFAULT_ESTIMATOR",
@@ -304,6 +306,22 @@ def _dual(mean_log: NDArray) -> tuple[NDArray, NDArray, NDArray, NDArray]:
     return dual, -log_z, total, _entropy_from_log(dual, shifted)
 
 
+def _mean_variance(z: NDArray) -> NDArray:
+    """(1/C) Σ_c Var_m(z_mc) of M×n×C logits (population variance), for logits of any
+    magnitude: where the squares overflow or underflow, that of z/2^e (exact) times 4^e — and
+    +inf where the variance itself exceeds float64's range (logits spread beyond 1e154)."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # checked just below
+        out: NDArray = np.mean(np.var(z, axis=0), axis=-1)
+    if bool(np.all(np.isfinite(out))) and float(np.min(out)) >= 2.0**-600:
+        return out
+    e = exponent(float(np.max(z)), -float(np.min(z)))
+    if e == 0:
+        return out
+    scaled: NDArray = np.mean(np.var(rescaled(z, e), axis=0), axis=-1)
+    with np.errstate(over="ignore"):
+        return np.asarray(np.ldexp(scaled, 2 * e))
+
+
 #: ``(lo, hi, p, z)``: the float64 member probabilities M×(hi−lo)×C of rows lo:hi, and their
 #: member logits (``None`` for probability input), as ``Ensemble.member_chunks`` yields them.
 Chunk = tuple[int, int, NDArray, NDArray | None]
@@ -379,7 +397,7 @@ def ensemble(
         out["expected_divergence"][lo:hi] = div
         out["bregman_total"][lo:hi] = total
         if z is not None:
-            out["mean_variance_logits"][lo:hi] = np.mean(np.var(z, axis=0), axis=-1)
+            out["mean_variance_logits"][lo:hi] = _mean_variance(z)
             out["dempster_shafer"][lo:hi] = _dempster_shafer(np.mean(z, axis=0))
     return out, bma
 
@@ -399,5 +417,6 @@ def dirichlet(a: NDArray) -> dict[str, NDArray]:
     out["bregman_total"] = total
     c = a.shape[1]
     out["dempster_shafer"] = c / a0
-    out["mean_variance_probs"] = np.mean(a * (a0[:, None] - a), axis=1) / (a0**2 * (a0 + 1.0))
+    # α_c(α_0 − α_c)/α_0² = p̄_c(1 − p̄_c): no α_0² to overflow or underflow at extreme α
+    out["mean_variance_probs"] = np.mean(pbar * (1.0 - pbar), axis=1) / (a0 + 1.0)
     return out

@@ -325,9 +325,11 @@ class ClassificationPrediction:
     def estimate(self, name: str) -> NDArray:
         """Per-sample scalar uncertainty ``name`` (an aggregator or a user-supplied estimate).
 
-        Raises :class:`FloatingPointError` if a built-in aggregator is not finite on some row:
+        Raises :class:`FloatingPointError` if a built-in aggregator is NaN or −inf on some row:
         every input is finite, so that would be a defect, and a NaN must never reach a metric
-        (a NaN estimate sorts as an arbitrary rank and gives a plausible wrong AUROC).
+        (a NaN estimate sorts as an arbitrary rank and gives a plausible wrong AUROC). +inf is
+        the one non-finite value allowed: an uncertainty whose true value exceeds float64 (the
+        variance of logits spread beyond about 1e154), which ranks above every finite one.
         User-supplied estimates are checked to be finite when the prediction is made.
         """
         if name in self.estimates:
@@ -537,7 +539,7 @@ class Dirichlet(ClassificationPrediction):
 
 
 def _check_estimate_finite(value: NDArray, name: str, kind: str) -> None:
-    idx = _first(np.isfinite(value))
+    idx = _first(np.isfinite(value) | (value == np.inf))
     if idx is not None:
         raise FloatingPointError(
             f"estimator {name!r} of a {kind} prediction is not finite on row {idx[0]} "

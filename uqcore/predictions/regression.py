@@ -23,9 +23,11 @@ import math
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
+import array_api_compat
 import numpy as np
 
 from uqcore._backend import LOG_SQRT_2PI, Array, Namespace, special, to_numpy
+from uqcore._scaling import exponent, max_abs, rescaled
 from uqcore._validation import (
     SIMPLEX_ATOL,
     UQValidationError,
@@ -53,6 +55,22 @@ __all__ = [
 #: Rules of thumb for the kernel bandwidth of :meth:`Samples.bandwidth`.
 BandwidthRule = Literal["silverman", "scott", "scoringrules"]
 Bandwidth = BandwidthRule | float
+
+
+def _safe_std(xp: Namespace, std: Any, *values: Array) -> Array:
+    """``std(*values)``, a row-wise standard deviation computed through squares, for values of
+    any magnitude: where the result shows that the squares overflowed (not finite) or may have
+    underflowed (a std below 2^−400), the values are divided by a power of two 2^e (exactly,
+    :mod:`uqcore._scaling`), the std is computed again and multiplied by 2^e."""
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # checked just below
+        sd = std(*values)
+    top, low = float(xp.max(sd)), float(xp.min(sd))
+    if math.isfinite(top) and low >= 2.0**-400:
+        return sd
+    e = exponent(*(max_abs(xp, v) for v in values))
+    if e == 0:
+        return sd
+    return rescaled(std(*(rescaled(v, e) for v in values)), -e)
 
 
 def _device(x: Any) -> Any:
@@ -411,10 +429,8 @@ class Mixture(RegressionPrediction):
         return self.xp.sum(self.weights * self.means, axis=1)
 
     def std(self) -> Array:
-        xp = self.xp
-        m = self.mean()
-        second = xp.sum(self.weights * (self.stds**2 + self.means**2), axis=1)
-        return xp.sqrt(xp.clip(second - m * m, min=0.0))
+        w = self.weights
+        return _safe_std(self.xp, lambda mu, sd: _mixture_std(w, mu, sd), self.means, self.stds)
 
     def uncertainty(self) -> Array:
         return self.std()
@@ -473,8 +489,8 @@ class Mixture(RegressionPrediction):
             xp.broadcast_to(xp.max(m_rows + 40.0 * s_rows, axis=1)[:, None], (n, q)), copy=True
         )
         mean = xp.sum(w_rows * m_rows, axis=1)
-        var = xp.sum(w_rows * (s_rows**2 + m_rows**2), axis=1) - mean * mean
-        x = mean[:, None] + xp.sqrt(xp.clip(var, min=0.0))[:, None] * sp.ndtri(lv)[None, :]
+        sd_rows = _safe_std(xp, lambda mu, sd: _mixture_std(w_rows, mu, sd), m_rows, s_rows)
+        x = mean[:, None] + sd_rows[:, None] * sp.ndtri(lv)[None, :]
         x = xp.clip(x, min=lo, max=hi)
         scale = xp.min(s_rows, axis=1)[:, None]
         norm = 1.0 / math.sqrt(2.0 * math.pi)
@@ -493,6 +509,14 @@ class Mixture(RegressionPrediction):
             if bool(xp.all(done)):
                 break
         return x
+
+
+def _mixture_std(w: Array, mu: Array, sd: Array) -> Array:
+    """Std of Gaussian mixtures per row: sqrt(Σ_k w_k (σ_k² + μ_k²) − (Σ_k w_k μ_k)²)."""
+    xp = array_api_compat.array_namespace(w)
+    m = xp.sum(w * mu, axis=1)
+    second = xp.sum(w * (sd * sd + mu * mu), axis=1)
+    return xp.sqrt(xp.clip(second - m * m, min=0.0))
 
 
 class Samples(RegressionPrediction):
@@ -538,7 +562,8 @@ class Samples(RegressionPrediction):
         return self.xp.mean(self.draws, axis=1)
 
     def std(self) -> Array:
-        return self.xp.std(self.draws, axis=1)
+        xp = self.xp
+        return _safe_std(xp, lambda d: xp.std(d, axis=1), self.draws)
 
     def uncertainty(self) -> Array:
         return self.std()
@@ -573,7 +598,7 @@ class Samples(RegressionPrediction):
                 "a kernel density estimate needs at least 2 draws per row (S >= 2)",
                 argument="draws",
             )
-        sd = xp.std(self.draws, axis=1, correction=1)
+        sd = _safe_std(xp, lambda d: xp.std(d, axis=1, correction=1), self.draws)
         if rule == "scott":
             return 1.06 * sd * s ** (-0.2)
         if rule in ("silverman", "scoringrules"):

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from uqcore._backend import Array
+from uqcore._scaling import exponent, max_abs, rescaled, squares_in_range
 from uqcore._stats import (
     QuantileMethod,
     sorted_values,
@@ -37,6 +40,7 @@ CONSTANT_POINT_OR_TARGETS = "the predictions or the targets are constant"
     family="accuracy",
     needs={"point"},
     direction="lower",
+    scaling="equivariant",
     bounds=(0.0, None),
     best=0.0,
     reference=_UT,
@@ -57,6 +61,7 @@ def mae(batch: Batch) -> float:
     family="accuracy",
     needs={"point"},
     direction="lower",
+    scaling="equivariant",
     bounds=(0.0, None),
     best=0.0,
     reference=_UT,
@@ -70,7 +75,7 @@ def rmse(batch: Batch) -> float:
     >>> rmse(P.PointUncertainty([0.0, 0.0], [1.0, 1.0]), np.array([3.0, 4.0]))  # doctest: +ELLIPSIS
     3.535...
     """
-    return float(batch.mean_square(batch.abs_error) ** 0.5)
+    return batch.root_mean_square(batch.abs_error)
 
 
 @register(
@@ -78,6 +83,7 @@ def rmse(batch: Batch) -> float:
     family="accuracy",
     needs={"point"},
     direction="lower",
+    scaling="equivariant",
     bounds=(0.0, None),
     best=0.0,
     reference=_UT,
@@ -108,6 +114,7 @@ def mdae(batch: Batch, *, method: QuantileMethod = "linear") -> float:
     family="accuracy",
     needs={"point"},
     direction="lower",
+    scaling="invariant",
     bounds=(0.0, 200.0),
     best=0.0,
     reference=_UT,
@@ -148,6 +155,7 @@ def _marpd_terms(batch: Batch) -> Array:
     family="accuracy",
     needs={"point"},
     direction="higher",
+    scaling="invariant",
     bounds=(None, 1.0),
     best=1.0,
     reference=_UT,
@@ -161,13 +169,26 @@ def r2(batch: Batch) -> float | None:
     >>> round(r2(P.PointUncertainty([1.0, 2.0, 3.0], np.ones(3)), np.array([1.0, 2.0, 4.0])), 6)
     0.785714
     """
-    ybar = batch.mean(batch.y)
-    ss_tot = batch.mean_by_chunks(lambda rows: _squared(batch.y[rows] - ybar))
-    ss_res = batch.mean_square(batch.abs_error)
+    with np.errstate(over="ignore", under="ignore"):  # checked just below
+        ss_tot, ss_res = _r2_sums(batch, 0)
+    if not squares_in_range(ss_tot, ss_res):
+        # R² does not change when y and ŷ are scaled: divide them by a power of two (exactly)
+        # where their squares overflow or underflow
+        e = exponent(max_abs(batch.xp, batch.y), max_abs(batch.xp, batch.abs_error))
+        if e != 0:
+            ss_tot, ss_res = _r2_sums(batch, e)
     if ss_tot <= 0.0 or _constant(batch):
         undefined("r2", CONSTANT_TARGETS)
         return None
     return 1.0 - ss_res / ss_tot
+
+
+def _r2_sums(batch: Batch, e: int) -> tuple[float, float]:
+    """Σ w (y − ȳ)² / Σ w and Σ w (y − ŷ)² / Σ w of y and ŷ divided by 2^e."""
+    y = rescaled(batch.y, e)
+    ybar = batch.mean(y)
+    ss_tot = batch.mean_by_chunks(lambda rows: _squared(y[rows] - ybar))
+    return ss_tot, batch.mean_square(rescaled(batch.abs_error, e))
 
 
 def _squared(values: Array) -> Array:
@@ -186,6 +207,7 @@ def _constant(batch: Batch) -> bool:
     family="accuracy",
     needs={"point"},
     direction="higher",
+    scaling="invariant",
     bounds=(-1.0, 1.0),
     best=1.0,
     reference=_UT,

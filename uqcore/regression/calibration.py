@@ -44,6 +44,7 @@ import numpy as np
 import scipy.stats
 
 from uqcore._backend import Array, bincount, take_descending, to_numpy
+from uqcore._scaling import exponent, format_scaled, rescaled
 from uqcore._stats import chunks, sorted_values, sorted_weights, sum_of_products
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
@@ -443,6 +444,7 @@ _CAL_NEEDS = {"quantiles"}
     family="calibration",
     needs=_CAL_NEEDS,
     direction="lower",
+    scaling="invariant",
     bounds=(0.0, 1.0),
     best=0.0,
     reference=_UT + "; Kuleshov et al. 2018",
@@ -479,6 +481,7 @@ def ece(
     family="calibration",
     needs=_CAL_NEEDS,
     direction="lower",
+    scaling="invariant",
     bounds=(0.0, 1.0),
     best=0.0,
     reference=_UT,
@@ -528,6 +531,7 @@ def areas_between(x: np.ndarray[Any, Any], d: np.ndarray[Any, Any]) -> np.ndarra
     family="calibration",
     needs=_CAL_NEEDS,
     direction="lower",
+    scaling="invariant",
     bounds=(0.0, 1.0),
     best=0.0,
     reference=_UT,
@@ -582,6 +586,7 @@ _LEVEL_WEIGHTS = ("uniform", "mean")
     family="calibration",
     needs=_CAL_NEEDS,
     direction="lower",
+    scaling="invariant",
     bounds=(0.0, None),
     best=0.0,
     reference=_KULESHOV,
@@ -633,6 +638,7 @@ _PIT_EXACT_MAX_N = 100_000
     family="calibration",
     needs={"cdf"},
     direction="lower",
+    scaling="invariant",
     bounds=(0.0, 1.0),
     best=0.0,
     reference="Dawid 1984; Gneiting et al. 2007 (PIT histogram); Kolmogorov-Smirnov test",
@@ -686,7 +692,10 @@ def pit(batch: Batch, *, n_bins: Bins = 10, p_value: PitPValue = "auto") -> dict
         d = max(float(xp.max(after - s)), float(s[0]))  # F̂ is 0 below the smallest value
         if n > 1:
             d = max(d, float(xp.max(s[1:] - after[:-1])))
-        n_eff = total * total / float(xp.sum(w * w))
+        # (Σw)²/Σw² does not change when w is scaled: with w / 2^e (exact, max in [1/2, 1))
+        # neither sum can overflow or underflow, whatever the scale of the weights
+        unit = rescaled(w, math.frexp(float(xp.max(w)))[1])
+        n_eff = float(xp.sum(unit)) ** 2 / sum_of_products(xp, unit, unit)
     d = min(max(d, 0.0), 1.0)
     edges = np.linspace(0.0, 1.0, b + 1)
     inner = xp.asarray(edges[1:-1], dtype=s.dtype, device=batch.device)
@@ -769,6 +778,17 @@ def _by_sigma(batch: Batch) -> _BySigma:
         if w is None
         else batch.weighted("calibration:weights_by_std", lambda: xp.take(w, xp.flip(desc))),
     )
+
+
+def _by_sigma_in_range(batch: Batch) -> tuple[_BySigma, int]:
+    """:func:`_by_sigma` with σ and |e| divided by 2^e (exactly) where their squares would
+    overflow or underflow, and e (0 when they are used as they are). Binning by σ or σ² gives
+    the same bins either way, and the bin sums of squares are those of the data times 4^−e."""
+    rows = _by_sigma(batch)
+    e = exponent(float(rows.sigma[-1]), float(batch.xp.max(batch.abs_error)))
+    if e == 0:
+        return rows, 0
+    return _BySigma(rescaled(rows.sigma, e), rescaled(rows.abs_error, e), rows.weights), e
 
 
 def _largest_square_root(v: float) -> float:
@@ -865,12 +885,13 @@ def _ence_width_edges(batch: Batch, rows: _BySigma, k: int) -> list[float]:
     family="calibration",
     needs={"point", "std"},
     direction="lower",
+    scaling="invariant",
     bounds=(0.0, None),
     best=0.0,
     reference="Levi et al. 2022, Evaluating and calibrating uncertainty prediction in "
     "regression tasks (Sensors), eq. 8; Küppers et al. 2022 (netcal) for equal-width bins",
 )
-def ence(batch: Batch, *, n_bins: Bins = 10, binning: EnceBinning = "count") -> float:
+def ence(batch: Batch, *, n_bins: Bins = 10, binning: EnceBinning = "count") -> float | None:
     """Expected normalized calibration error: ENCE = (1/K) Σ_k |RMV_k − RMSE_k| / RMV_k.
 
     Levi et al. (2022): rows are binned by predicted std σ into K = ``n_bins`` (default 10)
@@ -884,7 +905,8 @@ def ence(batch: Batch, *, n_bins: Bins = 10, binning: EnceBinning = "count") -> 
     Küppers et al. 2022): edges σ_min + (σ_max − σ_min)·k/K (``numpy.linspace``) between the
     smallest and largest σ of the rows with positive weight, bins [edge_{k−1}, edge_k) with
     the last one closed (numpy's and scipy's histogram bins, which netcal uses); a constant σ
-    makes one bin (where netcal raises). Both are invariant to scaling the weights.
+    makes one bin (where netcal raises). Both are invariant to scaling the weights. Undefined
+    (``None`` with a warning) when every σ of a bin is 0.
 
     >>> import numpy as np; from uqcore import predictions as P
     >>> round(ence(P.Gaussian(np.zeros(4), np.array([1.0, 1.0, 2.0, 2.0])),
@@ -897,7 +919,7 @@ def ence(batch: Batch, *, n_bins: Bins = 10, binning: EnceBinning = "count") -> 
     k = _check_n_bins(n_bins)
     if binning not in ("count", "width"):
         raise UQValidationError(f"binning must be 'count' or 'width', found {binning!r}")
-    rows = _by_sigma(batch)
+    rows, _ = _by_sigma_in_range(batch)  # ENCE does not change when σ and e are scaled
     if binning == "width":
         cuts = _cuts(batch, rows.sigma, _ence_width_edges(batch, rows, k), side="left")
     else:
@@ -906,6 +928,9 @@ def ence(batch: Batch, *, n_bins: Bins = 10, binning: EnceBinning = "count") -> 
     keep = wk > 0
     rmv = np.sqrt(vk[keep] / wk[keep])
     rmse_k = np.sqrt(ek[keep] / wk[keep])
+    if not bool(np.all(rmv > 0)):
+        undefined("ence", "every predicted std of a bin is 0 (RMV = 0)")
+        return None
     return float(np.mean(np.abs(rmv - rmse_k) / rmv))
 
 
@@ -915,18 +940,21 @@ def ence(batch: Batch, *, n_bins: Bins = 10, binning: EnceBinning = "count") -> 
     family="calibration",
     needs={"point", "std"},
     direction="lower",
+    scaling="quadratic",
     bounds=(0.0, None),
     best=0.0,
     reference="Laves et al. 2020, Well-calibrated regression uncertainty in medical imaging "
     "with deep learning (MIDL), eq. 11",
 )
-def uce(batch: Batch, *, n_bins: Bins = 10) -> float:
+def uce(batch: Batch, *, n_bins: Bins = 10) -> float | None:
     """Uncertainty calibration error: UCE = Σ_m (W_m / W) |MSE_m − MV_m|.
 
     Laves et al. (2020): rows are binned by predicted variance σ² into M = ``n_bins`` (default
     10) equal-width bins between the smallest and largest σ² (of rows with positive weight;
     bin m holds σ² in (e_{m−1}, e_m], the first bin also its left edge); MSE_m = mean (y − ŷ)²
-    and MV_m = mean σ² in the bin (weighted), W_m the bin's weight. Best value 0.
+    and MV_m = mean σ² in the bin (weighted), W_m the bin's weight. Best value 0. In units of
+    y² (it scales by c² with the data): ``None`` with a warning where the value exceeds
+    float64's range (data beyond about 1e154).
     ``netcal.metrics.UCE`` computes the same sum over the same edges (``numpy.linspace``
     placement) with bins [e_{m−1}, e_m) (the last one closed): the two differ only where a σ²
     lies exactly on an inner edge.
@@ -938,7 +966,7 @@ def uce(batch: Batch, *, n_bins: Bins = 10) -> float:
     """
     m = _check_n_bins(n_bins)
     xp = batch.xp
-    rows = _by_sigma(batch)
+    rows, scale = _by_sigma_in_range(batch)  # UCE scales with σ² and e²: by 4^scale
     first, last = 0, batch.n - 1
     if rows.weights is not None:  # the range of the rows that count (positive weight)
         positive = xp.astype(rows.weights > 0, xp.int8)
@@ -951,7 +979,11 @@ def uce(batch: Batch, *, n_bins: Bins = 10) -> float:
     cuts = _cuts(batch, rows.sigma, [_largest_square_root(e) for e in edges])
     wk, vk, ek = _bin_sums_by_sigma(batch, rows, cuts)
     keep = wk > 0
-    return float(np.sum(np.abs(ek[keep] - vk[keep])) / batch.total_weight)
+    value = float(np.sum(np.abs(ek[keep] - vk[keep])) / batch.total_weight)
+    if math.frexp(value)[1] + 2 * scale > 1024:  # beyond the largest float64
+        undefined("uce", f"its value {format_scaled(value, 2 * scale)} exceeds the float64 range")
+        return None
+    return math.ldexp(value, 2 * scale)
 
 
 # -- sharpness ---------------------------------------------------------------------------------
@@ -960,6 +992,7 @@ def uce(batch: Batch, *, n_bins: Bins = 10) -> float:
     family="calibration",
     needs={"std"},
     direction="lower",
+    scaling="equivariant",
     bounds=(0.0, None),
     reference=_UT + " (uncertainty_toolbox.sharpness)",
     mean_terms=lambda batch: batch.std * batch.std,
@@ -975,7 +1008,7 @@ def sharpness(batch: Batch) -> float:
     >>> sharpness(P.Gaussian(np.zeros(2), np.array([1.0, 7.0])), np.zeros(2))
     5.0
     """
-    return float(math.sqrt(batch.mean_square(_sigma(batch))))
+    return batch.root_mean_square(_sigma(batch))
 
 
 @register(
@@ -983,6 +1016,7 @@ def sharpness(batch: Batch) -> float:
     family="calibration",
     needs={"std"},
     direction="lower",
+    scaling="equivariant",
     bounds=(0.0, None),
     reference=_UT + " (appendix A.3: sharpness as the mean predicted std)",
     mean_terms=lambda batch: batch.std,

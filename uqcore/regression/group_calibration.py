@@ -24,7 +24,7 @@ import numpy as np
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
 from uqcore.options import MAX_DRAWS, CurveLevels, Draws, Range, Seed
-from uqcore.registry import register
+from uqcore.registry import IntegerWeights, register, undefined
 from uqcore.regression.calibration import Compat, PropType, _tally
 
 __all__ = ["adversarial_group_calibration"]
@@ -52,6 +52,27 @@ def _integer_totals(batch: Batch, counts: np.ndarray[Any, Any]) -> np.ndarray[An
     return category_totals(counts, batch.total_weight)
 
 
+#: numpy's multivariate hypergeometric sampler ("marginals" method) needs fewer rows than this.
+MAX_ROWS_WITHOUT_REPLACEMENT = 10**9
+
+#: Above 2^53 a float64 total weight no longer counts rows exactly.
+MAX_ROWS_WITH_REPLACEMENT = 2**53
+
+
+def too_many_rows(total: float, draw_with_replacement: bool) -> str | None:
+    """Why groups cannot be drawn from ``total`` rows (the total weight), or ``None``."""
+    if draw_with_replacement:
+        if total <= MAX_ROWS_WITH_REPLACEMENT:
+            return None
+        return f"the total weight {total:.6g} exceeds 2^53, where float64 stops counting rows"
+    if total < MAX_ROWS_WITHOUT_REPLACEMENT:
+        return None
+    return (
+        f"the total weight {total:.6g} is 10^9 rows or more, more than numpy's sampler draws "
+        "groups from without replacement (draw_with_replacement=True allows up to 2^53)"
+    )
+
+
 def category_totals(counts: np.ndarray[Any, Any], total: float) -> np.ndarray[Any, Any]:
     """Rows per category (M + 1: entering the level sets first at level j, or never) from the
     nested counts of the level sets and the total weight."""
@@ -66,6 +87,7 @@ def category_totals(counts: np.ndarray[Any, Any], total: float) -> np.ndarray[An
     family="calibration",
     needs={"quantiles"},
     direction="lower",
+    scaling="invariant",
     bounds=(0.0, 1.0),
     best=0.0,
     reference="Zhao et al. 2020, Individual calibration with randomized forecasting (ICML); "
@@ -76,6 +98,7 @@ def category_totals(counts: np.ndarray[Any, Any], total: float) -> np.ndarray[An
         "the weighted population (Σw), so scaling the weights changes the group sizes; "
         "non-integer weights are refused",
     },
+    integer_weights=IntegerWeights("it draws groups of rows, a row of weight k being k rows"),
 )
 def adversarial_group_calibration(
     batch: Batch,
@@ -89,7 +112,7 @@ def adversarial_group_calibration(
     draw_with_replacement: bool = False,
     seed: Seed = 0,
     compat: Compat = None,
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
     """Adversarial group calibration: the worst calibration error over random groups, per size.
 
     Uncertainty Toolbox's procedure (``adversarial_group_calibration``, same defaults): group
@@ -110,7 +133,11 @@ def adversarial_group_calibration(
 
     Weights are frequency weights: a row of integer weight k is k rows of the population the
     groups are drawn from (so integer weights equal repeated rows and zero weights drop rows
-    exactly); non-integer weights raise :class:`UQValidationError`.
+    exactly). The metric applies only to integer weights (``integer_weights`` in the
+    registry: ``evaluate(metrics="all")`` lists it as not applicable to other weights, and a
+    direct call raises :class:`UQValidationError`). It is undefined (``None`` with a warning)
+    when the total weight is too large to draw groups from: 10^9 rows without replacement
+    (numpy's sampler), 2^53 with replacement.
 
     >>> import numpy as np; from uqcore import predictions as P
     >>> rng = np.random.default_rng(0); y = rng.normal(size=200)
@@ -127,6 +154,10 @@ def adversarial_group_calibration(
     draws = check_int(num_group_draws, "num_group_draws", 1)
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
         raise UQValidationError(f"seed must be an integer, found {seed!r}")
+    why = too_many_rows(batch.total_weight, bool(draw_with_replacement))
+    if why is not None:
+        undefined("adversarial_group_calibration", why)
+        return None
     tally = _tally(batch, prop_type, levels, compat)
     cats = _integer_totals(batch, tally.counts)  # M + 1 categories: first level inside, or never
     return group_scores(

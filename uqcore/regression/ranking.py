@@ -59,6 +59,7 @@ from uqcore._backend import (
     special,
     take_descending,
 )
+from uqcore._scaling import exponent, rescaled
 from uqcore._stats import (
     QuantileMethod,
     chunks,
@@ -75,7 +76,7 @@ from uqcore._stats import (
 from uqcore._validation import UQValidationError, first_bad
 from uqcore.batch import Batch
 from uqcore.options import MAX_GRID, Range
-from uqcore.registry import register, undefined
+from uqcore.registry import IntegerWeights, register, undefined
 
 __all__ = [
     "SparsificationCurve",
@@ -205,16 +206,40 @@ def _errors_by_u_descending(batch: Batch) -> Array:
     )
 
 
+def _error_exponent(batch: Batch, error: str) -> int:
+    """e such that the curves are computed from |e|/2^e (exact): 0 for ``error="mae"`` and for
+    errors whose squares stay inside float64's range; the RMSE curves and areas are then 2^−e
+    times those of the data (:func:`_in_error_units` scales them back)."""
+    if error == "mae":
+        return 0
+    return batch.shared(
+        "ranking:rmse_exponent", lambda: exponent(float(_sorted_abs_error(batch)[-1]))
+    )
+
+
+def _in_error_units(batch: Batch, error: str, value: float) -> float:
+    """An area or error computed from :func:`_errors_by_u` / :func:`_errors_by_error`, in the
+    units of the data's errors."""
+    return math.ldexp(value, _error_exponent(batch, error))
+
+
 def _errors_by_u(batch: Batch, error: str) -> Array:
-    """The errors (|e| or e²) in the ascending order of the uncertainty."""
+    """The errors (|e| or e², of |e|/2^e: :func:`_error_exponent`) in the ascending order of
+    the uncertainty."""
     e = batch.xp.flip(_errors_by_u_descending(batch))  # a view for numpy
-    return e if error == "mae" else e * e  # |e|·|e| == e·e exactly
+    if error == "mae":
+        return e
+    e = rescaled(e, _error_exponent(batch, error))
+    return e * e  # |e|·|e| == e·e exactly
 
 
 def _errors_by_error(batch: Batch, error: str) -> Array:
-    """The errors (|e| or e²) in ascending |e| order."""
+    """The errors (|e| or e², of |e|/2^e: :func:`_error_exponent`) in ascending |e| order."""
     e = _sorted_abs_error(batch)
-    return e if error == "mae" else e * e
+    if error == "mae":
+        return e
+    e = rescaled(e, _error_exponent(batch, error))
+    return e * e
 
 
 # -- sorted blocks ---------------------------------------------------------------------------
@@ -430,6 +455,13 @@ def _half_step(batch: Batch, grid: Grid) -> float:
     return 0.5 / (batch.total_weight if grid == "exact" else grid)
 
 
+#: The exact RMSE grid steps one unit of weight at a time (see the module docstring).
+_INTEGER_EXACT_RMSE = IntegerWeights(
+    "the exact grid steps one unit of weight at a time, and the square root has no closed-form "
+    "sum over a fractional step; grid=<int> takes any weights",
+    when={"error": "rmse", "grid": "exact"},
+)
+
 _EXEMPT_EXACT = {
     "scale_weights": "with grid='exact' (the default, the paper's definition) the grid steps "
     "one unit of weight, so scaling all weights changes the grid exactly as duplicating every "
@@ -443,10 +475,12 @@ _EXEMPT_EXACT = {
     family="ranking",
     needs={"point", "uncertainty"},
     direction="lower",
+    scaling="invariant",
     bounds=(0.0, None),
     best=0.0,
     reference=_ILG,
     exempt=_EXEMPT_EXACT,
+    integer_weights=_INTEGER_EXACT_RMSE,
 )
 def ause(
     batch: Batch,
@@ -490,7 +524,7 @@ def ause(
         area -= _half_step(batch, grid) * (m_last - o_last)
     area = max(area, 0.0)
     if not normalize:
-        return area
+        return _in_error_units(batch, error, area)
     if full <= 0.0:
         undefined("ause", ALL_ERRORS_ZERO)
         return None
@@ -503,8 +537,10 @@ def ause(
     family="ranking",
     needs={"point", "uncertainty"},
     direction="higher",
+    scaling="invariant",
     reference=_POGGI,
     exempt=_EXEMPT_EXACT,
+    integer_weights=_INTEGER_EXACT_RMSE,
 )
 def aurg(
     batch: Batch,
@@ -538,7 +574,7 @@ def aurg(
     if rule == "trapezoid":
         area -= _half_step(batch, grid) * (full - _last_points(batch, error, grid)[0])
     if not normalize:
-        return area
+        return _in_error_units(batch, error, area)
     if full <= 0.0:
         undefined("aurg", ALL_ERRORS_ZERO)
         return None
@@ -606,10 +642,11 @@ def sparsification_curve(
     else:
         fractions = xp.arange(grid, dtype=xp.float64) / grid
         r = fractions * total_w
-    m = _curve_at(model, r, root)
-    o = _curve_at(oracle, r, root)
+    e = _error_exponent(batch, error)
+    m = rescaled(_curve_at(model, r, root), -e)
+    o = rescaled(_curve_at(oracle, r, root), -e)
     full = model.total_err / total_w
-    full = math.sqrt(full) if root else full
+    full = math.ldexp(math.sqrt(full) if root else full, e)
     return SparsificationCurve(fractions, m, o, xp.full_like(m, full), error, grid)
 
 
@@ -620,6 +657,7 @@ def sparsification_curve(
     family="ranking",
     needs={"point", "uncertainty"},
     direction="higher",
+    scaling="invariant",
     bounds=(-1.0, 1.0),
     best=1.0,
     reference=_SPEARMAN,
@@ -689,6 +727,7 @@ def _spearman_distinct(xp: Namespace, n: int, e_by_u_desc: Array) -> float | Non
     family="ranking",
     needs={"point", "uncertainty"},
     direction="higher",
+    scaling="invariant",
     bounds=(-1.0, 1.0),
     best=1.0,
     reference=_SPEARMAN,
@@ -799,6 +838,7 @@ _ZERO_SIGMA = (
     family="ranking",
     needs={"point", "uncertainty"},
     direction="lower",
+    scaling="equivariant",
     bounds=(0.0, None),
     reference=_MOUKARI,
     exempt=_EXEMPT_Q,
@@ -836,6 +876,7 @@ def merci(
     family="ranking",
     needs={"point", "uncertainty"},
     direction="lower",
+    scaling="invariant",
     best=0.0,
     reference=_MOUKARI,
     exempt=_EXEMPT_Q,

@@ -39,6 +39,7 @@ import array_api_compat
 import numpy as np
 
 from uqcore._backend import LOG_SQRT_2PI, Array, special, to_numpy
+from uqcore._scaling import in_safe_range
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
 from uqcore.options import Coverage, CoverageLevels, OpenLevels, Range
@@ -418,6 +419,7 @@ def _nll_terms(batch: Batch, *, bandwidth: Any = "silverman") -> Array:
     family="scoring",
     needs={"logpdf"},
     direction="lower",
+    scaling="log",
     reference="xiong2024 eq. 11 (as a mean); Gneiting & Raftery 2007 (logarithmic score); "
     "Silverman 1986 eq. 3.30-3.31 (kernel bandwidths)",
     mean_terms=_nll_terms,
@@ -523,11 +525,14 @@ def _crps_mixture(rows: Any, y: Array) -> Array:
     (Grimit et al. 2006); one pass over the block's rows × K components per component k."""
     xp = rows.xp
     w, mu, sd = rows.weights, rows.means, rows.stds
-    var = sd * sd
     first = xp.sum(w * _abs_normal_mean(xp, y[:, None] - mu, sd), axis=1)
     spread = xp.zeros_like(first)
+    # √(σ_k² + σ_l²): from the squares where they stay in range (faster), else as hypot
+    var = sd * sd if in_safe_range(float(xp.max(sd)), float(xp.min(sd))) else None
     for k in range(int(w.shape[1])):
-        a = _abs_normal_mean(xp, mu[:, k : k + 1] - mu, xp.sqrt(var[:, k : k + 1] + var))
+        s_k = sd[:, k : k + 1]
+        pair = xp.hypot(s_k, sd) if var is None else xp.sqrt(var[:, k : k + 1] + var)
+        a = _abs_normal_mean(xp, mu[:, k : k + 1] - mu, pair)
         spread = spread + w[:, k] * xp.sum(w * a, axis=1)
     return first - 0.5 * spread
 
@@ -625,6 +630,7 @@ def _crps_terms(batch: Batch, *, estimator: Estimator = "nrg") -> Array:
     family="scoring",
     needs={"quantiles"},
     direction="lower",
+    scaling="equivariant",
     bounds=(0.0, None),
     best=0.0,
     reference=_GR + " eq. 20-21; Jordan, Krüger & Lerch 2019 (scoringRules); Grimit et al. 2006 "
@@ -758,6 +764,7 @@ def _check_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) -> Ar
     family="scoring",
     needs={"quantiles"},
     direction="lower",
+    scaling="equivariant",
     bounds=(0.0, None),
     best=0.0,
     reference=_UT + "; Koenker & Bassett 1978 (pinball loss)",
@@ -865,6 +872,7 @@ def _interval_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) ->
     family="scoring",
     needs={"quantiles"},
     direction="lower",
+    scaling="equivariant",
     bounds=(0.0, None),
     best=0.0,
     reference=_GR + " eq. 43; " + _UT,
@@ -1045,6 +1053,7 @@ def interval_value_terms(
     family="scoring",
     needs={"quantiles"},
     direction="target",
+    scaling="invariant",
     bounds=(0.0, 1.0),
     best=0.95,
     reference=_GR + " §6 (central prediction intervals)",
@@ -1080,6 +1089,7 @@ def coverage(
     family="scoring",
     needs={"quantiles"},
     direction="lower",
+    scaling="equivariant",
     bounds=(0.0, None),
     reference=_GR + " §6 (central prediction intervals); " + _UT + " (sharpness)",
     structured=True,

@@ -130,12 +130,14 @@ def select_metrics(
     *,
     targets: frozenset[str] = frozenset(),
     estimators: str | Sequence[str] | None = None,
+    sample_weight: Any = None,
 ) -> tuple[list[Chosen], dict[str, str]]:
     """The metrics to compute (applicable to every prediction) and, for "all", those skipped.
 
     Metrics are looked up in the predictions' task (``"ece"`` and ``"nll"`` exist for both);
     ``targets`` names the optional classification targets given (``"ood"``,
-    ``"soft_labels"``). With ``estimators`` (classification, as in :func:`uqcore.evaluate`)
+    ``"soft_labels"``); ``sample_weight`` the batch's weights (a metric may need integer
+    weights, :attr:`MetricSpec.integer_weights`). With ``estimators`` (classification, as in :func:`uqcore.evaluate`)
     every metric that takes an ``estimator`` option is computed once more for each named
     estimator other than its own, as the entry ``"metric[estimator]"``.
     """
@@ -151,7 +153,12 @@ def select_metrics(
                 f"metrics must be 'all' or a list of metric names, found {metrics!r}"
             )
         for spec in registry.specs(task):
-            reasons = [r for r in (spec.why_not(p, targets) for p in predictions) if r is not None]
+            params_of = params.get(spec.name)
+            reasons = [
+                r
+                for r in (spec.why_not(p, targets, sample_weight, params_of) for p in predictions)
+                if r is not None
+            ]
             if reasons:
                 not_applicable[spec.name] = reasons[0]
             else:
@@ -162,7 +169,7 @@ def select_metrics(
         for name in dict.fromkeys(metrics):
             spec = registry.get(name, task)
             for p in predictions:
-                reason = spec.why_not(p, targets)
+                reason = spec.why_not(p, targets, sample_weight, params.get(name))
                 if reason is not None:
                     raise UQValidationError(reason)
             chosen.append(spec)

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.special import ndtr, ndtri
 
+from uqcore._scaling import std
 from uqcore._validation import UQValidationError
 from uqcore.stability._engine import (
     Chosen,
@@ -242,7 +243,12 @@ def bootstrap(
     extra = batch_extra(kwargs, groups, prediction)
     batch = make_batch(prediction, y, sample_weight, extra)
     chosen, not_applicable = select_metrics(
-        [prediction], metrics, params, targets=batch_targets(batch), estimators=estimators
+        [prediction],
+        metrics,
+        params,
+        targets=batch_targets(batch),
+        estimators=estimators,
+        sample_weight=batch.weights,
     )
     resampler = Resampler(batch.n, scheme=scheme, unit=unit, groups=groups)
     engine = Engine(batch, chosen, extra)
@@ -339,7 +345,7 @@ def _entry(
         entry["warnings"] = notes
         return entry, notes
     theta = float(theta)
-    entry["std"] = float(np.std(ok, ddof=1)) if ok.shape[0] > 1 else 0.0
+    entry["std"] = std(ok, ddof=1) if ok.shape[0] > 1 else 0.0
     entry["mean"] = float(np.mean(ok))
     entry["bias"] = entry["mean"] - theta
     low, high = percentile_interval(ok, level)

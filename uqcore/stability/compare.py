@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from uqcore._scaling import std
 from uqcore._validation import UQValidationError
 from uqcore.registry import MetricSpec
 from uqcore.stability._engine import (
@@ -102,6 +103,7 @@ def _setup(
         params,
         targets=batch_targets(batches[0]),
         estimators=estimators,
+        sample_weight=batches[0].weights,
     )
     engines = [Engine(b, chosen, extra) for b in batches]
     return engines, chosen, Resampler(n, scheme=scheme, unit=unit, groups=groups), not_applicable
@@ -258,7 +260,7 @@ def _pair_result(
                     entry["z0"] = None
                 else:
                     entry["low"], entry["high"], entry["z0"] = res
-            entry["std"] = float(np.std(d, ddof=1)) if d.shape[0] > 1 else 0.0
+            entry["std"] = std(d, ddof=1) if d.shape[0] > 1 else 0.0
             bad_a, bad_b = c.spec.badness(va[ok], c.params), c.spec.badness(vb[ok], c.params)
             entry["p_better"] = float(
                 (np.sum(bad_a < bad_b) + 0.5 * np.sum(bad_a == bad_b)) / d.shape[0]

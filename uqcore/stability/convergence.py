@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from uqcore._scaling import std
 from uqcore._validation import UQValidationError
 from uqcore.stability._engine import (
     Engine,
@@ -215,7 +216,12 @@ def convergence(
         grouping = _GroupRows(*group_codes(groups, n_rows))
     n = n_rows if grouping is None else grouping.n_groups  # the number of units
     chosen, not_applicable = select_metrics(
-        [prediction], metrics, params, targets=batch_targets(batch), estimators=estimators
+        [prediction],
+        metrics,
+        params,
+        targets=batch_targets(batch),
+        estimators=estimators,
+        sample_weight=batch.weights,
     )
     size_list = _check_sizes(sizes, n)
     engine = Engine(batch, chosen, extra)
@@ -269,7 +275,7 @@ def convergence(
             if ok.shape[0]:
                 # at m = N every subset is the full set: its mean is the full-set value
                 means.append(float(np.mean(ok)))
-                stds.append(float(np.std(ok, ddof=1)) if ok.shape[0] > 1 else 0.0)
+                stds.append(std(ok, ddof=1) if ok.shape[0] > 1 else 0.0)
                 biases.append(means[-1] - theta)
                 for q, val in zip(qs, np.quantile(ok, qs), strict=True):
                     qvals[f"{q:g}"].append(float(val))

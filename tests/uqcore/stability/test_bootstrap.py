@@ -503,3 +503,41 @@ def test_background_draws_change_no_value(monkeypatch: pytest.MonkeyPatch) -> No
     for name, values in got[True].items():
         np.testing.assert_array_equal(values, got[False][name], err_msg=name)
     assert np.all(np.isfinite(got[True]["adversarial_group_calibration"]))
+
+
+@pytest.mark.parametrize("c", [1e-200, 1e100, 1e160])
+def test_block_paths_that_square_the_data_at_extreme_scales(c: float) -> None:
+    """The block paths of corr, pearson, r2, ence and uce square the data, as the metrics do:
+    at data × c their intervals are those of the data (× c² for uce, undefined beyond
+    float64's range)."""
+    from tests.factories import scale_prediction
+
+    pred, y = make_prediction("gaussian", 60, seed=30)
+    names = ["corr", "pearson", "r2", "ence", "uce"]
+    base = bootstrap(pred, y, names, n_resamples=16, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", registry.UndefinedMetricWarning)
+        got = bootstrap(scale_prediction(pred, c), y * c, names, n_resamples=16, seed=1)
+    for name in names:
+        for key in ("low", "high"):
+            b, g = base[name][key], got[name][key]
+            if name != "uce":
+                assert g == pytest.approx(b, rel=1e-9), (name, key)
+            elif c == 1e160:  # about 1e320
+                assert g is None, (name, key)
+            elif c == 1e100:
+                assert g / c / c == pytest.approx(b, rel=1e-9), (name, key)
+            else:  # 1e-400: 0 in float64
+                assert g is not None and abs(g) < 1e-300, (name, key)
+
+
+@pytest.mark.parametrize("c", [1e-300, 1e300])
+def test_spearman_block_path_with_weights_of_extreme_scale(c: float) -> None:
+    """Its block path sums cubes of the total weight: where they would leave float64's range
+    the resamples take the implementation, which is scale-free."""
+    pred, y = make_prediction("gaussian", 60, seed=31)
+    w = np.random.default_rng(32).uniform(0.5, 2.0, size=60)
+    base = bootstrap(pred, y, ["spearman"], n_resamples=16, seed=1, sample_weight=w)
+    got = bootstrap(pred, y, ["spearman"], n_resamples=16, seed=1, sample_weight=w * c)
+    for key in ("low", "high", "std"):
+        assert got["spearman"][key] == pytest.approx(base["spearman"][key], rel=1e-9), key

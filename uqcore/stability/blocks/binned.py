@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from uqcore._backend import to_numpy
+from uqcore._scaling import exponent, max_abs, rescaled
 from uqcore.stability.blocks import tuning
 from uqcore.stability.blocks.context import BlockContext, BlockEvaluator, FloatArray, IntArray, Keys
 from uqcore.stability.blocks.search import search_cum, search_cum_many
@@ -58,10 +59,13 @@ def binned_by_sigma(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEv
             "order_sigma", lambda: np.argsort(sigma, kind="stable").astype(np.int64)
         )
 
-    s_sorted = keys.get("sigma_sorted", lambda: sigma[order()])
-    var_sorted = keys.get("var_sorted", lambda: s_sorted * s_sorted)
     r = np.asarray(to_numpy(b.residual), np.float64)
-    r2_sorted = keys.get("r2_by_sigma", lambda: (r * r)[order()])
+    # σ and e divided by 2^scale (exactly) where their squares would leave float64's range, as
+    # the implementation does: the same bins, sums of squares times 4^−scale
+    scale = keys.get("sigma_exponent", lambda: exponent(max_abs(np, sigma), max_abs(np, r)))
+    s_sorted = keys.get("sigma_sorted", lambda: rescaled(sigma, scale)[order()])
+    var_sorted = keys.get("var_sorted", lambda: s_sorted * s_sorted)
+    r2_sorted = keys.get("r2_by_sigma", lambda: np.square(rescaled(r, scale))[order()])
     n = s_sorted.shape[0]
 
     def chunk_sums(ctx: BlockContext) -> tuple[Any, FloatArray, FloatArray]:
@@ -144,6 +148,10 @@ def binned_by_sigma(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEv
         keep = wk > 0
         if name == "uce":
             out: FloatArray = np.sum(np.where(keep, np.abs(ek - vk), 0.0), axis=1) / total
+            if scale != 0:  # beyond float64's range: undefined (NaN), as the implementation
+                with np.errstate(over="ignore"):
+                    out = np.ldexp(out, 2 * scale)
+                out[np.isinf(out)] = np.nan
             return out
         safe = np.where(keep, wk, 1.0)
         rmv = np.sqrt(np.where(keep, vk, 1.0) / safe)

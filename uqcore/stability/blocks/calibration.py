@@ -192,7 +192,16 @@ def adversarial(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvalua
             return None  # the implementation refuses non-integer weights
         counts, lv = tally(ctx)
         cats = [gc.category_totals(counts[i], float(ctx.total[i])) for i in range(ctx.rows)]
-        # the random groups (≈ 9 ms per resample, in numpy's samplers, which release the GIL)
-        return deferred([partial(value, c, lv) for c in cats])
+        # the random groups (≈ 9 ms per resample, in numpy's samplers, which release the GIL);
+        # NaN (undefined) where the resample has more rows than groups can be drawn from
+        with_replacement = bool(params.get("draw_with_replacement"))
+        return deferred(
+            [
+                partial(value, c, lv)
+                if gc.too_many_rows(float(ctx.total[i]), with_replacement) is None
+                else partial(float, "nan")
+                for i, c in enumerate(cats)
+            ]
+        )
 
     return run

@@ -233,11 +233,14 @@ class BlockContext:
 
         def compute() -> Any:
             w = self.w
-            small = w.astype(np.uint8)  # wraps above 255: caught by the comparison
+            with np.errstate(invalid="ignore"):  # weights above 255 (or 2^64) are caught
+                small = w.astype(np.uint8)  # by the comparison just below
             if bool(np.all(small == w)):
                 self._cache["integer"] = True
                 return small
-            integer = bool(np.all(w == np.floor(w)))
+            # integers as float64 counts them exactly (up to 2^53; larger floats are integers
+            # too, but not counts an integer type holds)
+            integer = bool(np.all(w == np.floor(w))) and float(np.max(w)) <= 2.0**53
             self._cache["integer"] = integer
             if not integer:
                 return w

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from uqcore._scaling import in_safe_range
 from uqcore.stability.blocks.context import (
     BlockContext,
     BlockEvaluator,
@@ -47,7 +48,9 @@ def spearman(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator
         lambda: np.argsort(keys.order_e())[keys.order_u()],  # position in |e| order, u order
     )
 
-    def run(ctx: BlockContext) -> FloatArray:
+    def run(ctx: BlockContext) -> FloatArray | None:
+        if not in_safe_range(float(np.max(ctx.total)), float(np.min(ctx.total))):
+            return None  # W³ would leave float64's range: per resample (scale-free) instead
         top = 2.0 * ctx.top
 
         def doubled(key: str, order: Callable[[], IntArray]) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from uqcore._backend import to_numpy
+from uqcore._scaling import exponent, max_abs, rescaled
 from uqcore._validation import UQValidationError
 from uqcore.regression.scoring import interval_value_terms
 from uqcore.stability.blocks.context import BlockContext, BlockEvaluator, FloatArray, Keys, has_ties
@@ -29,6 +30,13 @@ def moments(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator 
     a, b = _COLUMNS[name](keys)
     if has_ties(a) or (name != "r2" and has_ties(b)):
         return None
+    # the moments square the columns: divided by a power of two (exactly) where their squares
+    # would leave float64's range; R² and the correlations do not change (R² needs one factor)
+    if name == "r2":
+        e_a = e_b = exponent(max_abs(np, a), max_abs(np, b))
+    else:
+        e_a, e_b = exponent(max_abs(np, a)), exponent(max_abs(np, b))
+    a, b = rescaled(a, e_a), rescaled(b, e_b)
     if name == "r2":
         yc = a - np.mean(a)
         x = [yc, yc * yc, b * b]  # y − ȳ, (y − ȳ)², residual²
