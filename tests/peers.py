@@ -15,6 +15,8 @@ import importlib.machinery
 import importlib.util
 import sys
 import types
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -57,3 +59,19 @@ def torch_uncertainty_metrics() -> Any:
                 del sys.modules[name]
             sys.meta_path.insert(0, _StandFinder())
     return importlib.import_module("torch_uncertainty.metrics")
+
+
+@contextmanager
+def torch_uncertainty_float64() -> Iterator[Any]:
+    """``torch_uncertainty.metrics`` with torch's default float type float64 meanwhile: its
+    metrics build running sums and grids (``torch.tensor(0.0)``, ``arange(1, N + 1) / N``) in
+    the default type, and the comparisons are to float64 precision."""
+    mod = torch_uncertainty_metrics()
+    import torch
+
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield mod
+    finally:
+        torch.set_default_dtype(old)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import brier_score_loss
 
-from tests.peers import torch_uncertainty_metrics
+from tests.peers import torch_uncertainty_float64
 from uqcore import UQValidationError, evaluate, metric, registry
 from uqcore import predictions as P
 from uqcore.registry import UndefinedMetricWarning
@@ -19,15 +19,8 @@ from uqcore.registry import UndefinedMetricWarning
 def tu() -> Iterator[Any]:
     """torch-uncertainty's metrics, with torch's default float type float64 meanwhile (its
     running sum starts as ``torch.tensor(0.0)``, of the default type)."""
-    mod = torch_uncertainty_metrics()
-    import torch
-
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
+    with torch_uncertainty_float64() as mod:
         yield mod
-    finally:
-        torch.set_default_dtype(old)
 
 
 def _members(seed: int, m: int, n: int, c: int) -> tuple[np.ndarray, np.ndarray]:

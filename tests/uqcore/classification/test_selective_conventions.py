@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.peers import torch_uncertainty_metrics
+from tests.peers import torch_uncertainty_float64
 from uqcore import UndefinedMetricWarning, UQValidationError, metric
 from uqcore import predictions as P
 
@@ -25,15 +25,8 @@ from uqcore import predictions as P
 def tu() -> Iterator[Any]:
     """torch-uncertainty's metrics, with torch's default float type float64 meanwhile (its
     coverage grid ``arange(1, N + 1) / N`` takes the default type)."""
-    mod = torch_uncertainty_metrics()
-    import torch
-
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
+    with torch_uncertainty_float64() as mod:
         yield mod
-    finally:
-        torch.set_default_dtype(old)
 
 
 def _case(seed: int, n: int, ties: bool) -> tuple[np.ndarray, np.ndarray]:
