@@ -20,7 +20,6 @@ Options that size memory (bin counts, draws, list lengths) carry an upper bound.
 
 from __future__ import annotations
 
-import itertools
 import math
 import types
 import typing
@@ -87,6 +86,15 @@ class Range:
         if self.lo is not None and (x <= self.lo if self.lo_open else x < self.lo):
             return False
         return not (self.hi is not None and (x >= self.hi if self.hi_open else x > self.hi))
+
+    def contains_all(self, x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """:meth:`contains` of each value of ``x`` (a boolean array)."""
+        ok = np.ones(x.shape, dtype=bool)
+        if self.lo is not None:
+            ok &= x > self.lo if self.lo_open else x >= self.lo
+        if self.hi is not None:
+            ok &= x < self.hi if self.hi_open else x <= self.hi
+        return ok
 
     def text(self) -> str:
         if self.lo is not None and self.hi is not None:
@@ -235,24 +243,33 @@ class Option:
         return f"found {type(value).__name__} {value!r}"
 
     def _list_refusal(self, value: Any) -> str | None:
+        # one vectorised pass: a per-row option holds N numbers
         if isinstance(value, np.ndarray):
             if value.ndim != 1 or value.dtype.kind not in "iuf":
                 return f"found an array of shape {value.shape} and dtype {value.dtype}"
-            items: list[Any] = value.tolist()
+            arr = value.astype(np.float64, copy=False)
         else:
             items = list(value)
-        if not items:
+            for j, x in enumerate(items):
+                if not isinstance(x, (int, float)) or isinstance(x, bool):
+                    return f"{self.name}[{j}] = {x!r}"
+            arr = np.asarray(items, dtype=np.float64)
+        if arr.shape[0] == 0:
             return "found an empty list"
-        if self.max_items is not None and len(items) > self.max_items:
-            return f"found {len(items)} items"
-        for j, x in enumerate(items):
-            number = isinstance(x, (int, float)) and not isinstance(x, bool)
-            if not number or not self._in_range(x):
-                return f"{self.name}[{j}] = {x!r}"
-        if self.increasing:
-            for j, (a, b) in enumerate(itertools.pairwise(items)):
-                if b <= a:
-                    return f"{self.name}[{j + 1}] = {b!r} <= {self.name}[{j}] = {a!r}"
+        if self.max_items is not None and arr.shape[0] > self.max_items:
+            return f"found {arr.shape[0]} items"
+        ok = np.isfinite(arr)
+        if self.range is not None:
+            ok &= self.range.contains_all(arr)
+        if not bool(np.all(ok)):
+            j = int(np.argmin(ok))
+            return f"{self.name}[{j}] = {_item(value, j)!r}"
+        if self.increasing and arr.shape[0] > 1:
+            up = arr[1:] > arr[:-1]
+            if not bool(np.all(up)):
+                j = int(np.argmin(up)) + 1
+                b, a = _item(value, j), _item(value, j - 1)
+                return f"{self.name}[{j}] = {b!r} <= {self.name}[{j - 1}] = {a!r}"
         return None
 
     def _in_range(self, x: float) -> bool:
@@ -290,6 +307,12 @@ class Option:
             alternatives.append({"type": "null"})
         out = alternatives[0] if len(alternatives) == 1 else {"anyOf": alternatives}
         return {**out, "default": _json_default(self.default)}
+
+
+def _item(values: Any, j: int) -> Any:
+    """Item ``j`` of a list or array, as a Python value (for messages)."""
+    x = values[j]
+    return x.item() if isinstance(x, np.generic) else x
 
 
 def _json_default(value: Any) -> Any:
