@@ -33,6 +33,7 @@ from uqcore.options import Option, options_of
 
 __all__ = [
     "INVARIANCES",
+    "NO_TERMS",
     "SCALING_LAWS",
     "IntegerWeights",
     "MetricSpec",
@@ -94,6 +95,11 @@ class IntegerWeights:
     def applies(self, params: Mapping[str, Any]) -> bool:
         """Whether the need holds under the (resolved) options ``params``."""
         return all(params.get(k) == v for k, v in self.when.items())
+
+
+#: What a metric's ``mean_terms`` returns where the metric is undefined on the batch: not
+#: per-row terms (shape (N,)), so resampling evaluates the metric itself, which says why.
+NO_TERMS: np.ndarray[Any, Any] = np.zeros(0)
 
 
 class UndefinedMetricWarning(UserWarning):
@@ -346,7 +352,8 @@ def register(
     """Register ``impl(batch, *, options...)`` under ``name`` and return its public function.
 
     ``mean_terms(batch, **options)``, when given, returns per-row terms t_i (shape (N,)) such that
-    the metric equals ``finalize(Σ w_i t_i / Σ w_i)`` (``finalize`` defaults to the identity).
+    the metric equals ``finalize(Σ w_i t_i / Σ w_i)`` (``finalize`` defaults to the identity),
+    or :data:`NO_TERMS` where the metric is undefined on the batch.
     Resampling uses it to compute a whole block of resamples as one matrix product; a test
     checks that it agrees with ``impl`` for every metric that declares it. ``biased`` marks an
     estimator with a known finite-sample bias (:attr:`MetricSpec.biased`); ``integer_weights``

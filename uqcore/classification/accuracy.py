@@ -13,7 +13,7 @@ import numpy as np
 from uqcore._validation import UQValidationError
 from uqcore.batch import ClassificationBatch
 from uqcore.options import Range
-from uqcore.registry import register, undefined
+from uqcore.registry import NO_TERMS, register, undefined
 
 __all__ = ["accuracy", "brier", "nll", "top5_accuracy"]
 
@@ -129,7 +129,7 @@ def _brier_terms(batch: ClassificationBatch, *, variant: BrierVariant = "bma") -
         return gap * gap
     pred = batch.prediction
     if _brier_undefined(batch, variant) is not None:
-        return np.zeros(0)  # undefined: not per-row terms, so resampling calls brier itself
+        return NO_TERMS
     p = batch.probs
     py = p[np.arange(batch.n), batch.y]
     # Σ_c p_c² without an N×C temporary

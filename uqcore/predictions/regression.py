@@ -727,14 +727,21 @@ class Quantiles(RegressionPrediction):
         width = float(ndtri(lv[-1]) - ndtri(lv[0]))
         return (self.values[:, -1] - self.values[:, 0]) / width
 
+    def outside(self, levels: Any) -> int | None:
+        """Index of the first of ``levels`` outside the predicted levels (beyond 1e-12), which
+        :meth:`ppf` cannot interpolate (it does not extrapolate), or ``None``."""
+        lv = np.asarray(to_numpy(levels), dtype=np.float64)
+        known = to_numpy(self.levels)
+        tol = 1e-12
+        bad = (lv < known[0] - tol) | (lv > known[-1] + tol)
+        return int(np.argmax(bad)) if bool(np.any(bad)) else None
+
     def ppf(self, levels: Any) -> Array:
         xp = self.xp
         lv = to_numpy(self._levels(levels))
         known = to_numpy(self.levels)
-        tol = 1e-12
-        bad = (lv < known[0] - tol) | (lv > known[-1] + tol)
-        if bool(np.any(bad)):
-            j = int(np.argmax(bad))
+        j = self.outside(lv)
+        if j is not None:
             raise UQValidationError(
                 f"levels must lie within the predicted levels [{known[0]:.6g}, {known[-1]:.6g}]; "
                 f"levels[{j}] = {lv[j]:.6g}",

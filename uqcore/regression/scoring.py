@@ -44,7 +44,7 @@ from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
 from uqcore.options import Coverage, CoverageLevels, OpenLevels, Range
 from uqcore.predictions.regression import BandwidthRule, RegressionPrediction, Samples
-from uqcore.registry import register, undefined
+from uqcore.registry import NO_TERMS, register, undefined
 
 __all__ = [
     "DEFAULT_LEVELS",
@@ -702,25 +702,19 @@ def _check_grid(batch: Batch, levels: Any) -> tuple[np.ndarray[Any, Any], bool]:
     return _check_levels(levels), False
 
 
-#: Per-row terms of a metric that is undefined on the batch: not of shape (N,), so the
-#: resampling engine takes the metric's own path (which reports it undefined).
-_NO_TERMS = np.zeros(0)
-
-
 def _unspanned(batch: Batch, needed: np.ndarray[Any, Any]) -> str | None:
     """Why a ``Quantiles`` prediction cannot give the quantile levels ``needed`` (they lie
     outside its levels, and it does not extrapolate), or ``None``."""
     pred = batch.prediction
     if pred.kind != "quantiles":
         return None
-    known = to_numpy(pred.levels).astype(np.float64)  # type: ignore[attr-defined]
-    tol = 1e-12
-    outside = (needed < known[0] - tol) | (needed > known[-1] + tol)
-    if not bool(np.any(outside)):
+    j = pred.outside(needed)  # type: ignore[attr-defined]
+    if j is None:
         return None
+    known = to_numpy(pred.levels)  # type: ignore[attr-defined]
     return (
         f"the quantiles prediction spans the levels [{known[0]:.6g}, {known[-1]:.6g}]; the "
-        f"quantile level {float(needed[int(np.argmax(outside))]):.6g} lies outside"
+        f"quantile level {float(needed[j]):.6g} lies outside"
     )
 
 
@@ -755,7 +749,7 @@ def _check_rows(batch: Batch, *, levels: Any = None, scaled: bool = True) -> tup
 
 def _check_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) -> Array:
     if levels is not None and _unspanned(batch, _check_levels(levels)) is not None:
-        return _NO_TERMS  # undefined: the resampling engine evaluates the metric itself
+        return NO_TERMS
     return _terms(batch, *_check_rows(batch, levels=levels, scaled=scaled))
 
 
@@ -863,7 +857,7 @@ def _interval_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) ->
     grid = _interval_grid(batch, levels)
     spanned = grid is None or levels is None or _unspanned(batch, np.concatenate(grid[:2])) is None
     if not spanned:
-        return _NO_TERMS  # undefined: the resampling engine evaluates the metric itself
+        return NO_TERMS
     return _terms(batch, *_interval_rows(batch, levels=levels, scaled=scaled))
 
 
