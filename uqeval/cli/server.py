@@ -1,4 +1,4 @@
-"""The ``uqeval`` command line: ``serve`` (everything on localhost), ``worker`` and ``api``.
+"""The server commands of ``uqeval``: ``serve`` (everything on localhost), ``worker`` and ``api``.
 
 ``uqeval serve`` is the embedded default: it starts a Redis server it manages itself (unless
 ``REDIS_URL`` is set), ``--workers`` Celery worker processes and the API (uvicorn, in
@@ -12,11 +12,13 @@ With several API processes (``--api-workers`` / ``UQEVAL_API_WORKERS`` above 1, 
 and ``api``) uvicorn runs that many worker processes on the one port, and the command gives
 them a fresh ``PROMETHEUS_MULTIPROC_DIR`` (removed when it stops) so that ``GET /metrics``
 sums the request metrics of all of them (:mod:`service.api.observability`).
+
+The service's modules (settings, Redis, Celery, uvicorn) are imported inside the commands, so
+that the user commands of the same program never load them.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import shutil
@@ -29,11 +31,13 @@ import urllib.request
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import uqcore
-from service.redis_server import ManagedRedis, die_with_parent, free_port
-from service.settings import Settings
+import typer
+
+if TYPE_CHECKING:
+    from service.redis_server import ManagedRedis
+    from service.settings import Settings
 
 ADMIN_KEY_FILE = "admin-key.txt"
 
@@ -72,6 +76,8 @@ def _metrics_dir(api_workers: int, env: MutableMapping[str, str]) -> Iterator[No
 
 
 def _spawn(args: list[str], env: dict[str, str], log: Path | None) -> subprocess.Popen[bytes]:
+    from service.redis_server import die_with_parent
+
     out: Any = subprocess.DEVNULL if log is None else log.open("ab")
     try:
         return subprocess.Popen(
@@ -145,17 +151,22 @@ class _Stop(Exception):
     pass
 
 
-def serve(args: argparse.Namespace) -> int:
+def run_serve(
+    host: str | None, port: int | None, data_dir: str | None, workers: int, api_workers: int | None
+) -> int:
     """Run Redis (managed unless REDIS_URL), the workers and the API until Ctrl-C/SIGTERM."""
+    from service.redis_server import ManagedRedis, free_port
+    from service.settings import Settings
+
     overrides: dict[str, Any] = {}
-    if args.host is not None:
-        overrides["host"] = args.host
-    if args.port is not None:
-        overrides["port"] = args.port
-    if args.data_dir is not None:
-        overrides["data_dir"] = Path(args.data_dir)
-    if args.api_workers is not None:
-        overrides["api_workers"] = args.api_workers
+    if host is not None:
+        overrides["host"] = host
+    if port is not None:
+        overrides["port"] = port
+    if data_dir is not None:
+        overrides["data_dir"] = Path(data_dir)
+    if api_workers is not None:
+        overrides["api_workers"] = api_workers
     settings = Settings(**overrides)
     if settings.port == 0:
         settings = settings.model_copy(update={"port": free_port(settings.host)})
@@ -168,7 +179,7 @@ def serve(args: argparse.Namespace) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     redis_server: ManagedRedis | None = None
-    workers: list[subprocess.Popen[bytes]] = []
+    procs: list[subprocess.Popen[bytes]] = []
     api: subprocess.Popen[bytes] | None = None
     code = 0
     stack = contextlib.ExitStack()
@@ -180,8 +191,8 @@ def serve(args: argparse.Namespace) -> int:
             redis_url = redis_server.url
         env = _child_env(settings, redis_url)
         admin = _admin_key(settings, redis_url)
-        for i in range(args.workers):
-            workers.append(
+        for i in range(workers):
+            procs.append(
                 _spawn(
                     [sys.executable, "-m", "uqeval", "worker", "--name", f"w{i + 1}"],
                     env,
@@ -206,11 +217,11 @@ def serve(args: argparse.Namespace) -> int:
             api_cmd += ["--workers", str(settings.api_workers)]
         api = _spawn(api_cmd, api_env, logs / "api.log")
         base = f"http://{settings.host}:{settings.port}"
-        if not _wait_http(f"{base}/healthz", [api, *workers], 60.0):
+        if not _wait_http(f"{base}/healthz", [api, *procs], 60.0):
             print(f"uqeval: the API did not start; see {logs}", file=sys.stderr)
             return 1
         # Ready = Redis reachable and a worker announced: jobs submitted now run at once.
-        if not _wait_http(f"{base}/readyz", [api, *workers], 60.0):
+        if not _wait_http(f"{base}/readyz", [api, *procs], 60.0):
             print(f"uqeval: no worker is ready yet; see {logs}", file=sys.stderr, flush=True)
         print(f"uq-eval is running at {base}", flush=True)
         print(f"API docs:   {base}/docs", flush=True)
@@ -219,7 +230,7 @@ def serve(args: argparse.Namespace) -> int:
         print(f"Logs:       {logs}", flush=True)
         print("Press Ctrl-C to stop.", flush=True)
         while True:
-            for proc in [api, *workers]:
+            for proc in [api, *procs]:
                 if proc.poll() is not None:
                     print(
                         f"uqeval: a child process exited (code {proc.returncode}); stopping. "
@@ -239,10 +250,10 @@ def serve(args: argparse.Namespace) -> int:
         if api is not None:
             _stop(api, 10.0)
         stack.close()  # the API's metrics directory, once no API process writes to it
-        for proc in workers:
+        for proc in procs:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
-        for proc in workers:
+        for proc in procs:
             _stop(proc, 30.0)
         if redis_server is not None:
             redis_server.stop()
@@ -252,7 +263,7 @@ def serve(args: argparse.Namespace) -> int:
     return code
 
 
-def run_worker(args: argparse.Namespace) -> int:
+def run_worker(queues: str | None, concurrency: int | None, name: str | None, loglevel: str) -> int:
     """A Celery worker; queues ``cpu`` (+ ``gpu`` when the backend found a GPU)."""
     from service.settings import get_settings
     from worker.backend import select_backend
@@ -262,8 +273,8 @@ def run_worker(args: argparse.Namespace) -> int:
         print("uqeval worker: set REDIS_URL", file=sys.stderr)
         return 2
     backend = select_backend(settings.backend)
-    queues = args.queues or ("cpu,gpu" if backend.gpu else "cpu")
-    concurrency = args.concurrency or settings.worker_concurrency
+    queues = queues or ("cpu,gpu" if backend.gpu else "cpu")
+    concurrency = concurrency or settings.worker_concurrency
     from worker.celery_app import app
 
     argv = [
@@ -277,89 +288,91 @@ def run_worker(args: argparse.Namespace) -> int:
         "--without-gossip",
         "--without-mingle",
         "--loglevel",
-        args.loglevel,
+        loglevel,
     ]
-    if args.name:
-        argv += ["-n", f"{args.name}@%h"]
+    if name:
+        argv += ["-n", f"{name}@%h"]
     app.worker_main(argv)
     return 0
 
 
-def run_api(args: argparse.Namespace) -> int:
+def run_api(host: str | None, port: int | None, api_workers: int | None) -> int:
     """The API alone (uvicorn), for deployments where Redis and workers run elsewhere."""
     import uvicorn
 
     from service.settings import get_settings
 
     settings = get_settings()
-    workers = args.api_workers if args.api_workers is not None else settings.api_workers
+    workers = api_workers if api_workers is not None else settings.api_workers
     # uvicorn's worker processes inherit this process's environment.
     with _metrics_dir(workers, os.environ):
         uvicorn.run(
             "service.api.app:create_app",
             factory=True,
-            host=args.host or settings.host,
-            port=args.port if args.port is not None else settings.port,
+            host=host or settings.host,
+            port=port if port is not None else settings.port,
             proxy_headers=True,
             workers=workers,
         )
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="uqeval", description="uq-eval command line.")
-    parser.add_argument("--version", action="store_true", help="print the uqcore version")
-    sub = parser.add_subparsers(dest="command")
-
-    p = sub.add_parser(
-        "serve",
-        help="run Redis (managed), workers and the API on this machine",
-        description="Start everything on localhost; Ctrl-C or SIGTERM stops all of it.",
-    )
-    p.add_argument("--host", help="API host (default UQEVAL_HOST or 127.0.0.1)")
-    p.add_argument("--port", type=int, help="API port (default UQEVAL_PORT or 8000; 0 = free)")
-    p.add_argument("--data-dir", help="Redis data and logs (default UQEVAL_DATA_DIR or .uqeval)")
-    p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
-    p.add_argument(
-        "--api-workers",
-        type=int,
-        help="API processes (default UQEVAL_API_WORKERS or 1); each uses one core at most",
-    )
-    p.set_defaults(func=serve)
-
-    w = sub.add_parser("worker", help="run one Celery worker (needs REDIS_URL)")
-    w.add_argument("--queues", help="comma-separated queues (default: cpu, plus gpu on a GPU)")
-    w.add_argument("--concurrency", type=int, help="processes (default UQEVAL_WORKER_CONCURRENCY)")
-    w.add_argument("--name", help="worker name (default: celery's)")
-    w.add_argument("--loglevel", default="INFO")
-    w.set_defaults(func=run_worker)
-
-    a = sub.add_parser("api", help="run the API only (needs REDIS_URL)")
-    a.add_argument("--host")
-    a.add_argument("--port", type=int)
-    a.add_argument(
-        "--api-workers", type=int, help="API processes (default UQEVAL_API_WORKERS or 1)"
-    )
-    a.set_defaults(func=run_api)
-    return parser
+def _exit(code: int) -> None:
+    if code:
+        raise typer.Exit(code)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.version:
-        print(uqcore.__version__)
-        return 0
-    if args.command is None:
-        parser.print_help()
-        return 0
-    if getattr(args, "workers", 1) < 1:
-        parser.error("--workers must be >= 1")
-    if getattr(args, "api_workers", None) is not None and args.api_workers < 1:
-        parser.error("--api-workers must be >= 1")
-    result: int = args.func(args)
-    return result
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="API host (default UQEVAL_HOST or 127.0.0.1)")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="API port (default UQEVAL_PORT or 8000; 0 = free)")
+    ] = None,
+    data_dir: Annotated[
+        str | None, typer.Option(help="Redis data and logs (default UQEVAL_DATA_DIR or .uqeval)")
+    ] = None,
+    workers: Annotated[int, typer.Option(min=1, help="worker processes")] = 1,
+    api_workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="API processes (default UQEVAL_API_WORKERS or 1); each uses one core at most"
+        ),
+    ] = None,
+) -> None:
+    """Run Redis (managed), workers and the API on this machine; Ctrl-C or SIGTERM stops all
+    of it."""
+    _exit(run_serve(host, port, data_dir, workers, api_workers))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def worker(
+    queues: Annotated[
+        str | None, typer.Option(help="comma-separated queues (default: cpu, plus gpu on a GPU)")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(help="processes (default UQEVAL_WORKER_CONCURRENCY)")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="worker name (default: celery's)")] = None,
+    loglevel: Annotated[str, typer.Option(help="log level")] = "INFO",
+) -> None:
+    """Run one Celery worker (needs REDIS_URL)."""
+    _exit(run_worker(queues, concurrency, name, loglevel))
+
+
+def api(
+    host: Annotated[str | None, typer.Option(help="API host (default UQEVAL_HOST)")] = None,
+    port: Annotated[int | None, typer.Option(help="API port (default UQEVAL_PORT)")] = None,
+    api_workers: Annotated[
+        int | None, typer.Option(min=1, help="API processes (default UQEVAL_API_WORKERS or 1)")
+    ] = None,
+) -> None:
+    """Run the API only (needs REDIS_URL)."""
+    _exit(run_api(host, port, api_workers))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve``, ``worker`` and ``api`` to ``app``."""
+    panel = "Run the service"
+    app.command(rich_help_panel=panel)(serve)
+    app.command(rich_help_panel=panel)(worker)
+    app.command(rich_help_panel=panel)(api)

@@ -1,0 +1,161 @@
+"""``uqeval evaluate`` and ``uqeval metrics``: uqcore on this machine, no server.
+
+``evaluate`` computes the result document exactly as a worker does (the worker's own
+:func:`worker.evaluation.compute`, on numpy), so its table and ``--json`` are those of
+``uqeval results`` for the same input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from uqeval.cli import render
+from uqeval.cli.common import bad_input, out, print_json
+from uqeval.cli.files import split_list
+from uqeval.cli.submissions import read_input
+
+JSON = Annotated[bool, typer.Option("--json", help="Print the result document as JSON.")]
+PANEL = "On this machine (no server)"
+COLUMNS = "Columns (Parquet, CSV)"
+
+
+def analyses_of(
+    metrics: str | None,
+    bootstrap: int,
+    stability: bool,
+    repeats: int | None,
+    seed: int | None,
+    estimators: str | None,
+    curves: bool,
+) -> Any:
+    """The :class:`service.analyses.Analyses` of the flags (as ``submit`` would send them)."""
+    from pydantic import ValidationError
+
+    from service.analyses import Analyses
+
+    doc: dict[str, Any] = {"metrics": split_list(metrics) or "all"}
+    if bootstrap:
+        doc["bootstrap"] = {"n_resamples": bootstrap}
+    if stability or repeats is not None:
+        doc["stability"] = {"enabled": True, **({"repeats": repeats} if repeats else {})}
+    if seed is not None:
+        doc["seed"] = seed
+    if estimators is not None:
+        doc["estimators"] = "all" if estimators.strip() == "all" else split_list(estimators)
+    if curves and "curves" in Analyses.model_fields:
+        doc["curves"] = True
+    try:
+        return Analyses.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        bad_input(f"{first['msg']} (analyses.{where})", field=f"analyses.{where}")
+
+
+def evaluate(
+    file: Annotated[
+        Path, typer.Argument(help="The prediction: .npz, .parquet or .csv (as for submit).")
+    ],
+    targets: Annotated[
+        Path | None,
+        typer.Option(help="The targets (y, or labels): .npy, .npz, .csv (or a y/labels member)."),
+    ] = None,
+    kind: Annotated[
+        str | None, typer.Option(help="Prediction kind (default: inferred from the field names).")
+    ] = None,
+    metrics: Annotated[
+        str | None, typer.Option(help="Comma-separated metric names (default: all that apply).")
+    ] = None,
+    bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples B (0: none).")] = 0,
+    stability: Annotated[bool, typer.Option(help="Run the test-set-size stability study.")] = False,
+    repeats: Annotated[
+        int | None, typer.Option(min=1, help="Subsamples per size of the stability study.")
+    ] = None,
+    curves: Annotated[bool, typer.Option(help="Keep the curves in the result.")] = False,
+    seed: Annotated[int | None, typer.Option(min=0, help="Seed of every random draw.")] = None,
+    estimators: Annotated[
+        str | None, typer.Option(help='Classification: comma-separated estimators, or "all".')
+    ] = None,
+    json_: JSON = False,
+    col: Annotated[
+        list[str] | None,
+        typer.Option("--col", help="FIELD=COLUMN (repeatable).", rich_help_panel=COLUMNS),
+    ] = None,
+    columns: Annotated[
+        str | None, typer.Option(help="Fields of the columns in order.", rich_help_panel=COLUMNS)
+    ] = None,
+    prefix: Annotated[
+        list[str] | None,
+        typer.Option("--prefix", help="FIELD=PREFIX (repeatable).", rich_help_panel=COLUMNS),
+    ] = None,
+    prob_prefix: Annotated[
+        str | None, typer.Option(help="= --prefix probs=PREFIX.", rich_help_panel=COLUMNS)
+    ] = None,
+    y_col: Annotated[str | None, typer.Option(help="Targets column.", rich_help_panel=COLUMNS)] = None,
+    labels_col: Annotated[
+        str | None, typer.Option(help="Labels column.", rich_help_panel=COLUMNS)
+    ] = None,
+    levels: Annotated[
+        str | None, typer.Option(help="Quantile levels, e.g. 0.1,0.5,0.9.", rich_help_panel=COLUMNS)
+    ] = None,
+) -> None:
+    """Evaluate a prediction file with uqcore on this machine: the table (or --json document)
+    of `uqeval results`, computed as the service computes it."""
+    import uqcore
+    from service.kinds import target_field
+    from worker.backend import Backend
+    from worker.evaluation import compute
+
+    kind, arrays = read_input(
+        file, kind=kind, targets=targets, col=col, columns=columns, prefix=prefix,
+        prob_prefix=prob_prefix, y_col=y_col, labels_col=labels_col, levels=levels,
+    )
+    if target_field(kind) not in arrays:
+        bad_input(f"{file.name} holds no {target_field(kind)}: give --targets FILE",
+                  field="targets")
+    analyses = analyses_of(metrics, bootstrap, stability, repeats, seed, estimators, curves)
+    try:
+        doc = compute(
+            kind,
+            arrays,
+            analyses,
+            backend=Backend("numpy", "cpu", False),
+            checkpoint=lambda _: None,
+        )
+    except uqcore.UQValidationError as exc:
+        index = exc.index if isinstance(exc.index, int) else None
+        bad_input(str(exc), field=exc.argument, index=index)
+    if not curves:
+        doc["curves"] = {}
+    if json_:
+        print_json(doc)
+        return
+    n = (doc.get("provenance") or {}).get("n")
+    out().print(render.result(doc, title=f"{file.name} · {kind} · n = {n} (local)"))
+
+
+def metrics(
+    task: Annotated[
+        str | None, typer.Option(help="Only this task's metrics: regression or classification.")
+    ] = None,
+    json_: JSON = False,
+) -> None:
+    """The metric catalogue (from uqcore, no server): name, task, direction, bounds, summary."""
+    from uqcore import registry
+
+    tasks = ("regression", "classification")
+    if task is not None and task not in tasks:
+        bad_input(f"--task must be regression or classification; found {task!r}", field="task")
+    docs = [s.describe() for t in (tasks if task is None else (task,)) for s in registry.specs(t)]
+    if json_:
+        print_json({"metrics": docs})
+    else:
+        out().print(render.metrics(docs))
+
+
+def register(app: typer.Typer) -> None:
+    app.command(rich_help_panel=PANEL)(evaluate)
+    app.command(rich_help_panel=PANEL)(metrics)
