@@ -17,9 +17,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+import typer.main
 
 from tests.stack import ROOT
-from uqeval.cli import build_parser, main
+from uqeval.cli import app, main
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -307,20 +308,25 @@ def test_serve_with_two_api_processes(tmp_path: Path) -> None:
     assert metrics_dir is not None and not metrics_dir.exists()
 
 
-def test_cli_parser_and_version(capsys: pytest.CaptureFixture[str]) -> None:
-    args = build_parser().parse_args(
-        ["serve", "--host", "0.0.0.0", "--port", "9000", "--data-dir", "d", "--workers", "2"]
-    )
-    assert (args.host, args.port, args.data_dir, args.workers) == ("0.0.0.0", 9000, "d", 2)
-    assert args.api_workers is None  # UQEVAL_API_WORKERS, else 1
-    assert build_parser().parse_args(["serve", "--api-workers", "3"]).api_workers == 3
-    assert build_parser().parse_args(["api", "--api-workers", "2"]).api_workers == 2
+def test_cli_server_options_and_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """The server commands' options as they were: ``--workers``, ``--api-workers`` of at
+    least 1 (else a usage error, exit 2), and ``--version``."""
+    for args in (
+        ["serve", "--workers", "0"],
+        ["serve", "--api-workers", "0"],
+        ["api", "--api-workers", "0"],
+    ):
+        assert main(args) == 2
+        assert "Invalid value" in capsys.readouterr().err
+    for name, flags in (
+        ("serve", ["--host", "--port", "--data-dir", "--workers", "--api-workers"]),
+        ("worker", ["--queues", "--concurrency", "--name", "--loglevel"]),
+        ("api", ["--host", "--port", "--api-workers"]),
+    ):
+        command = typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+        assert sorted(o for p in command.params for o in p.opts if o != "--help") == sorted(flags)
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == "0.1.0"
-    with pytest.raises(SystemExit):
-        main(["serve", "--workers", "0"])
-    with pytest.raises(SystemExit):
-        main(["serve", "--api-workers", "0"])
 
 
 def test_worker_without_redis_url_says_so(capsys: pytest.CaptureFixture[str]) -> None:

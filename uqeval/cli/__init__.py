@@ -33,14 +33,13 @@ code  meaning
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
-import click
 import typer
 import typer.main
 
 from uqeval.cli import admin, boards, local, server, submissions
-from uqeval.cli.common import EXIT_INTERRUPTED, EXIT_UNEXPECTED, Group, State, note
+from uqeval.cli.common import Group, State
 
 __all__ = ["EXIT_CODES", "app", "main"]
 
@@ -57,7 +56,9 @@ EXIT_CODES: dict[int, str] = {
     130: "interrupted",
 }
 
-EPILOG = "Exit codes: " + "  ·  ".join(f"{code} {what.split(' (')[0]}" for code, what in EXIT_CODES.items())
+EPILOG = "**Exit codes:** " + " · ".join(
+    f"{code} {what.split(' (')[0]}" for code, what in EXIT_CODES.items()
+)
 
 app = typer.Typer(
     cls=Group,
@@ -68,7 +69,7 @@ app = typer.Typer(
     invoke_without_command=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -131,30 +132,20 @@ admin.register(app)
 local.register(app)
 
 
-def command() -> click.Command:
-    """The click command of :data:`app`."""
+def command() -> Any:
+    """The command object of :data:`app`."""
     return typer.main.get_command(app)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     try:
-        rv = command().main(args=argv, prog_name="uqeval", standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        return int(exc.exit_code)
-    except click.Abort:
-        note("uqeval: interrupted")
-        return EXIT_INTERRUPTED
-    except KeyboardInterrupt:
-        note("uqeval: interrupted")
-        return EXIT_INTERRUPTED
-    except Exception as exc:  # outside a command (parsing): no key can be in it
-        note(f"uqeval: unexpected error: {type(exc).__name__}: {exc}")
-        return EXIT_UNEXPECTED
-    return rv if isinstance(rv, int) else 0
+        command().main(args=argv, prog_name="uqeval", standalone_mode=True)
+    except SystemExit as exc:
+        if exc.code is None:
+            return 0
+        return exc.code if isinstance(exc.code, int) else 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -110,15 +110,22 @@ def benchmarks_create(
     soft_labels: Annotated[
         Path | None, typer.Option(help="Classification: hidden soft labels, N×C (.npy).")
     ] = None,
-    ood: Annotated[Path | None, typer.Option(help="Classification: hidden OOD flags (.npy).")] = None,
+    ood: Annotated[
+        Path | None, typer.Option(help="Classification: hidden OOD flags (.npy).")
+    ] = None,
     groups: Annotated[Path | None, typer.Option(help="Group of each row (.npy).")] = None,
     json_: JSON = False,
 ) -> None:
     """Create a benchmark with hidden targets; prints its id."""
     settings = read_spec(spec)
     arrays: dict[str, Any] = {}
-    for name, path in (("y", targets), ("labels", labels), ("soft_labels", soft_labels),
-                       ("ood", ood), ("groups", groups)):
+    for name, path in (
+        ("y", targets),
+        ("labels", labels),
+        ("soft_labels", soft_labels),
+        ("ood", ood),
+        ("groups", groups),
+    ):
         if path is not None:
             if name in settings:
                 bad_input(f"{name} is in the spec and given as a file: choose one", field=name)
@@ -155,9 +162,13 @@ def benchmarks_update(
 ) -> None:
     """Change a benchmark's settings (its targets cannot change)."""
     changes = read_spec(spec) if spec is not None else {}
-    for key, value in (("name", name), ("description", description),
-                       ("primary_metric", primary_metric), ("metrics", split_list(metrics)),
-                       ("rule", rule)):
+    for key, value in (
+        ("name", name),
+        ("description", description),
+        ("primary_metric", primary_metric),
+        ("metrics", split_list(metrics)),
+        ("rule", rule),
+    ):
         if value is not None:
             changes[key] = value
     if baseline is not None:
@@ -216,7 +227,7 @@ def teams_create(
 @keys.command("list")
 def keys_list(ctx: typer.Context, json_: JSON = False) -> None:
     """Every API key (never the secrets)."""
-    docs = [k.raw for k in state(ctx).client().keys()]
+    docs = [k.raw for k in state(ctx).client().keys()]  # noqa: SIM118 (a method, not a dict)
     if json_:
         print_json({"keys": docs})
     else:

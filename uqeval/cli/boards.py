@@ -39,7 +39,9 @@ def leaderboard(
         text = client.leaderboard_csv(bench, metric=metric, estimator=estimator)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
-    board = client.leaderboard(bench, metric=metric, estimator=estimator, limit=limit, offset=offset)
+    board = client.leaderboard(
+        bench, metric=metric, estimator=estimator, limit=limit, offset=offset
+    )
     if json_:
         print_json(board.raw)
     else:

@@ -15,9 +15,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import click
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from uqeval.errors import BadRequest, UQEvalError
 
@@ -56,7 +56,7 @@ def print_json(doc: Any) -> None:
 
 @dataclass
 class State:
-    """The global options, kept on the click context."""
+    """The global options, kept on the command context."""
 
     url: str | None = None
     key: str | None = field(default=None, repr=False)
@@ -89,7 +89,7 @@ def state(ctx: typer.Context) -> State:
     return root.obj
 
 
-def secrets(ctx: click.Context | None) -> list[str]:
+def secrets(ctx: Any) -> list[str]:
     """The strings never to show: the key given on the command line, in UQEVAL_KEY, or in
     the config file."""
     found: list[str] = []
@@ -101,7 +101,7 @@ def secrets(ctx: click.Context | None) -> list[str]:
     try:
         from uqeval import config
 
-        stored = config.resolve_key(None) if hasattr(config, "resolve_key") else None
+        stored = config.resolve(None, None)[1]
         if stored:
             found.append(stored)
     except Exception:  # a broken config file is no reason to fail while reporting an error
@@ -109,7 +109,7 @@ def secrets(ctx: click.Context | None) -> list[str]:
     return [s for s in found if len(s) >= 4]
 
 
-def scrub(text: str, ctx: click.Context | None) -> str:
+def scrub(text: str, ctx: Any) -> str:
     for secret in secrets(ctx):
         text = text.replace(secret, "***")
     return text
@@ -121,10 +121,10 @@ def error_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-def fail(exc: UQEvalError, ctx: click.Context | None = None) -> NoReturn:
+def fail(exc: UQEvalError, ctx: Any = None) -> NoReturn:
     """Print ``exc`` as one line on stderr and exit with its code."""
     note(f"uqeval: error: {scrub(error_line(exc), ctx)}")
-    raise click.exceptions.Exit(int(getattr(exc, "exit_code", EXIT_UNEXPECTED)))
+    raise typer.Exit(int(getattr(exc, "exit_code", EXIT_UNEXPECTED)))
 
 
 def bad_input(message: str, **kw: Any) -> NoReturn:
@@ -132,23 +132,21 @@ def bad_input(message: str, **kw: Any) -> NoReturn:
     raise BadRequest(message, **kw)
 
 
-class Group(typer.core.TyperGroup):
+class Group(TyperGroup):
     """The root command: turns the client's exceptions into one line on stderr and the exit
     code of their kind, and any other exception into exit 1 (never a traceback with locals,
     which could hold the key)."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except UQEvalError as exc:
             fail(exc, ctx)
-        except (click.exceptions.Exit, click.ClickException, click.Abort):
-            raise
-        except KeyboardInterrupt:
-            raise
+        except (typer.Exit, typer.Abort, typer.TyperException, KeyboardInterrupt, EOFError):
+            raise  # the exit code asked for, a usage error, Ctrl-C: the framework's answers
         except Exception as exc:
             note(f"uqeval: unexpected error: {type(exc).__name__}: {scrub(error_line(exc), ctx)}")
-            raise click.exceptions.Exit(EXIT_UNEXPECTED) from None
+            raise typer.Exit(EXIT_UNEXPECTED) from None
         finally:
             if isinstance(ctx.obj, State):
                 ctx.obj.close()

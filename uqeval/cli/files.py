@@ -125,7 +125,9 @@ def read_parquet(path: Path) -> dict[str, np.ndarray]:
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
-        raise BadRequest(f"{path.name}: not a readable Parquet file ({exc})", field="file") from None
+        raise BadRequest(
+            f"{path.name}: not a readable Parquet file ({exc})", field="file"
+        ) from None
     out: dict[str, np.ndarray] = {}
     for name, column in zip(table.column_names, table.columns, strict=True):
         if column.null_count:
@@ -151,7 +153,9 @@ def read_csv(path: Path) -> dict[str, np.ndarray]:
     ``.tsv`` files, or files whose header has tabs and no commas, are tab-separated."""
     text = path.read_text(encoding="utf-8-sig")
     first = text.split("\n", 1)[0]
-    delimiter = "\t" if path.suffix.lower() == ".tsv" or ("\t" in first and "," not in first) else ","
+    delimiter = (
+        "\t" if path.suffix.lower() == ".tsv" or ("\t" in first and "," not in first) else ","
+    )
     rows = list(csv.reader(io.StringIO(text), delimiter=delimiter))
     rows = [r for r in rows if any(cell.strip() for cell in r)]
     if not rows:
@@ -221,7 +225,7 @@ def _convert(name: str, values: np.ndarray, source: str) -> np.ndarray:
             )
         return values.astype(np.int64)
     if base in BOOL_FIELDS and values.dtype.kind in "iuf":
-        return values != 0
+        return np.asarray(values != 0)
     return values
 
 
@@ -363,7 +367,7 @@ def read_targets(path: Path, name: str) -> np.ndarray:
                 raise BadRequest(
                     f"{flag} {path.name}: expected one column; found {list(table)}", field=name
                 )
-            (header, values), = table.items()
+            ((header, values),) = table.items()
             if _is_number(header):  # no header: the first row is data
                 values = np.concatenate([[header], values])
             return np.asarray(_convert(name, values, f"{path.name} column"))

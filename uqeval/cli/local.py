@@ -57,7 +57,10 @@ def analyses_of(
 
 def evaluate(
     file: Annotated[
-        Path, typer.Argument(help="The prediction: .npz, .parquet or .csv (as for submit).")
+        Path,
+        typer.Argument(
+            metavar="FILE", help="The prediction: .npz, .parquet or .csv (as for submit)."
+        ),
     ],
     targets: Annotated[
         Path | None,
@@ -70,11 +73,15 @@ def evaluate(
         str | None, typer.Option(help="Comma-separated metric names (default: all that apply).")
     ] = None,
     bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples B (0: none).")] = 0,
-    stability: Annotated[bool, typer.Option(help="Run the test-set-size stability study.")] = False,
+    stability: Annotated[
+        bool, typer.Option("--stability", help="Run the test-set-size stability study.")
+    ] = False,
     repeats: Annotated[
         int | None, typer.Option(min=1, help="Subsamples per size of the stability study.")
     ] = None,
-    curves: Annotated[bool, typer.Option(help="Keep the curves in the result.")] = False,
+    curves: Annotated[
+        bool, typer.Option("--curves", help="Keep the curves in the result.")
+    ] = False,
     seed: Annotated[int | None, typer.Option(min=0, help="Seed of every random draw.")] = None,
     estimators: Annotated[
         str | None, typer.Option(help='Classification: comma-separated estimators, or "all".')
@@ -94,7 +101,9 @@ def evaluate(
     prob_prefix: Annotated[
         str | None, typer.Option(help="= --prefix probs=PREFIX.", rich_help_panel=COLUMNS)
     ] = None,
-    y_col: Annotated[str | None, typer.Option(help="Targets column.", rich_help_panel=COLUMNS)] = None,
+    y_col: Annotated[
+        str | None, typer.Option(help="Targets column.", rich_help_panel=COLUMNS)
+    ] = None,
     labels_col: Annotated[
         str | None, typer.Option(help="Labels column.", rich_help_panel=COLUMNS)
     ] = None,
@@ -110,12 +119,21 @@ def evaluate(
     from worker.evaluation import compute
 
     kind, arrays = read_input(
-        file, kind=kind, targets=targets, col=col, columns=columns, prefix=prefix,
-        prob_prefix=prob_prefix, y_col=y_col, labels_col=labels_col, levels=levels,
+        file,
+        kind=kind,
+        targets=targets,
+        col=col,
+        columns=columns,
+        prefix=prefix,
+        prob_prefix=prob_prefix,
+        y_col=y_col,
+        labels_col=labels_col,
+        levels=levels,
     )
     if target_field(kind) not in arrays:
-        bad_input(f"{file.name} holds no {target_field(kind)}: give --targets FILE",
-                  field="targets")
+        bad_input(
+            f"{file.name} holds no {target_field(kind)}: give --targets FILE", field="targets"
+        )
     analyses = analyses_of(metrics, bootstrap, stability, repeats, seed, estimators, curves)
     try:
         doc = compute(

@@ -61,8 +61,11 @@ def result(doc: Mapping[str, Any], title: str | None = None) -> RenderableType:
     """A result document: metric, value, interval, direction; then the metric × estimator
     table (classification), what did not apply and why, and the warnings."""
     parts: list[RenderableType] = []
-    table = _table(title, [("metric", "left"), ("value", "right"), ("interval", "right"),
-                           ("direction", "left")])
+    if title:
+        parts.append(Text(title, style="bold"))
+    table = _table(
+        None, [("metric", "left"), ("value", "right"), ("interval", "right"), ("direction", "left")]
+    )
     for name, entry in (doc.get("metrics") or {}).items():
         ci = entry.get("interval") or {}
         table.add_row(
@@ -75,7 +78,9 @@ def result(doc: Mapping[str, Any], title: str | None = None) -> RenderableType:
     by_est = doc.get("by_estimator") or {}
     if by_est:
         estimators = list(doc.get("estimators") or sorted({e for r in by_est.values() for e in r}))
-        est_table = _table("by estimator", [("metric", "left")] + [(e, "right") for e in estimators])
+        est_table = _table(
+            "by estimator", [("metric", "left")] + [(e, "right") for e in estimators]
+        )
         for name, row in by_est.items():
             est_table.add_row(name, *(num(row.get(e)) for e in estimators))
         parts.append(est_table)
@@ -100,8 +105,9 @@ def result(doc: Mapping[str, Any], title: str | None = None) -> RenderableType:
 
 def fields(rows: Iterable[tuple[str, Any]], title: str | None = None) -> Table:
     """A two-column table of named values."""
-    table = Table(title=title, box=box.SIMPLE, show_header=False, title_justify="left",
-                  pad_edge=False)
+    table = Table(
+        title=title, box=box.SIMPLE, show_header=False, title_justify="left", pad_edge=False
+    )
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
     for name, value in rows:
@@ -141,13 +147,30 @@ def submissions(doc: Mapping[str, Any]) -> Table:
     items = doc.get("items") or []
     total = doc.get("total", len(items))
     title = f"{len(items)} of {total} submission{'s' if total != 1 else ''}"
-    table = _table(title, [("id", "left"), ("status", "left"), ("progress", "right"),
-                           ("model", "left"), ("kind", "left"), ("n", "right"),
-                           ("benchmark", "left"), ("created", "left")])
+    table = _table(
+        title,
+        [
+            ("id", "left"),
+            ("status", "left"),
+            ("progress", "right"),
+            ("model", "left"),
+            ("kind", "left"),
+            ("n", "right"),
+            ("benchmark", "left"),
+            ("created", "left"),
+        ],
+    )
     for s in items:
-        table.add_row(s.get("id"), s.get("status"), f"{num(s.get('progress'), 4)} %",
-                      s.get("model_name"), s.get("kind"), num(s.get("n")),
-                      s.get("benchmark_id") or DASH, s.get("created_at"))
+        table.add_row(
+            s.get("id"),
+            s.get("status"),
+            f"{num(s.get('progress'), 4)} %",
+            s.get("model_name"),
+            s.get("kind"),
+            num(s.get("n")),
+            s.get("benchmark_id") or DASH,
+            s.get("created_at"),
+        )
     return table
 
 
@@ -158,10 +181,21 @@ def leaderboard(doc: Mapping[str, Any]) -> RenderableType:
         metric = f"{metric}[{doc['estimator']}]"
     direction = ARROWS.get(str(doc.get("direction")), doc.get("direction"))
     title = f"{doc.get('benchmark_id')} · {metric} ({direction}) · {doc.get('total', 0)} teams"
-    table = _table(title, [("rank", "right"), ("team", "left"), ("model", "left"),
-                           ("value", "right"), ("interval", "right"), ("rank interval", "right"),
-                           ("P(best)", "right"), ("sep. leader", "left"),
-                           ("sep. baseline", "left"), ("submission", "left")])
+    table = _table(
+        title,
+        [
+            ("rank", "right"),
+            ("team", "left"),
+            ("model", "left"),
+            ("value", "right"),
+            ("interval", "right"),
+            ("rank interval", "right"),
+            ("P(best)", "right"),
+            ("sep. leader", "left"),
+            ("sep. baseline", "left"),
+            ("submission", "left"),
+        ],
+    )
     for e in doc.get("entries") or []:
         rank_low, rank_high = e.get("rank_low"), e.get("rank_high")
         ranks = DASH if rank_low is None else f"[{rank_low}, {rank_high}]"
@@ -169,10 +203,18 @@ def leaderboard(doc: Mapping[str, Any]) -> RenderableType:
         model = e.get("model_name") or DASH
         if e.get("is_baseline"):
             model += " (baseline)"
-        table.add_row(num(e.get("rank")), team, model, num(e.get("value")),
-                      interval(e.get("low"), e.get("high")), ranks, num(e.get("p_best"), 3),
-                      flag(e.get("separable_from_leader")), flag(e.get("separable_from_baseline")),
-                      e.get("submission_id") or DASH)
+        table.add_row(
+            num(e.get("rank")),
+            team,
+            model,
+            num(e.get("value")),
+            interval(e.get("low"), e.get("high")),
+            ranks,
+            num(e.get("p_best"), 3),
+            flag(e.get("separable_from_leader")),
+            flag(e.get("separable_from_baseline")),
+            e.get("submission_id") or DASH,
+        )
     parts: list[RenderableType] = [table]
     ranks_state = doc.get("ranks") or {}
     if ranks_state.get("status") and ranks_state.get("status") != "current":
@@ -185,16 +227,32 @@ def leaderboard(doc: Mapping[str, Any]) -> RenderableType:
 def comparison(doc: Mapping[str, Any]) -> RenderableType:
     """A comparison: A − B per metric with its interval, P(A better), p-values."""
     res = doc.get("result") or {}
-    table = _table(f"comparison {doc.get('id')} ({doc.get('status')})",
-                   [("A", "left"), ("B", "left"), ("metric", "left"), ("A − B", "right"),
-                    ("interval", "right"), ("P(A better)", "right"), ("p", "right"),
-                    ("p adj.", "right")])
+    table = _table(
+        f"comparison {doc.get('id')} ({doc.get('status')})",
+        [
+            ("A", "left"),
+            ("B", "left"),
+            ("metric", "left"),
+            ("A − B", "right"),
+            ("interval", "right"),
+            ("P(A better)", "right"),
+            ("p", "right"),
+            ("p adj.", "right"),
+        ],
+    )
     level = res.get("level")
     for pair in res.get("pairs") or []:
         for name, m in (pair.get("metrics") or {}).items():
-            table.add_row(pair.get("a"), pair.get("b"), name, num(m.get("diff")),
-                          interval(m.get("low"), m.get("high"), level), num(m.get("p_better"), 3),
-                          num(m.get("p_value"), 3), num(m.get("p_value_adjusted"), 3))
+            table.add_row(
+                pair.get("a"),
+                pair.get("b"),
+                name,
+                num(m.get("diff")),
+                interval(m.get("low"), m.get("high"), level),
+                num(m.get("p_better"), 3),
+                num(m.get("p_value"), 3),
+                num(m.get("p_value_adjusted"), 3),
+            )
     parts: list[RenderableType] = [table]
     if res.get("correction"):
         parts.append(Text(str(res["correction"]), style="dim"))
@@ -204,12 +262,28 @@ def comparison(doc: Mapping[str, Any]) -> RenderableType:
 
 
 def benchmarks(docs: Sequence[Mapping[str, Any]]) -> Table:
-    table = _table(f"{len(docs)} benchmark{'s' if len(docs) != 1 else ''}",
-                   [("id", "left"), ("name", "left"), ("task", "left"), ("n", "right"),
-                    ("primary metric", "left"), ("metrics", "left"), ("rule", "left")])
+    table = _table(
+        f"{len(docs)} benchmark{'s' if len(docs) != 1 else ''}",
+        [
+            ("id", "left"),
+            ("name", "left"),
+            ("task", "left"),
+            ("n", "right"),
+            ("primary metric", "left"),
+            ("metrics", "left"),
+            ("rule", "left"),
+        ],
+    )
     for b in docs:
-        table.add_row(b.get("id"), b.get("name"), b.get("task"), num(b.get("n")),
-                      b.get("primary_metric"), ", ".join(b.get("metrics") or []), b.get("rule"))
+        table.add_row(
+            b.get("id"),
+            b.get("name"),
+            b.get("task"),
+            num(b.get("n")),
+            b.get("primary_metric"),
+            ", ".join(b.get("metrics") or []),
+            b.get("rule"),
+        )
     return table
 
 
@@ -234,23 +308,49 @@ def teams(docs: Sequence[Mapping[str, Any]]) -> Table:
 
 
 def keys(docs: Sequence[Mapping[str, Any]]) -> Table:
-    table = _table(None, [("key id", "left"), ("name", "left"), ("role", "left"),
-                          ("team", "left"), ("created", "left"), ("revoked", "left")])
+    table = _table(
+        None,
+        [
+            ("key id", "left"),
+            ("name", "left"),
+            ("role", "left"),
+            ("team", "left"),
+            ("created", "left"),
+            ("revoked", "left"),
+        ],
+    )
     for k in docs:
-        table.add_row(k.get("key_id") or k.get("id"), k.get("name"), k.get("role"),
-                      k.get("team_id") or DASH, k.get("created_at"), flag(k.get("revoked")))
+        table.add_row(
+            k.get("key_id") or k.get("id"),
+            k.get("name"),
+            k.get("role"),
+            k.get("team_id") or DASH,
+            k.get("created_at"),
+            flag(k.get("revoked")),
+        )
     return table
 
 
 def metrics(docs: Sequence[Mapping[str, Any]]) -> Table:
-    table = _table(f"{len(docs)} metrics", [("name", "left"), ("task", "left"),
-                                             ("direction", "left"), ("bounds", "left"),
-                                             ("summary", "left")])
+    table = _table(
+        f"{len(docs)} metrics",
+        [
+            ("name", "left"),
+            ("task", "left"),
+            ("direction", "left"),
+            ("bounds", "left"),
+            ("summary", "left"),
+        ],
+    )
     for m in docs:
         bounds = m.get("bounds") or [None, None]
-        table.add_row(m.get("name"), m.get("task"),
-                      ARROWS.get(str(m.get("direction")), m.get("direction") or DASH),
-                      f"[{num(bounds[0])}, {num(bounds[1])}]", m.get("summary") or "")
+        table.add_row(
+            m.get("name"),
+            m.get("task"),
+            ARROWS.get(str(m.get("direction")), m.get("direction") or DASH),
+            f"[{num(bounds[0])}, {num(bounds[1])}]",
+            m.get("summary") or "",
+        )
     return table
 
 

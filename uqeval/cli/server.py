@@ -336,7 +336,8 @@ def serve(
     api_workers: Annotated[
         int | None,
         typer.Option(
-            min=1, help="API processes (default UQEVAL_API_WORKERS or 1); each uses one core at most"
+            min=1,
+            help="API processes (default UQEVAL_API_WORKERS or 1); each uses one core at most",
         ),
     ] = None,
 ) -> None:

@@ -12,8 +12,16 @@ import typer
 
 from uqeval.cli import render
 from uqeval.cli.common import bad_input, err, note, out, print_json, state
-from uqeval.cli.files import ColumnMap, add_targets, parse_pairs, read_prediction, read_targets, split_list
+from uqeval.cli.files import (
+    ColumnMap,
+    add_targets,
+    parse_pairs,
+    read_prediction,
+    read_targets,
+    split_list,
+)
 from uqeval.cli.progress import job_progress, upload_progress
+from uqeval.errors import BadRequest
 
 if TYPE_CHECKING:
     from uqeval.client import Client
@@ -34,7 +42,8 @@ def login(
         str | None, typer.Option("--url", help="The server (asked when not given).")
     ] = None,
     key_stdin: Annotated[
-        bool, typer.Option("--key-stdin", help="Read the key from stdin (one line) instead of asking.")
+        bool,
+        typer.Option("--key-stdin", help="Read the key from stdin (one line) instead of asking."),
     ] = False,
 ) -> None:
     """Save the server's URL and your API key in the config file (mode 0600), after checking
@@ -127,8 +136,10 @@ def read_input(
     if kind is None:
         try:
             kind = infer_kind(list(arrays))
-        except ValueError as exc:
-            bad_input(f"{file.name}: {exc}; give --kind", field="kind")
+        except BadRequest as exc:
+            bad_input(
+                f"{file.name}: {exc.message.replace('give kind=', 'give --kind')}", field="kind"
+            )
     target_values = None if targets is None else read_targets(targets, "targets")
     add_targets(arrays, kind, target_values)
     return kind, arrays
@@ -145,6 +156,7 @@ def submit(
     file: Annotated[
         Path,
         typer.Argument(
+            metavar="FILE",
             help="The prediction: .npz (members named as in the API: mean, std, ...; y or "
             "labels), .parquet or .csv (one row per sample; see the column flags).",
             show_default=False,
@@ -167,12 +179,14 @@ def submit(
         int, typer.Option(min=0, help="Bootstrap resamples B for confidence intervals (0: none).")
     ] = 0,
     stability: Annotated[
-        bool, typer.Option(help="Run the test-set-size stability study.")
+        bool, typer.Option("--stability", help="Run the test-set-size stability study.")
     ] = False,
     repeats: Annotated[
         int | None, typer.Option(min=1, help="Subsamples per size of the stability study.")
     ] = None,
-    curves: Annotated[bool, typer.Option(help="Compute the curves (calibration, sparsification).")] = False,
+    curves: Annotated[
+        bool, typer.Option("--curves", help="Compute the curves (calibration, sparsification).")
+    ] = False,
     seed: Annotated[int | None, typer.Option(min=0, help="Seed of every random draw.")] = None,
     estimators: Annotated[
         str | None,
@@ -189,67 +203,110 @@ def submit(
     ] = False,
     idempotency_key: Annotated[
         str | None,
-        typer.Option(help="Resending with the same key never submits twice (default: a new one, printed)."),
+        typer.Option(
+            help="Resending with the same key never submits twice (default: a new one, printed)."
+        ),
     ] = None,
     wait: Annotated[
-        bool, typer.Option("--wait", help="Show the upload and the job's progress; print the result.")
+        bool,
+        typer.Option("--wait", help="Show the upload and the job's progress; print the result."),
     ] = False,
     json_: JSON = False,
     col: Annotated[
         list[str] | None,
-        typer.Option("--col", help="FIELD=COLUMN: take a field from a column (repeatable).",
-                     rich_help_panel="Columns (Parquet, CSV)"),
+        typer.Option(
+            "--col",
+            help="FIELD=COLUMN: take a field from a column (repeatable).",
+            rich_help_panel="Columns (Parquet, CSV)",
+        ),
     ] = None,
     columns: Annotated[
         str | None,
-        typer.Option(help="The fields of the columns in order, e.g. mean,std,y ('-' skips one).",
-                     rich_help_panel="Columns (Parquet, CSV)"),
+        typer.Option(
+            help="The fields of the columns in order, e.g. mean,std,y ('-' skips one).",
+            rich_help_panel="Columns (Parquet, CSV)",
+        ),
     ] = None,
     prefix: Annotated[
         list[str] | None,
-        typer.Option("--prefix", help="FIELD=PREFIX: a matrix field from columns PREFIX0, "
-                     "PREFIX1, ... (repeatable; default FIELD_0, FIELD_1, ...).",
-                     rich_help_panel="Columns (Parquet, CSV)"),
+        typer.Option(
+            "--prefix",
+            help="FIELD=PREFIX: a matrix field from columns PREFIX0, "
+            "PREFIX1, ... (repeatable; default FIELD_0, FIELD_1, ...).",
+            rich_help_panel="Columns (Parquet, CSV)",
+        ),
     ] = None,
     prob_prefix: Annotated[
         str | None,
-        typer.Option(help="Class probabilities from the columns PREFIX0, PREFIX1, ... (= --prefix probs=PREFIX).",
-                     rich_help_panel="Columns (Parquet, CSV)"),
+        typer.Option(
+            help="Class probabilities from the columns PREFIX0, PREFIX1, ... (= --prefix probs=PREFIX).",
+            rich_help_panel="Columns (Parquet, CSV)",
+        ),
     ] = None,
     y_col: Annotated[
-        str | None, typer.Option(help="The column of the regression targets.",
-                                 rich_help_panel="Columns (Parquet, CSV)")
+        str | None,
+        typer.Option(
+            help="The column of the regression targets.", rich_help_panel="Columns (Parquet, CSV)"
+        ),
     ] = None,
     labels_col: Annotated[
-        str | None, typer.Option(help="The column of the class labels.",
-                                 rich_help_panel="Columns (Parquet, CSV)")
+        str | None,
+        typer.Option(
+            help="The column of the class labels.", rich_help_panel="Columns (Parquet, CSV)"
+        ),
     ] = None,
     levels: Annotated[
-        str | None, typer.Option(help="Quantiles: the levels of the value columns, e.g. 0.1,0.5,0.9.",
-                                 rich_help_panel="Columns (Parquet, CSV)")
+        str | None,
+        typer.Option(
+            help="Quantiles: the levels of the value columns, e.g. 0.1,0.5,0.9.",
+            rich_help_panel="Columns (Parquet, CSV)",
+        ),
     ] = None,
 ) -> None:
     """Submit a prediction file for evaluation; with --wait, follow it and print the result."""
     st = state(ctx)
     kind, arrays = read_input(
-        file, kind=kind, targets=targets, col=col, columns=columns, prefix=prefix,
-        prob_prefix=prob_prefix, y_col=y_col, labels_col=labels_col, levels=levels,
+        file,
+        kind=kind,
+        targets=targets,
+        col=col,
+        columns=columns,
+        prefix=prefix,
+        prob_prefix=prob_prefix,
+        y_col=y_col,
+        labels_col=labels_col,
+        levels=levels,
     )
     if benchmark is not None:
-        given = [flag for flag, on in (("--metrics", metrics is not None),
-                                       ("--bootstrap", bootstrap > 0),
-                                       ("--stability", stability), ("--curves", curves),
-                                       ("--seed", seed is not None)) if on]
+        given = [
+            flag
+            for flag, on in (
+                ("--metrics", metrics is not None),
+                ("--bootstrap", bootstrap > 0),
+                ("--stability", stability),
+                ("--curves", curves),
+                ("--seed", seed is not None),
+            )
+            if on
+        ]
         if given:
-            bad_input(f"{', '.join(given)}: a benchmark sets the analyses of its submissions; "
-                      "leave them out with --benchmark", field="analyses")
+            bad_input(
+                f"{', '.join(given)}: a benchmark sets the analyses of its submissions; "
+                "leave them out with --benchmark",
+                field="analyses",
+            )
     elif "y" not in arrays and "labels" not in arrays:
-        bad_input(f"{file.name} holds no targets: give --targets FILE, --benchmark ID, or a y "
-                  "(labels) member/column", field="targets")
+        bad_input(
+            f"{file.name} holds no targets: give --targets FILE, --benchmark ID, or a y "
+            "(labels) member/column",
+            field="targets",
+        )
     if idempotency_key is None:
         idempotency_key = uuid.uuid4().hex
-        note(f"Idempotency key: {idempotency_key}  (pass it with --idempotency-key to retry "
-             "without submitting twice)")
+        note(
+            f"Idempotency key: {idempotency_key}  (pass it with --idempotency-key to retry "
+            "without submitting twice)"
+        )
     options: dict[str, Any] = {}
     if metrics is not None:
         options["metrics"] = split_list(metrics) or "all"
@@ -342,28 +399,20 @@ def list_(
     status: Annotated[
         str | None, typer.Option(help="Only these: queued, running, succeeded, failed, cancelled.")
     ] = None,
-    benchmark: Annotated[str | None, typer.Option(help="Only submissions on this benchmark.")] = None,
+    benchmark: Annotated[
+        str | None, typer.Option(help="Only submissions on this benchmark.")
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, max=100, help="At most this many.")] = 20,
     offset: Annotated[int, typer.Option(min=0, help="Skip this many (newest first).")] = 0,
     json_: JSON = False,
 ) -> None:
     """Your team's submissions, newest first."""
-    page = state(ctx).client().submissions(
-        status=status, benchmark=benchmark, limit=limit, offset=offset
-    )
+    client = state(ctx).client()
+    page = client.submissions(status=status, benchmark=benchmark, limit=limit, offset=offset)
     if json_:
-        print_json(page.raw if hasattr(page, "raw") else _page_doc(page))
+        print_json(page.raw)
     else:
-        out().print(render.submissions(page.raw if hasattr(page, "raw") else _page_doc(page)))
-
-
-def _page_doc(page: Any) -> dict[str, Any]:
-    return {
-        "items": [s.raw for s in page.items],
-        "total": page.total,
-        "offset": page.offset,
-        "limit": page.limit,
-    }
+        out().print(render.submissions(page.raw))
 
 
 def cancel(
