@@ -90,7 +90,7 @@ def compare(
         method=method,
     )
     if wait:
-        with job_progress(not json_ or sys.stderr.isatty()) as update:
+        with job_progress(True) as update:
             cmp = client.wait_comparison(cmp.id, progress=update)
     if json_:
         print_json(cmp.raw)

@@ -147,8 +147,12 @@ def read_input(
 
 def wait_with_progress(client: Client, sub_id: str, *, show: bool = True) -> Submission:
     """Wait for ``sub_id`` to end, with a progress bar on stderr."""
-    with job_progress(show) as update:
-        return client.wait(sub_id, progress=update)
+    try:
+        with job_progress(show) as update:
+            return client.wait(sub_id, progress=update)
+    except KeyboardInterrupt:
+        note(f"Stopped waiting; the job goes on: uqeval status {sub_id}")
+        raise
 
 
 def submit(
@@ -385,7 +389,7 @@ def results(
     """The results of a succeeded submission (exit 5 if it failed or was cancelled)."""
     client = state(ctx).client()
     if wait:
-        sub = wait_with_progress(client, sub_id, show=not json_ or sys.stderr.isatty())
+        sub = wait_with_progress(client, sub_id)
         show_result(sub.raw, json_)
         return
     sub = client.get(sub_id)
