@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from service.settings import Settings
-from uqeval.cli import build_parser
+from uqeval.cli import command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,15 +70,20 @@ def test_every_service_has_a_healthcheck_and_waits_for_redis(compose: dict[str, 
             assert service["environment"]["REDIS_URL"] == "redis://redis:6379/0", name
 
 
+def parse(args: list[str]) -> tuple[str, dict[str, Any]]:
+    """The subcommand and its options as the ``uqeval`` command line parses ``args`` (a usage
+    error, such as an unknown flag, raises)."""
+    sub = command().commands[args[0]]
+    return args[0], sub.make_context(args[0], list(args[1:])).params
+
+
 def test_commands_are_accepted_by_the_cli(compose: dict[str, Any]) -> None:
-    parser = build_parser()
     for name in ("api", "worker-cpu", "worker-gpu"):
-        command = compose["services"][name]["command"]
-        assert command[0] == "uqeval", name
-        args = parser.parse_args(command[1:])
-        assert args.command == ("api" if name == "api" else "worker")
-    assert parser.parse_args(compose["services"]["worker-cpu"]["command"][1:]).queues == "cpu"
-    gpu_queues = parser.parse_args(compose["services"]["worker-gpu"]["command"][1:]).queues
+        cmd = compose["services"][name]["command"]
+        assert cmd[0] == "uqeval", name
+        assert parse(cmd[1:])[0] == ("api" if name == "api" else "worker")
+    assert parse(compose["services"]["worker-cpu"]["command"][1:])[1]["queues"] == "cpu"
+    gpu_queues = parse(compose["services"]["worker-gpu"]["command"][1:])[1]["queues"]
     assert "gpu" in gpu_queues.split(",")
 
 
