@@ -1,0 +1,400 @@
+"""The request building and answer reading that :class:`uqeval.Client` and
+:class:`uqeval.AsyncClient` share; they differ only in how a :class:`~uqeval._http.Call` is
+sent and how they wait."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from service.kinds import CLASSIFICATION_KINDS, ESTIMATE_PREFIX, KIND_FIELDS
+from uqeval import arrays as A
+from uqeval._http import Call, ProgressFn
+from uqeval.config import resolve
+from uqeval.errors import BadRequest, JobFailed
+from uqeval.models import (
+    ApiKey,
+    Benchmark,
+    Comparison,
+    Leaderboard,
+    Submission,
+    SubmissionPage,
+    Team,
+)
+
+SubmissionProgress = Callable[[Submission], None]
+ComparisonProgress = Callable[[Comparison], None]
+
+#: The wait between polls grows from the first value to the second.
+POLL_START_S = 0.25
+POLL_MAX_S = 2.0
+
+
+def metric_list(metrics: Any) -> list[str] | str:
+    """``"all"``, a list of names, or a comma-separated string, as the API's ``metrics``."""
+    if metrics is None or metrics == "all":
+        return "all"
+    if isinstance(metrics, str):
+        names = [m.strip() for m in metrics.split(",") if m.strip()]
+    else:
+        names = [str(m) for m in metrics]
+    if not names:
+        raise BadRequest("metrics must name at least one metric (or be 'all')", field="metrics")
+    return names
+
+
+def bootstrap_doc(bootstrap: Any) -> dict[str, Any] | None:
+    """The API's ``analyses.bootstrap`` from an int B or a dict (None: no bootstrap asked)."""
+    if bootstrap is None or bootstrap is False:
+        return None
+    if isinstance(bootstrap, Mapping):
+        return dict(bootstrap)
+    if isinstance(bootstrap, bool) or not isinstance(bootstrap, (int, np.integer)):
+        raise BadRequest(
+            f"bootstrap must be an int (B) or a dict; found {bootstrap!r}", field="bootstrap"
+        )
+    return {"n_resamples": int(bootstrap)} if bootstrap else None
+
+
+def stability_doc(stability: Any) -> dict[str, Any] | None:
+    """The API's ``analyses.stability`` from a bool or an int (repeats)."""
+    if stability is None or stability is False:
+        return None
+    if stability is True:
+        return {"enabled": True}
+    if isinstance(stability, Mapping):
+        return dict(stability)
+    if isinstance(stability, (int, np.integer)):
+        return {"enabled": True, "repeats": int(stability)}
+    raise BadRequest(
+        f"stability must be a bool or an int (repeats); found {stability!r}", field="stability"
+    )
+
+
+def _id(obj: Any) -> str:
+    """An id given as a string or as an object with ``.id`` (a Submission, a Benchmark)."""
+    value = getattr(obj, "id", obj)
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"expected an id; found {obj!r}", field="id")
+    return value
+
+
+class ClientBase:
+    """Settings and request builders of both clients (see :class:`uqeval.Client`)."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        key: str | None = None,
+        *,
+        timeout: float = 60.0,
+        retries: int = 5,
+        backoff: float = 0.5,
+        max_retry_wait: float = 60.0,
+        npz_threshold: int = 64 * 1024,
+    ) -> None:
+        self.url, self._key = resolve(url, key)
+        self.timeout = timeout
+        self.retries = max(0, int(retries))
+        self.backoff = backoff
+        self.max_retry_wait = max_retry_wait
+        self.npz_threshold = npz_threshold
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(url={self.url!r})"
+
+    def _headers(self) -> dict[str, str]:
+        out = {"Accept": "application/json", "User-Agent": "uqeval-client"}
+        if self._key:
+            out["Authorization"] = f"Bearer {self._key}"
+        return out
+
+    # -- submissions ---------------------------------------------------------------------
+
+    def _submission_call(
+        self,
+        prediction: Any,
+        y: Any,
+        *,
+        kind: str | None,
+        labels: Any,
+        benchmark: Any,
+        soft_labels: Any,
+        ood: Any,
+        sample_weight: Any,
+        groups: Any,
+        estimates: Mapping[str, Any] | None,
+        model_name: str,
+        metadata: Mapping[str, Any] | None,
+        metrics: Any,
+        params: Mapping[str, Any] | None,
+        bootstrap: Any,
+        stability: Any,
+        seed: int | None,
+        estimators: Any,
+        curves: bool,
+        visibility: str,
+        idempotency_key: str | None,
+        format: str,
+        upload_progress: ProgressFn | None,
+    ) -> tuple[Call, dict[str, Any]]:
+        """The POST of a submission and what the answer does not say (for the Submission)."""
+        if hasattr(prediction, "arrays") and hasattr(prediction, "kind"):
+            found_kind, arrays = A.prediction_arrays(prediction)
+            if kind is not None and kind != found_kind:
+                raise BadRequest(
+                    f"kind={kind!r} but the prediction is a {found_kind}", field="kind"
+                )
+            kind = found_kind
+        elif isinstance(prediction, Mapping):
+            arrays = {str(k): A.to_host(v, str(k)) for k, v in prediction.items()}
+            if kind is None:
+                kind = A.infer_kind(arrays)
+        else:
+            raise BadRequest(
+                f"prediction must be a uqcore prediction object or a mapping of arrays named as "
+                f"in the API; found {type(prediction).__name__}",
+                field="prediction",
+            )
+        if kind not in KIND_FIELDS:
+            raise BadRequest(
+                f"kind must be one of {sorted(KIND_FIELDS)}; found {kind!r}", field="kind"
+            )
+        classification = kind in CLASSIFICATION_KINDS
+        if classification and y is not None:
+            if labels is not None:
+                raise BadRequest("give y or labels, not both", field="labels")
+            labels, y = y, None  # the targets of a classification kind are its labels
+        extra = {
+            "y": y,
+            "labels": labels,
+            "soft_labels": soft_labels,
+            "ood": ood,
+            "sample_weight": sample_weight,
+            "groups": groups,
+        }
+        for name, value in extra.items():
+            if value is None:
+                continue
+            if name in arrays:
+                raise BadRequest(f"{name} is given twice (argument and mapping)", field=name)
+            arrays[name] = A.to_host(value, name)
+        for est, value in (estimates or {}).items():
+            if not classification:
+                raise BadRequest("estimates apply to classification kinds only", field="estimates")
+            arrays[ESTIMATE_PREFIX + est] = A.to_host(value, ESTIMATE_PREFIX + est)
+
+        analyses: dict[str, Any] = {"metrics": metric_list(metrics)}
+        if params:
+            analyses["params"] = {str(k): dict(v) for k, v in params.items()}
+        if (b := bootstrap_doc(bootstrap)) is not None:
+            analyses["bootstrap"] = b
+        if (s := stability_doc(stability)) is not None:
+            analyses["stability"] = s
+        if seed is not None:
+            analyses["seed"] = int(seed)
+        if estimators is not None:
+            analyses["estimators"] = estimators if estimators == "all" else list(estimators)
+        if curves:
+            analyses["curves"] = True
+        request: dict[str, Any] = {
+            "model_name": model_name,
+            "metadata": dict(metadata or {}),
+            "visibility": visibility,
+        }
+        bench_id = None if benchmark is None else _id(benchmark)
+        if bench_id is not None:
+            request["benchmark_id"] = bench_id
+            # A benchmark sets its submissions' analyses: send them only when asked, so that
+            # the server can say why they are refused.
+            if analyses != {"metrics": "all"}:
+                request["analyses"] = analyses
+        else:
+            request["analyses"] = analyses
+        body = A.encode_body(kind, arrays, request, format=format, npz_threshold=self.npz_threshold)
+        key = idempotency_key or uuid.uuid4().hex
+        call = Call(
+            "POST",
+            "/v1/submissions",
+            policy="submit",
+            content=body.content,
+            headers={**body.headers(), "Idempotency-Key": key},
+            ok=(202,),
+            upload_progress=upload_progress,
+        )
+        known = {
+            "model_name": model_name,
+            "kind": kind,
+            "n": A.n_rows(kind, arrays),
+            "visibility": visibility,
+            "benchmark_id": bench_id,
+            "metadata": request["metadata"],
+            "progress": 0.0,
+        }
+        return call, {"known": known, "idempotency_key": key}
+
+    @staticmethod
+    def _accepted(doc: dict[str, Any], extra: dict[str, Any]) -> Submission:
+        merged = {**extra["known"], **doc}
+        return Submission.from_json(merged, idempotency_key=extra["idempotency_key"])
+
+    @staticmethod
+    def _get_call(sub_id: Any) -> Call:
+        return Call("GET", f"/v1/submissions/{_id(sub_id)}")
+
+    @staticmethod
+    def _list_call(status: str | None, limit: int, offset: int) -> Call:
+        return Call(
+            "GET", "/v1/submissions", params={"status": status, "limit": limit, "offset": offset}
+        )
+
+    @staticmethod
+    def _cancel_call(sub_id: Any) -> Call:
+        return Call("POST", f"/v1/submissions/{_id(sub_id)}/cancel", policy="write", ok=(202,))
+
+    @staticmethod
+    def _delete_call(path: str) -> Call:
+        return Call("DELETE", path, ok=(204,), gone_ok_after_retry=True)
+
+    @staticmethod
+    def _visibility_call(sub_id: Any, visibility: str) -> Call:
+        return Call("PATCH", f"/v1/submissions/{_id(sub_id)}", json={"visibility": visibility})
+
+    @staticmethod
+    def _finished(sub: Submission) -> Submission:
+        """``sub`` if it succeeded; JobFailed if it failed or was cancelled."""
+        if sub.status == "succeeded":
+            return sub
+        why = f": {sub.error}" if sub.error else ""
+        raise JobFailed(f"submission {sub.id} {sub.status}{why}", job=sub)
+
+    @staticmethod
+    def _not_finished(sub: Submission) -> BadRequest:
+        return BadRequest(
+            f"submission {sub.id} has not finished (status {sub.status}, "
+            f"{sub.progress:.0f}%); wait for it (wait=True)",
+            code="not_finished",
+            field="sub_id",
+        )
+
+    @staticmethod
+    def _page(items: list[Submission], total: int, offset: int, limit: int) -> SubmissionPage:
+        return SubmissionPage(
+            items=items,
+            total=total,
+            offset=offset,
+            limit=limit,
+            raw={"items": [s.raw for s in items], "total": total, "offset": offset, "limit": limit},
+        )
+
+    # -- leaderboards and comparisons ----------------------------------------------------
+
+    @staticmethod
+    def _leaderboard_call(
+        benchmark: Any,
+        metric: str | None,
+        estimator: str | None,
+        limit: int | None,
+        offset: int | None,
+        csv: bool = False,
+    ) -> Call:
+        return Call(
+            "GET",
+            f"/v1/benchmarks/{_id(benchmark)}/leaderboard",
+            params={
+                "metric": metric,
+                "estimator": estimator,
+                "limit": limit,
+                "offset": offset,
+                "format": "csv" if csv else None,
+            },
+        )
+
+    @staticmethod
+    def _compare_call(
+        ids: list[str],
+        benchmark: str,
+        metrics: Any,
+        estimators: Any,
+        n_resamples: int,
+        seed: int | None,
+        level: float,
+        method: str,
+    ) -> Call:
+        body: dict[str, Any] = {
+            "benchmark_id": benchmark,
+            "submission_ids": ids,
+            "n_resamples": n_resamples,
+            "level": level,
+            "method": method,
+        }
+        if metrics is not None:
+            names = metric_list(metrics)
+            if names == "all":
+                raise BadRequest("a comparison takes a list of metrics", field="metrics")
+            body["metrics"] = names
+        if estimators is not None:
+            body["estimators"] = list(estimators)
+        if seed is not None:
+            body["seed"] = int(seed)
+        return Call("POST", "/v1/comparisons", policy="write", json=body, ok=(202,))
+
+    @staticmethod
+    def _comparison_call(cmp_id: Any) -> Call:
+        return Call("GET", f"/v1/comparisons/{_id(cmp_id)}")
+
+    @staticmethod
+    def _comparison_finished(cmp: Comparison) -> Comparison:
+        if cmp.status == "succeeded":
+            return cmp
+        why = f": {cmp.error}" if cmp.error else ""
+        raise JobFailed(f"comparison {cmp.id} {cmp.status}{why}", job=cmp)
+
+    # -- benchmarks and admin --------------------------------------------------------------
+
+    def _create_benchmark_call(
+        self,
+        name: str,
+        task: str,
+        targets: dict[str, Any],
+        primary_metric: str,
+        metrics: Any,
+        settings: dict[str, Any],
+    ) -> Call:
+        arrays = {k: A.to_host(v, k) for k, v in targets.items() if v is not None}
+        request: dict[str, Any] = {
+            "name": name,
+            "task": task,
+            "primary_metric": primary_metric,
+            **settings,
+        }
+        if metrics is not None:
+            request["metrics"] = metric_list(metrics)
+        body = A.encode_body(None, arrays, request, npz_threshold=self.npz_threshold)
+        return Call(
+            "POST",
+            "/v1/benchmarks",
+            policy="write",
+            content=body.content,
+            headers=body.headers(),
+            ok=(201,),
+        )
+
+    @staticmethod
+    def _benchmarks(doc: dict[str, Any]) -> list[Benchmark]:
+        return [Benchmark.from_json(b) for b in doc.get("benchmarks") or []]
+
+    @staticmethod
+    def _teams(doc: dict[str, Any]) -> list[Team]:
+        return [Team.from_json(t) for t in doc.get("teams") or []]
+
+    @staticmethod
+    def _keys(doc: dict[str, Any]) -> list[ApiKey]:
+        return [ApiKey.from_json(k) for k in doc.get("keys") or []]
+
+    @staticmethod
+    def _leaderboard(doc: dict[str, Any]) -> Leaderboard:
+        return Leaderboard.from_json(doc)
