@@ -32,12 +32,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from uqeval import Client
+from uqeval.errors import UQEvalError
 
 SEED = 0
 #: The over-confident models divide their spread by this (std / 4; temperature 1/4).
@@ -69,12 +70,12 @@ class Task:
     task: str
     targets: np.ndarray
     models: list[Model]
+    metrics: list[str]  # the benchmark's; the first is its primary metric
     accuracy_metric: str  # where the over-confident twin must not lose
     calibration_metrics: tuple[str, ...]  # where it must lose
     calibrated: str  # the model name of the well-calibrated reference ...
     overconfident: str  # ... and of its over-confident twin
     benchmark_id: str = ""
-    metrics: list[str] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,11 +170,11 @@ def regression_task() -> Task:
         "regression",
         y_test,
         [ensemble, quantiles, baseline, sharp],
+        metrics=["crps", "mae", "nll", "ece"],
         accuracy_metric="mae",
         calibration_metrics=("ece", "nll", "crps"),
         calibrated=baseline.name,
         overconfident=sharp.name,
-        metrics=["crps", "mae", "nll", "ece"],
     )
 
 
@@ -252,11 +253,11 @@ def classification_task() -> Task:
         "classification",
         l_test,
         [ensemble, single, sharp],
+        metrics=["nll", "accuracy", "ece", "brier"],
         accuracy_metric="accuracy",
         calibration_metrics=("ece", "nll"),
         calibrated=ensemble.name,
         overconfident=sharp.name,
-        metrics=["nll", "accuracy", "ece", "brier"],
     )
 
 
@@ -438,9 +439,8 @@ def show_comparison(client: Client, task: Task, metrics: list[str]) -> dict[str,
         wait=True,
         timeout=120,
     )
-    pair = next(
-        p for p in cmp.result["pairs"] if {p["a"], p["b"]} == {a.submission_id, b.submission_id}
-    )
+    pairs = (cmp.result or {}).get("pairs", [])  # wait=True: it succeeded, or raised
+    pair = next(p for p in pairs if {p["a"], p["b"]} == {a.submission_id, b.submission_id})
     sign = 1.0 if pair["a"] == a.submission_id else -1.0  # report as calibrated − over-confident
     print(
         f"\n  Paired comparison ({cmp.id}): {a.name} − {b.name}, the same {len(task.targets)} "
@@ -463,11 +463,12 @@ class Checks:
 
     def __init__(self) -> None:
         self.failures: list[str] = []
+        self.dataset = ""
 
     def expect(self, ok: bool, what: str) -> None:
         print(f"    [{'ok' if ok else 'FAILED'}] {what}", flush=True)
         if not ok:
-            self.failures.append(what)
+            self.failures.append(f"{self.dataset}: {what}")
 
 
 def check_story(
@@ -560,6 +561,7 @@ def run(url: str, admin_key: str, tasks: list[Task]) -> list[str]:
                 team = next(m.team for m in task.models if m.name == task.calibrated)
                 metrics = [task.accuracy_metric, *task.calibration_metrics]
                 diffs = show_comparison(clients[team], task, metrics)
+                checks.dataset = task.dataset
                 check_story(task, boards, diffs, checks)
                 check_locally(task, checks)
         finally:
@@ -573,17 +575,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=os.environ.get("UQEVAL_URL"), help="existing server")
     parser.add_argument("--key", default=os.environ.get("UQEVAL_KEY"), help="its admin key")
     args = parser.parse_args(argv)
+    if args.url and not args.key:
+        parser.error("--url needs --key (an admin key), or UQEVAL_KEY")
     t0 = time.perf_counter()
-    if args.url:
-        if not args.key:
-            parser.error("--url needs --key (an admin key), or UQEVAL_KEY")
-        failures = run(args.url, args.key, train())
-    else:
-        admin_key = secrets.token_urlsafe(24)
-        print("Starting uqeval serve (in the background) ...", flush=True)
-        with LocalServer(admin_key) as server:
-            tasks = train()
-            failures = run(server.url, admin_key, tasks)
+    try:
+        if args.url:
+            failures = run(args.url, args.key, train())
+        else:
+            admin_key = secrets.token_urlsafe(24)
+            print("Starting uqeval serve (in the background) ...", flush=True)
+            with LocalServer(admin_key) as server:
+                tasks = train()
+                failures = run(server.url, admin_key, tasks)
+    except (UQEvalError, RuntimeError, TimeoutError) as exc:
+        # The server's answer (or why there was none), without a traceback; the exit code 1
+        # as for a failed check.
+        print(f"\nwalkthrough: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     print()
     if failures:
         for f in failures:
