@@ -111,12 +111,13 @@ def test_checks_fail_when_the_overconfident_model_does_not_lose() -> None:
         "nll": {"diff": -0.6, "low": -0.8, "high": -0.4},
     }
     checks = w.Checks()
+    checks.dataset = "toy"
     w.check_story(task, {"accuracy": board(("good", 0.93), ("sharp", 0.94))}, diffs, checks)
     assert [f.split(" (")[0] for f in checks.failures] == [
-        "accuracy: the same value on the leaderboard",
-        "accuracy: paired difference exactly 0, its interval [-0.02, +0] contains 0",
-        "ece: worse for the over-confident model",
-        "ece: paired interval of the difference [-0.01, +0.01] excludes 0",
+        "toy: accuracy: the same value on the leaderboard",
+        "toy: accuracy: paired difference exactly 0, its interval [-0.02, +0] contains 0",
+        "toy: ece: worse for the over-confident model",
+        "toy: ece: paired interval of the difference [-0.01, +0.01] excludes 0",
     ]
 
     checks = w.Checks()
