@@ -1,10 +1,13 @@
 """A real browser for tests: headless Chromium driven by Playwright, with the network blocked.
 
-Test modules load it with ``pytest_plugins = ["tests.browser"]``; ``browser`` is one Chromium
-per pytest process (session scope) and :func:`open_page` opens a page in a fresh context in
-which every request to a host other than the loopback one is aborted and recorded, as are the
-console errors and uncaught page errors, so a test can assert that a page works with no
-network at all.
+Test modules load it with ``pytest_plugins = ["tests.browser"]``. ``browser`` is one Chromium
+process per pytest process (session scope, a fresh profile directory); :func:`open_page`
+connects Playwright to it and opens a page in a fresh context in which every request to a host
+other than the loopback one is aborted and recorded, as are the console errors and uncaught
+page errors, so a test can assert that a page works with no network at all. Playwright's sync
+API marks its event loop as running in the calling thread while it is connected (any
+``asyncio.run`` there would fail), so it is connected only inside :func:`open_page`, never
+between tests.
 
 Chromium is the system's (Debian's ``chromium`` package; ``scripts/test`` installs it), or the
 executable named by ``UQEVAL_BROWSER``: Playwright's own browser download is never used (test
@@ -21,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
+import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,12 +89,65 @@ def _unavailable(reason: str) -> None:
     pytest.skip(message)
 
 
+@dataclass(frozen=True)
+class Chromium:
+    """A running Chromium: its executable and the address of its DevTools endpoint."""
+
+    executable: str
+    endpoint: str
+
+
+def _start_chromium(
+    executable: str, profile: Path, log: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                executable,
+                *CHROMIUM_ARGS,
+                f"--user-data-dir={profile}",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            # its own process group: the renderers and helpers go with it at the end
+            start_new_session=True,
+            # nothing of the user's (certificates, caches) is read or written
+            env={**os.environ, "HOME": str(profile)},
+        )
+    port_file = profile / "DevToolsActivePort"  # written by Chromium once it listens
+    deadline = time.monotonic() + 60
+    while not port_file.is_file() or not port_file.read_text().strip():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            _stop(proc)
+            pytest.fail(
+                f"Chromium at {executable} did not start: {log.read_text()[-3000:]}",
+                pytrace=False,
+            )
+        time.sleep(0.05)
+    port = int(port_file.read_text().split()[0])
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 @pytest.fixture(scope="session")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A headless Chromium (``playwright.sync_api.Browser``) with a fresh profile directory."""
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chromium]:
+    """A headless Chromium with a fresh profile, for :func:`open_page`."""
     try:
-        from playwright.sync_api import Error as PlaywrightError
-        from playwright.sync_api import sync_playwright
+        import playwright.sync_api  # noqa: F401
     except ImportError:
         _unavailable("the playwright package is not installed")
     executable = chromium_path()
@@ -98,25 +156,14 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     assert executable is not None
     if not Path(executable).is_file():
         _unavailable(f"UQEVAL_BROWSER={executable} is not a file")
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    with sync_playwright() as pw:
-        try:
-            # launch() gives Chromium a fresh temporary profile (--user-data-dir) and removes it
-            # at close; HOME and the disk cache point into this session's own directory too, so
-            # nothing of the user's (certificates, caches) is read or written.
-            chromium = pw.chromium.launch(
-                executable_path=executable,
-                headless=True,
-                args=[*CHROMIUM_ARGS, f"--disk-cache-dir={profile / 'cache'}"],
-                env={**os.environ, "HOME": str(profile), "TMPDIR": tempfile.gettempdir()},
-                timeout=60_000,
-            )
-        except PlaywrightError as exc:
-            pytest.fail(f"Chromium at {executable} did not start: {exc}", pytrace=False)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    home = tmp_path_factory.mktemp("chromium")
+    profile = home / "profile"
+    profile.mkdir()
+    proc, endpoint = _start_chromium(executable, profile, home / "chromium.log")
+    try:
+        yield Chromium(executable=executable, endpoint=endpoint)
+    finally:
+        _stop(proc)
 
 
 @dataclass
@@ -157,7 +204,7 @@ class OfflinePage:
 
 @contextlib.contextmanager
 def open_page(
-    browser: Any, *, allowed_hosts: frozenset[str] = LOOPBACK_HOSTS, timeout_ms: int = 30_000
+    browser: Chromium, *, allowed_hosts: frozenset[str] = LOOPBACK_HOSTS, timeout_ms: int = 30_000
 ) -> Iterator[OfflinePage]:
     """A new page in its own context; requests to hosts outside ``allowed_hosts`` are aborted.
 
@@ -166,8 +213,8 @@ def open_page(
     and loopback requests that failed are recorded too. The caller asserts on
     :meth:`OfflinePage.problems`.
     """
-    context = browser.new_context(service_workers="block", viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(timeout_ms)
+    from playwright.sync_api import sync_playwright
+
     out = OfflinePage(page=None)
 
     def route(r: Any) -> None:
@@ -184,13 +231,19 @@ def open_page(
         if request.url not in out.blocked:
             out.failed.append(f"{request.url} ({request.failure})")
 
-    context.route("**/*", route)
-    try:
-        page = context.new_page()
-        page.on("console", lambda m: m.type == "error" and out.console_errors.append(m.text))
-        page.on("requestfailed", on_failed)
-        page.on("pageerror", lambda exc: out.page_errors.append(str(exc)))
-        out.page = page
-        yield out
-    finally:
-        context.close()
+    with sync_playwright() as pw:
+        connection = pw.chromium.connect_over_cdp(browser.endpoint, timeout=timeout_ms)
+        context = connection.new_context(
+            service_workers="block", viewport={"width": 1280, "height": 900}
+        )
+        context.set_default_timeout(timeout_ms)
+        context.route("**/*", route)
+        try:
+            page = context.new_page()
+            page.on("console", lambda m: m.type == "error" and out.console_errors.append(m.text))
+            page.on("requestfailed", on_failed)
+            page.on("pageerror", lambda exc: out.page_errors.append(str(exc)))
+            out.page = page
+            yield out
+        finally:
+            context.close()
