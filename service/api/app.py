@@ -21,7 +21,7 @@ from fastapi.routing import APIRoute
 from pydantic.json_schema import models_json_schema
 
 import uqcore
-from service.api import errors
+from service.api import docs, errors
 from service.api.auth import register_admin_key
 from service.api.observability import Metrics, RequestMetrics
 from service.api.routes import (
@@ -161,6 +161,9 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         openapi_tags=TAGS,
         lifespan=lifespan,
         generate_unique_id_function=_operation_id,
+        # served by service.api.docs from the installed package, not from a CDN
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.store = None
@@ -179,6 +182,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         health.router,
     ):
         app.include_router(router)
+    docs.install(app)
     app.add_middleware(RequestMetrics, metrics=metrics)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     return app
