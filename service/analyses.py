@@ -111,6 +111,13 @@ class Analyses(StrictModel):
     )
     bootstrap: BootstrapOptions = Field(default_factory=BootstrapOptions)
     stability: StabilityOptions = Field(default_factory=StabilityOptions)
+    curves: bool = Field(
+        default=False,
+        description="Also return the curves behind the metrics (regression: the calibration "
+        "and sparsification curves, one point per row or level) in the result's `curves`; "
+        "without it `curves` is {}. A benchmark's submissions never carry curves (they would "
+        "reveal its hidden targets).",
+    )
     seed: int = Field(default=0, ge=0, le=2**63 - 1, description="Seed of every random draw.")
     estimators: (
         Annotated[list[Annotated[str, Field(min_length=1, max_length=200)]], Field(min_length=1)]
@@ -140,12 +147,16 @@ class Analyses(StrictModel):
 
     def document(self) -> dict[str, Any]:
         """The JSON form kept with the submission (and hashed into its input hash): every field
-        with its value, ``estimators`` only when set, ``bootstrap.unit`` only when a benchmark
-        set it. Made once per model (a submission's reads all answer it): do not change it."""
+        with its value, ``estimators`` only when set, ``curves`` only when true (a document
+        stored before the field existed reads as false, and hashes as before),
+        ``bootstrap.unit`` only when a benchmark set it. Made once per model (a submission's
+        reads all answer it): do not change it."""
         if self._document is None:
             out = self.model_dump(mode="json")
             if self.estimators is None:
                 out.pop("estimators")
+            if not self.curves:
+                out.pop("curves")
             if self.bootstrap._unit is not None:
                 out["bootstrap"]["unit"] = self.bootstrap._unit
             self._document = out
@@ -193,7 +204,8 @@ class Analyses(StrictModel):
     ) -> Analyses:
         """The analyses of a submission on a benchmark: its ``metrics`` with the benchmark's
         parameters of those metrics, its bootstrap (with its resampling unit) and seed, and
-        (classification) the metric × estimator table of ``estimators``; the rest default."""
+        (classification) the metric × estimator table of ``estimators``; the rest default
+        (no curves: they would reveal the hidden targets)."""
         names = list(metrics)
         doc: dict[str, Any] = {
             "metrics": names,

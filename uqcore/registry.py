@@ -15,6 +15,7 @@ with a ``"value"`` entry (the scalar summary) and further JSON-serialisable deta
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import warnings
@@ -467,8 +468,32 @@ def get(name: str, task: str | None = None) -> MetricSpec:
     found = [s for (_, n), s in _REGISTRY.items() if n == name]
     if found:
         return found[0]
-    known = sorted({n for (_, n) in _REGISTRY})
-    raise UQValidationError(f"unknown metric {name!r}; known metrics: {', '.join(known)}")
+    raise UQValidationError(unknown_metric_message(name, task), argument="metrics", value=name)
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """`` did you mean 'crps'?`` for the candidates closest to ``name`` (difflib's ratio of at
+    least 0.6, at most three), or ``""`` when none is close.
+
+    >>> did_you_mean("crsp", ["crps", "mae", "nll"])
+    " did you mean 'crps'?"
+    """
+    close = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return " did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+def unknown_metric_message(name: str, task: str | None = None) -> str:
+    """Why ``name`` is no metric: the closest names and the metrics of ``task`` (of every
+    task without one).
+
+    >>> unknown_metric_message("crsp", "regression").split(" known")[0]
+    "unknown metric 'crsp'; did you mean 'crps'?"
+    """
+    known = names(task) if task in ("regression", "classification") else sorted(names())
+    which = f"{task} metrics" if task in ("regression", "classification") else "metrics"
+    return f"unknown metric {name!r};{did_you_mean(name, known)} known {which}: {', '.join(known)}"
 
 
 def specs(task: str | None = None) -> list[MetricSpec]:

@@ -14,14 +14,20 @@ results equal to those per-pair and per-metric calls. On a classification benchm
 labels, and the OOD flags and soft labels it holds, are the targets; with the request's
 ``estimators`` each metric that takes an estimator is also compared under each of them, as
 the entry ``"metric[estimator]"``.
+
+While it runs, the comparison's ``progress`` (0..100) follows the resamples (``compare_all``
+reports after each block); the result names each submission's model and team
+(``submissions``), and its notes are in the words of the API
+(:func:`service.rest_text.rest_document`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from service.rest_text import rest_document, rest_text
 from service.store import TERMINAL, Store
 from uqcore import UQValidationError
 from uqcore.report import json_safe
@@ -56,7 +62,24 @@ def holm(p_values: Sequence[float | None]) -> list[float | None]:
     return out
 
 
-def _compute(store: Store, request: dict[str, Any]) -> dict[str, Any]:
+def _submissions(store: Store, sub_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Each compared submission's model name and team (id and name: two round trips)."""
+    records = store.get_submissions(sub_ids)
+    teams = [(r.team if r.team is not None else r.owner) if r else None for r in records]
+    names = store.team_names(teams)
+    return {
+        sub_id: {
+            "model_name": r.model_name if r else None,
+            "team_id": team,
+            "team_name": names.get(team) if team else None,
+        }
+        for sub_id, r, team in zip(sub_ids, records, teams, strict=True)
+    }
+
+
+def _compute(
+    store: Store, request: dict[str, Any], progress: Callable[[float], None] | None = None
+) -> dict[str, Any]:
     bench = store.get_benchmark(request["benchmark_id"])
     targets = store.load_benchmark_arrays(request["benchmark_id"])
     if bench is None or targets is None:
@@ -77,7 +100,16 @@ def _compute(store: Store, request: dict[str, Any]) -> dict[str, Any]:
         extra["estimators"] = list(request["estimators"])
     # Every pair and every rank distribution from one set of resamples: each submission is
     # evaluated once per resample (equal to compare()/rank_distribution() per pair/metric).
-    done = compare_all(preds, y, metrics, method=request["method"], params=params, **opts, **extra)
+    done = compare_all(
+        preds,
+        y,
+        metrics,
+        method=request["method"],
+        params=params,
+        progress=progress,
+        **opts,
+        **extra,
+    )
     pairs: list[dict[str, Any]] = []
     warnings: list[str] = []
     for (a, b), c in done.pairs.items():
@@ -94,6 +126,7 @@ def _compute(store: Store, request: dict[str, Any]) -> dict[str, Any]:
         ranks[m] = dict(rd.entries)
         warnings.extend(f"ranks {m}: {w}" for w in rd.warnings)
     doc = {
+        "submissions": _submissions(store, subs),
         "pairs": pairs,
         "ranks": ranks,
         "correction": CORRECTION,
@@ -105,21 +138,31 @@ def _compute(store: Store, request: dict[str, Any]) -> dict[str, Any]:
         "unit": opts["unit"],
         "warnings": warnings,
     }
-    return dict(json_safe(doc, "comparison", warnings))
+    safe = json_safe(doc, "comparison", warnings)
+    return dict(rest_document(safe, task=bench.task, origin="comparison", metrics=metrics))
 
 
-def run_comparison(store: Store, cmp_id: str) -> str:
-    """Compute comparison ``cmp_id`` and store its result; returns its final status."""
+def run_comparison(
+    store: Store, cmp_id: str, progress: Callable[[float], None] | None = None
+) -> str:
+    """Compute comparison ``cmp_id`` and store its result; returns its final status.
+    ``progress`` (optional) gets the percent done (0..100) as the resamples are drawn."""
     record = store.get_comparison(cmp_id)
     if record is None:
         return "missing"
     if record["status"] in TERMINAL:
         return str(record["status"])  # a re-delivered task
     store.set_comparison_status(cmp_id, "running")
+    fraction = None if progress is None else (lambda f: progress(99.0 * f))
     try:
-        result = _compute(store, record["request"])
+        result = _compute(store, record["request"], fraction)
     except UQValidationError as exc:
-        store.set_comparison_status(cmp_id, "failed", error=f"invalid comparison: {exc}")
+        bench = store.get_benchmark(record["request"]["benchmark_id"])
+        task = bench.task if bench is not None else "regression"
+        message = rest_text(
+            str(exc), task=task, origin="comparison", metrics=record["request"]["metrics"]
+        )
+        store.set_comparison_status(cmp_id, "failed", error=f"invalid comparison: {message}")
         return "failed"
     except Exception as exc:
         log.exception("comparison %s crashed", cmp_id)

@@ -1,11 +1,13 @@
 """The computation of one submission: stored arrays + its analyses -> result document.
 
 Pure with respect to the store: :func:`compute` receives the arrays and calls back
-``checkpoint(progress)`` between phases (metrics, bootstrap, curves, stability), which is where
-the caller reports progress and stops a cancelled job. All metric work is uqcore's
+``checkpoint(progress)`` between phases (metrics, bootstrap, curves, stability) and within the
+long ones (after each block of bootstrap resamples, each block of stability subsets), which is
+where the caller reports progress and stops a cancelled job. All metric work is uqcore's
 (:func:`uqcore.evaluate`, :func:`uqcore.stability.bootstrap`,
 :func:`uqcore.stability.convergence`, the curve functions); this module only arranges the
-result document of the service contract and keeps NaN/inf out of it (null plus a warning).
+result document of the service contract, keeps NaN/inf out of it (null plus a warning) and
+puts uqcore's notes in the words of the API (:func:`service.rest_text.rest_document`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from service.kinds import (
     target_field,
     task_of,
 )
+from service.rest_text import Origin, rest_document
 from uqcore import registry, to_numpy
 from uqcore.regression.calibration import calibration_curve
 from uqcore.regression.ranking import sparsification_curve
@@ -69,6 +72,28 @@ def _curves(pred: Any, y: Any, sample_weight: Any, notes: list[str]) -> dict[str
     return out
 
 
+class _Phases:
+    """The progress of :func:`compute`, 0..100: 5 when the inputs are built, then equal
+    shares for the metrics, the bootstrap and the stability study (those asked for), and
+    the rest for assembling the document. :meth:`part` gives a long phase the callback of
+    its fraction done (uqcore calls it after each block), which reaches ``checkpoint``: the
+    caller throttles its writes, and stops a cancelled job there."""
+
+    def __init__(self, checkpoint: Checkpoint, phases: int) -> None:
+        self.checkpoint = checkpoint
+        self.per_phase = 90.0 / (phases + 1)
+        self.done = 5.0
+
+    def end_phase(self) -> None:
+        self.done += self.per_phase
+        self.checkpoint(self.done)
+
+    def part(self) -> Callable[[float], None]:
+        """The callback of the phase now running: its fraction done -> checkpoint."""
+        start, width = self.done, self.per_phase
+        return lambda fraction: self.checkpoint(start + width * fraction)
+
+
 def compute(
     kind: str,
     arrays: Mapping[str, np.ndarray[Any, Any]],
@@ -78,6 +103,7 @@ def compute(
     checkpoint: Checkpoint,
     input_hash: str = "",
     load_s: float = 0.0,
+    origin: Origin = "submission",
 ) -> dict[str, Any]:
     """The result document of one submission.
 
@@ -88,8 +114,11 @@ def compute(
     estimator table is ``by_estimator`` (metric -> estimator -> value) and, when bootstrapped,
     ``by_estimator_intervals`` (metric -> estimator -> interval). Bad input raises
     :class:`uqcore.UQValidationError`.
-    ``checkpoint(p)`` is called with the progress p (0..100) after each phase and may raise to
-    stop the computation.
+    ``checkpoint(p)`` is called with the progress p (0..100, increasing) after each phase and
+    within the long ones, and may raise to stop the computation. The curves (calibration and
+    sparsification, regression) are computed only with ``analyses.curves``; ``curves`` is
+    ``{}`` otherwise. ``origin`` says whose analyses these are (``"benchmark"``: the
+    benchmark's), for the wording of the notes.
     """
     start = time.perf_counter()
     task = task_of(kind)
@@ -136,10 +165,8 @@ def compute(
     boot = analyses.bootstrap
     n_resamples = boot.n_resamples
     stability_on = analyses.stability.enabled
-    phases = 1 + (n_resamples > 0) + stability_on
-    per_phase = 90.0 / (phases + 1)
-    done = 5.0 + per_phase
-    checkpoint(done)
+    phases = _Phases(checkpoint, 1 + (n_resamples > 0) + stability_on)
+    phases.end_phase()
 
     names = list(report)
     result_metrics: dict[str, Any] = {}
@@ -172,6 +199,7 @@ def compute(
             groups=dev.get("groups") if boot.unit != "row" else None,
             params={k: v for k, v in params.items() if k in names},
             sample_weight=weights,
+            progress=phases.part(),
             **extra,
         )
         for name in names:
@@ -206,12 +234,13 @@ def compute(
                         "n_valid": r.get("n_valid"),
                     }
         timings["bootstrap"] = time.perf_counter() - t0
-        done += per_phase
-        checkpoint(done)
+        phases.end_phase()
 
-    t0 = time.perf_counter()
-    curves = {} if classification else _curves(pred, y, weights, notes)
-    timings["curves"] = time.perf_counter() - t0
+    curves: dict[str, Any] = {}
+    if analyses.curves and not classification:
+        t0 = time.perf_counter()
+        curves = _curves(pred, y, weights, notes)
+        timings["curves"] = time.perf_counter() - t0
 
     stability: Any = None
     if stability_on and names:
@@ -224,12 +253,12 @@ def compute(
             seed=seed,
             params={k: v for k, v in params.items() if k in names},
             sample_weight=weights,
+            progress=phases.part(),
             **extra,
         )
         stability = _host(st.to_dict())
         timings["stability"] = time.perf_counter() - t0
-        done += per_phase
-        checkpoint(done)
+        phases.end_phase()
 
     timings["total"] = time.perf_counter() - start + load_s
     doc = {
@@ -258,4 +287,5 @@ def compute(
             doc["by_estimator_intervals"] = by_est_ci
     safe = json_safe(doc, "result", notes)
     safe["warnings"] = list(dict.fromkeys(notes))
-    return dict(safe)
+    asked = names if metrics == "all" else list(metrics)
+    return dict(rest_document(safe, task=task, origin=origin, metrics=asked))

@@ -26,6 +26,8 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
+from service.kinds import task_of
+from service.rest_text import Origin, rest_text
 from service.settings import Settings
 from service.store import Store, StoreUnavailable
 from uqcore import UQValidationError
@@ -41,6 +43,7 @@ __all__ = [
     "Interrupter",
     "JobHeartbeat",
     "Lost",
+    "ProgressWriter",
     "run_comparison_job",
     "run_job",
     "run_rank_job",
@@ -230,10 +233,18 @@ def run_job(
                 )
             arrays = {**arrays, **targets}
         load_s = time.perf_counter() - t_start
+        task = task_of(record.kind)
+        origin: Origin = "submission" if record.benchmark is None else "benchmark"
+        asked = record.analyses.metrics
 
-        def checkpoint(progress: float) -> None:
+        def rest(exc: UQValidationError) -> str:
+            return rest_text(str(exc), task=task, origin=origin, metrics=asked)
+
+        progress = ProgressWriter(lambda p: store.set_progress(sub_id, p))
+
+        def checkpoint(value: float) -> None:
             heartbeat.check()
-            store.set_progress(sub_id, progress)
+            progress(value)
 
         try:
             try:
@@ -247,6 +258,7 @@ def run_job(
                     checkpoint=checkpoint,
                     input_hash=record.input_hash,
                     load_s=load_s,
+                    origin=origin,
                 )
             finally:
                 interrupter.disarm_now()
@@ -259,8 +271,8 @@ def run_job(
         except UQValidationError as exc:
             if record.benchmark is not None:
                 # uqcore's message may quote target values; the targets are hidden.
-                return store.fail(sub_id, _hide_targets(exc))
-            return store.fail(sub_id, f"invalid input: {exc}")
+                return store.fail(sub_id, _hide_targets(exc, rest(exc)))
+            return store.fail(sub_id, f"invalid input: {rest(exc)}")
         except SoftTimeLimitExceeded:
             return store.fail(
                 sub_id,
@@ -339,8 +351,9 @@ def run_comparison_job(store: Store, settings: Settings, cmp_id: str, *, token: 
         settings.heartbeat_interval_s,
     )
     beat.start()
+    progress = ProgressWriter(lambda p: store.set_comparison_progress(cmp_id, token, p))
     try:
-        return run_comparison(store, cmp_id)
+        return run_comparison(store, cmp_id, progress)
     finally:
         beat.stop()
 
@@ -381,13 +394,45 @@ def run_rank_job(
 HIDDEN_ARGUMENTS = frozenset({"y", "labels", "soft_labels", "ood", "groups"})
 
 
-def _hide_targets(exc: UQValidationError) -> str:
-    """The reason of an invalid benchmark submission, without target values: an error about
-    ``y``, ``labels``, ``soft_labels``, ``ood`` or ``groups`` (what the benchmark hides, named
-    by the error's ``argument``) gets a generic reason."""
+def _hide_targets(exc: UQValidationError, message: str | None = None) -> str:
+    """The reason of an invalid benchmark submission (``message``: the error's text in REST
+    words, default its own), without
+    target values: an error about ``y``, ``labels``, ``soft_labels``, ``ood`` or ``groups``
+    (what the benchmark hides, named by the error's ``argument``) gets a generic reason."""
     if exc.argument in HIDDEN_ARGUMENTS:
         return "invalid input: the prediction does not fit the benchmark's hidden targets"
-    return f"invalid input: {exc}"
+    return f"invalid input: {str(exc) if message is None else message}"
+
+
+class ProgressWriter:
+    """Writes a running job's progress through ``write``, throttled: a value is written when
+    it is at least ``step`` percent above the last one written, or ``interval_s`` seconds
+    after it (uqcore reports after every block of resamples, which may be thousands of
+    small blocks); a value that is not above the last one written is dropped."""
+
+    def __init__(
+        self,
+        write: Callable[[float], object],
+        *,
+        step: float = 1.0,
+        interval_s: float = 0.25,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._write = write
+        self._step = step
+        self._interval_s = interval_s
+        self._clock = clock
+        self._last = -1.0
+        self._at = -float("inf")
+
+    def __call__(self, progress: float) -> None:
+        if progress <= self._last:
+            return
+        now = self._clock()
+        if progress - self._last < self._step and now - self._at < self._interval_s:
+            return
+        self._write(progress)
+        self._last, self._at = progress, now
 
 
 def worker_info(backend: Backend, queues: list[str], pid: int) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from service.kinds import (
     build_prediction,
 )
 from service.leaderboard import parse_board
+from service.rest_text import rest_document
 from service.store import BenchmarkRecord, Store, StoreUnavailable
 from uqcore.report import json_safe
 from uqcore.stability import compare, rank_distribution
@@ -221,6 +222,8 @@ def _compute(
         "entries": entries,
         "warnings": notes,
     }
-    safe = json_safe(doc, "ranks", notes)
+    safe = rest_document(
+        json_safe(doc, "ranks", notes), task=bench.task, origin="leaderboard", metrics=[name]
+    )
     store.put_ranks(bench_id, metric, rule, safe)
     return dict(safe)

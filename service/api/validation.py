@@ -2,7 +2,8 @@
 
 Everything that needs only the request is checked here, so that a job that reaches a worker
 can fail only for reasons the request could not show. Every failure is an :class:`ApiError`
-(422) naming the field as sent, the rule and the first offending index.
+(422) naming the field as sent, the rule and the first offending index; uqcore's texts are
+put in the words of the API (:func:`service.rest_text.rest_text`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from service.kinds import (
     task_of,
 )
 from service.leaderboard import ESTIMATOR_PARAMS
+from service.rest_text import Origin, rest_text
 from service.settings import Settings
 from service.store import BenchmarkRecord
 from uqcore import UQValidationError, registry
@@ -48,7 +50,7 @@ _ARRAY_FIELDS = ("y", "labels", "sample_weight", "groups", "soft_labels", "ood")
 
 def _uq_error(exc: UQValidationError, sub: DecodedSubmission) -> ApiError:
     """A 422 from a uqcore validation error, with the field and index it names."""
-    message = str(exc)
+    message = rest_text(str(exc), task=task_of(sub.kind))
     given = (*KIND_FIELDS.get(sub.kind, ()), *sub.prediction, *_ARRAY_FIELDS)
     fields = {name: name for name in given}
     # uqcore names an estimate as the caller passed it, estimates['name']
@@ -105,13 +107,16 @@ def check_params(spec: Any, params: dict[str, Any], where: str, n: int | None = 
     """The parameters of metric ``spec`` as uqcore checks them before it computes anything
     (known names, each value in its option's domain, rules across options, one value per row
     for a per-row option on ``n`` rows): an ApiError 422 at ``where`` (``where.<option>`` for
-    a value), so no refused value gets a 202."""
+    a value), so no refused value gets a 202. The message names the fields of ``where``'s
+    request (a submission's ``analyses.params``, else a benchmark's ``params``)."""
     try:
         spec.resolve_params(params, n)
     except UQValidationError as exc:
+        origin: Origin = "submission" if "analyses." in where else "benchmark"
+        message = rest_text(str(exc), task=spec.task, origin=origin, metric=spec.name)
         if exc.argument in spec.defaults:
-            raise ApiError(422, str(exc), field=f"{where}.{exc.argument}") from None
-        raise ApiError(422, str(exc), field=where, code="unknown_parameter") from None
+            raise ApiError(422, message, field=f"{where}.{exc.argument}") from None
+        raise ApiError(422, message, field=where, code="unknown_parameter") from None
 
 
 def _check_estimators(sub: DecodedSubmission, prediction: Any) -> None:
@@ -161,6 +166,7 @@ def _check_analyses(
                 ) from None
             why = spec.why_not(prediction, targets, sub.sample_weight, analyses.params.get(name))
             if why is not None:
+                why = rest_text(why, task=task, metric=name)
                 raise ApiError(
                     422,
                     f"metric {name!r} does not apply to this submission: {why}",
@@ -316,6 +322,7 @@ def _validate_for_benchmark(
         if why is None:
             applicable.append(name)
         elif name == bench.primary_metric:
+            why = rest_text(why, task=bench.task, origin="benchmark", metric=name)
             raise ApiError(
                 422,
                 f"the benchmark's primary metric {name!r} does not apply to a {sub.kind} "

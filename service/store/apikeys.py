@@ -12,7 +12,7 @@ import hmac
 import math
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import redis
@@ -128,6 +128,22 @@ class ApiKeyStore(StoreBase):
     def get_team(self, team_id: str) -> TeamRecord | None:
         raw = self._call(lambda: self.client.hgetall(keys.team(team_id)))
         return self._team_record(raw) if raw else None
+
+    def team_names(self, team_ids: Iterable[str | None]) -> dict[str, str]:
+        """Team id -> name for the teams among ``team_ids``, in one round trip (an id that
+        is no team, such as the key id a submission without a team ranks under, is left
+        out). Teams are never renamed, so a name read once stays right."""
+        ids = list(dict.fromkeys(t for t in team_ids if t is not None))
+        if not ids:
+            return {}
+
+        def read() -> dict[str, str]:
+            pipe = self.client.pipeline(transaction=False)
+            for team_id in ids:
+                pipe.hget(keys.team(team_id), "name")
+            return {t: decode(n) for t, n in zip(ids, pipe.execute(), strict=True) if n is not None}
+
+        return self._call(read)
 
     def list_teams(self) -> list[TeamRecord]:
         """Every team, oldest first."""

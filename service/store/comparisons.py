@@ -66,6 +66,8 @@ class ComparisonStore(StoreBase):
             fields: dict[Any, Any] = {"status": status}
             if status in TERMINAL:
                 fields["finished_at"] = now_iso()
+                if status == "succeeded":
+                    fields["progress"] = "100.0"
             else:
                 fields["started_at"] = now_iso()
             if error is not None:
@@ -121,6 +123,14 @@ class ComparisonStore(StoreBase):
         holds it (re-queued after its heartbeat lapsed, ended, deleted)."""
         script = self._scripts["cmp_heartbeat"]
         args: list[Any] = [token, max(int(hb_ttl_s * 1000), 1)]
+        return bool(self._call(lambda: script(keys=self._cmp_keys(cmp_id)[:2], args=args)))
+
+    def set_comparison_progress(self, cmp_id: str, token: str, progress: float) -> bool:
+        """Write the progress (0..100) of a running comparison held by ``token``; False when
+        it is not (ended, re-queued, deleted)."""
+        script = self._scripts["cmp_progress"]
+        value = repr(float(min(max(progress, 0.0), 100.0)))
+        args: list[Any] = [token, value]
         return bool(self._call(lambda: script(keys=self._cmp_keys(cmp_id)[:2], args=args)))
 
     def orphaned_comparisons(self) -> list[str]:

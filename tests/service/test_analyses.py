@@ -39,6 +39,27 @@ def test_document_round_trip_keeps_every_field() -> None:
     assert a.bootstrap.unit == "row" and a.stability.repeats == 7
 
 
+def test_curves_are_off_by_default_and_stored_only_when_asked() -> None:
+    # a document stored before the field existed has no "curves": it reads as false and
+    # stores (and hashes) the same document again
+    old = {
+        "metrics": ["mae"],
+        "params": {},
+        "bootstrap": {"n_resamples": 0, "method": "percentile", "level": 0.95},
+        "stability": {"enabled": False, "repeats": 100},
+        "seed": 0,
+    }
+    a = Analyses.from_document(old)
+    assert a.curves is False and a.document() == old
+    on = Analyses.from_document({**old, "curves": True})
+    assert on.curves is True and on.document() == {**old, "curves": True} and on != a
+    with pytest.raises(ValidationError):
+        Analyses.model_validate({"curves": "yes"})
+    # a benchmark's submissions never carry curves
+    bench = Analyses.of_benchmark(["mae"], params={}, bootstrap={}, seed=0)
+    assert bench.curves is False and "curves" not in bench.document()
+
+
 def test_estimators_appear_in_the_document_only_when_set() -> None:
     assert "estimators" not in Analyses(metrics=["mae"]).document()
     assert Analyses(estimators="all").document()["estimators"] == "all"

@@ -352,7 +352,12 @@ def test_json_ensemble_and_dirichlet_are_accepted(
 @pytest.mark.parametrize(
     ("params", "field", "words"),
     [
-        ({"ece": {"binning": "width", "ties": "split"}}, "ece.ties", "ties applies to binning"),
+        (
+            {"ece": {"binning": "width", "ties": "split"}},
+            "ece.ties",
+            # uqcore's "binning='mass'", in the request's fields
+            'ties applies to `analyses.params.ece.binning = "mass"`',
+        ),
         ({"ece": {"n_bins": 10**9}}, "ece.n_bins", "n_bins must be an integer in [1, 10000]"),
         ({"eaurc": {"optimum": "continuous", "convention": "trapezoid"}}, "eaurc.optimum", "mean"),
         ({"brier": {"variant": "half"}}, "brier.variant", "one of 'bma'"),

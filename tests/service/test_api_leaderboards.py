@@ -146,6 +146,8 @@ def test_ordering_in_both_directions_failed_and_private_off_the_board(
     assert [e["team_id"] for e in mae["entries"]] == [
         teams[t]["team"] for t in ("red", "blue", "green")
     ]
+    # each entry names its team, as the team records hold it
+    assert [e["team_name"] for e in mae["entries"]] == ["red", "blue", "green"]
     values = [e["value"] for e in mae["entries"]]
     assert values == sorted(values)
     assert [e["rank"] for e in mae["entries"]] == [1, 2, 3]
@@ -165,6 +167,10 @@ def test_ordering_in_both_directions_failed_and_private_off_the_board(
     r = api.get(f"/v1/benchmarks/{bid}/leaderboard", params={"metric": "nll"}, headers=ADMIN)
     assert r.status_code == 422
     assert error_of(r)["field"] == "metric"
+    r = api.get(f"/v1/benchmarks/{bid}/leaderboard", params={"metric": "crsp"}, headers=ADMIN)
+    assert r.status_code == 422
+    assert (error_of(r)["field"], error_of(r)["code"]) == ("metric", "validation_error")
+    assert "did you mean 'crps'?" in error_of(r)["message"]
     assert api.get("/v1/benchmarks/bench_nope/leaderboard", headers=ADMIN).status_code == 404
     assert api.get(f"/v1/benchmarks/{bid}/leaderboard").status_code == 401
 
@@ -211,6 +217,9 @@ def test_best_vs_latest_ties_deletion_pagination_and_csv(
     ]
     assert rows[0]["model_name"] == "good"
     assert rows[0]["metadata"] == '{"model":"good"}'
+    team_of = {good: "red", tie_a: "blue", tie_b: "green"}  # blue and green tie: any order
+    assert [row["team_name"] for row in rows] == [team_of[row["submission_id"]] for row in rows]
+    assert list(rows[0]).index("team_name") == list(rows[0]).index("team_id") + 1
 
 
 def test_rank_intervals_and_flags_equal_uqcore_with_the_same_seed(
@@ -230,9 +239,14 @@ def test_rank_intervals_and_flags_equal_uqcore_with_the_same_seed(
 
     doc = wait_ranks(api, teams["red"], bid)
     assert doc["ranks"]["n_resamples"] == B and doc["ranks"]["seed"] == SEED
-    assert doc["ranks"]["multiple_comparison_note"]
+    note = doc["ranks"]["multiple_comparison_note"]
+    # the API's words: no Python keyword, the comparison route instead of compare()
+    assert "simultaneous=True" not in note and "POST /v1/comparisons" in note
     by_sub = {e["submission_id"]: e for e in doc["entries"]}
     assert by_sub[baseline]["is_baseline"] is True
+    # the baseline was submitted with the admin key, which has no team: no team name
+    assert by_sub[baseline]["team_name"] is None and doc["baseline"]["team_name"] is None
+    assert by_sub[subs["red"]]["team_name"] == "red"
     assert doc["baseline"]["submission_id"] == baseline
     assert doc["baseline"]["is_baseline"] is True
     assert sum(e["is_baseline"] for e in doc["entries"]) == 1
@@ -293,8 +307,14 @@ def test_comparisons_equal_uqcore_compare_with_the_same_seed(
         assert time.monotonic() < deadline, doc
         time.sleep(0.1)
     assert doc["status"] == "succeeded", doc
+    assert doc["progress"] == 100.0
     result = doc["result"]
     assert "Holm" in result["correction"]
+    # each compared submission's model and team, by name
+    assert result["submissions"] == {
+        sub: {"model_name": "m", "team_id": teams["red"]["team"], "team_name": "red"}
+        for sub in subs.values()
+    }
     assert result["seed"] == 3 and result["n_resamples"] == 80
     y = targets()
     models = {n: P.Gaussian(a["mean"], a["std"]) for n, a in preds.items()}
@@ -345,3 +365,7 @@ def test_comparisons_equal_uqcore_compare_with_the_same_seed(
         r = api.post("/v1/comparisons", json=bad, headers=red)
         assert r.status_code in (404, 422), r.text
         assert error_of(r)["field"] == field
+    r = api.post("/v1/comparisons", json={**body, "metrics": ["mae", "cprs"]}, headers=red)
+    err = error_of(r)
+    assert (r.status_code, err["field"], err["index"]) == (422, "metrics", 1)
+    assert err["message"].endswith("did you mean 'crps'?")

@@ -73,6 +73,13 @@ def test_teams_and_team_keys(store: Store) -> None:
         store.create_api_key("x", team="team_nope")
 
 
+def test_team_names(store: Store) -> None:
+    red, blue = store.create_team("red"), store.create_team("blue")
+    names = store.team_names([red.team_id, "key_x", blue.team_id, None, red.team_id])
+    assert names == {red.team_id: "red", blue.team_id: "blue"}
+    assert store.team_names([]) == {} and store.team_names([None]) == {}
+
+
 def test_team_index_listing_and_deletion(store: Store) -> None:
     a, b = record("team_a", None), record("team_b", None)
     for r in (a, b):

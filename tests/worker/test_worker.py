@@ -78,6 +78,7 @@ def test_job_runs_to_a_full_result_document(store: Store, settings: Settings) ->
         "bootstrap": {"n_resamples": 40, "method": "percentile", "level": 0.9},
         "stability": {"enabled": True, "repeats": 5},
         "seed": 3,
+        "curves": True,
     }
     rec = submit(store, settings, gaussian_arrays(128), analyses)
     assert rec.queue == "cpu" and rec.status == "queued"
@@ -123,7 +124,9 @@ def test_metric_subset_and_not_applicable(store: Store, settings: Settings) -> N
         "uncertainty": rng.uniform(0.1, 1.0, size=64),
         "y": rng.normal(size=64),
     }
-    rec = submit(store, settings, arrays, {"metrics": "all"}, kind="point_uncertainty")
+    rec = submit(
+        store, settings, arrays, {"metrics": "all", "curves": True}, kind="point_uncertainty"
+    )
     done = wait_for(store, rec.id, {"succeeded", "failed"})
     assert done.status == "succeeded", done.error
     result = store.get_result(rec.id)
@@ -547,3 +550,26 @@ def test_celery_configuration(settings: Settings) -> None:
     short = settings.model_copy(update={"visibility_timeout_s": settings.job_hard_time_limit_s})
     with pytest.raises(ValueError, match="visibility_timeout_s must exceed"):
         celery_conf(short)
+
+
+def test_progress_writes_are_throttled() -> None:
+    """A value is written when it is 1 percent above the last one written, or 0.25 s after
+    it; values that do not increase are dropped."""
+    from worker.execution import ProgressWriter
+
+    now = [0.0]
+    written: list[float] = []
+    write = ProgressWriter(written.append, clock=lambda: now[0])
+    for value, at in [
+        (5.0, 0.0),  # the first: written
+        (5.5, 0.1),  # +0.5 within 0.25 s: dropped
+        (6.0, 0.2),  # +1.0: written
+        (6.2, 0.3),  # +0.2 after 0.1 s: dropped
+        (6.3, 0.5),  # 0.3 s after the last write: written
+        (6.3, 1.0),  # not above: dropped
+        (4.0, 2.0),  # lower: dropped
+        (99.0, 2.0),
+    ]:
+        now[0] = at
+        write(value)
+    assert written == [5.0, 6.0, 6.3, 99.0]

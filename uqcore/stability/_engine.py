@@ -47,6 +47,7 @@ from uqcore.stability import blocks
 
 __all__ = [
     "Engine",
+    "Progress",
     "Resample",
     "StabilityResult",
     "batch_targets",
@@ -57,6 +58,45 @@ __all__ = [
 
 FloatArray = np.ndarray[Any, np.dtype[np.float64]]
 AnyBatch = Batch | ClassificationBatch
+
+
+class Progress:
+    """The fraction done of one computation, reported to the caller's ``progress`` callback:
+    increasing, each value once, the last one 1.0 (:meth:`finish`). A phase reports through
+    :meth:`span`, which maps its own 0..1 onto its share of the whole. Without a callback
+    every call is free.
+
+    An exception the callback raises (e.g. a cancelled job) propagates: the computation
+    stops at the block it was in.
+    """
+
+    def __init__(self, callback: Callable[[float], None] | None) -> None:
+        if callback is not None and not callable(callback):
+            raise UQValidationError(
+                f"progress must be a callable taking a float, found {type(callback).__name__}",
+                argument="progress",
+            )
+        self._callback = callback
+        self._last = 0.0
+
+    def report(self, fraction: float) -> None:
+        if self._callback is None:
+            return
+        f = min(max(float(fraction), 0.0), 1.0)
+        if f > self._last:
+            self._last = f
+            self._callback(f)
+
+    def span(self, start: float, stop: float) -> Callable[[float], None] | None:
+        """A callback for a phase that covers ``start``..``stop`` of the whole (None without
+        a callback, so the phase skips its reports)."""
+        if self._callback is None:
+            return None
+        return lambda f: self.report(start + (stop - start) * f)
+
+    def finish(self) -> None:
+        self.report(1.0)
+
 
 #: Elements of one dense weight block (b·N, 64 MiB of float64 weights): the matrix products of
 #: the mean-type metrics and of the block evaluators' row sums read their N × K columns once
@@ -580,14 +620,22 @@ class Engine:
                     self._note_empty()
 
     def run(
-        self, make: Callable[[Sequence[int]], list[Resample]], count: int, block: int
+        self,
+        make: Callable[[Sequence[int]], list[Resample]],
+        count: int,
+        block: int,
+        progress: Callable[[float], None] | None = None,
     ) -> dict[str, FloatArray]:
-        """Values for resamples 0..count-1, built ``block`` at a time by ``make(indices)``."""
+        """Values for resamples 0..count-1, built ``block`` at a time by ``make(indices)``;
+        ``progress`` (optional) gets the fraction done after each block."""
         parts: dict[str, list[FloatArray]] = {c.name: [] for c in self.chosen}
         for start in range(0, count, block):
-            got = self.values(make(range(start, min(start + block, count))))
+            stop = min(start + block, count)
+            got = self.values(make(range(start, stop)))
             for k, v in got.items():
                 parts[k].append(v)
+            if progress is not None:
+                progress(stop / count)
         return {k: (np.concatenate(v) if v else np.empty(0)) for k, v in parts.items()}
 
     # -- influence values for BCa ----------------------------------------------------------

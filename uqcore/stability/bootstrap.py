@@ -28,7 +28,7 @@ bootstrap standard error (Efron & Tibshirani 1993, §10.2).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -39,6 +39,7 @@ from uqcore._validation import UQValidationError
 from uqcore.stability._engine import (
     Chosen,
     Engine,
+    Progress,
     Resample,
     StabilityResult,
     batch_extra,
@@ -111,6 +112,7 @@ def jackknife_values(
     resampler: Resampler,
     seed: int,
     n_blocks: int,
+    progress: Callable[[float], None] | None = None,
 ) -> tuple[dict[str, np.ndarray[Any, Any]], int]:
     """Delete-a-block jackknife values θ₍ₖ₎ of the metrics in ``chosen``, k = 1..K.
 
@@ -135,7 +137,7 @@ def jackknife_values(
         return [Resample((block_of_row != i).astype(np.float64)) for i in indices]
 
     sub = Engine(engine.batch, chosen, engine.extra)
-    return sub.run(make, k, default_block(n, k)), k
+    return sub.run(make, k, default_block(n, k), progress), k
 
 
 def jackknife_acceleration(values: np.ndarray[Any, Any]) -> float | None:
@@ -155,9 +157,10 @@ def _jackknife_acceleration(
     resampler: Resampler,
     seed: int,
     n_blocks: int,
+    progress: Callable[[float], None] | None = None,
 ) -> tuple[dict[str, float | None], int]:
     """Delete-a-block jackknife accelerations of the non-mean metrics in ``chosen``."""
-    vals, k = jackknife_values(engine, chosen, resampler, seed, n_blocks)
+    vals, k = jackknife_values(engine, chosen, resampler, seed, n_blocks, progress)
     return {c.name: jackknife_acceleration(vals[c.name]) for c in chosen}, k
 
 
@@ -179,6 +182,7 @@ def bootstrap(
     block_size: int | None = None,
     keep_values: bool = False,
     estimators: str | Sequence[str] | None = None,
+    progress: Callable[[float], None] | None = None,
     **kwargs: Any,
 ) -> StabilityResult:
     """Bootstrap confidence intervals of registered metrics at the full test-set size.
@@ -216,6 +220,10 @@ def bootstrap(
         Classification: also compute every metric that takes an ``estimator`` option for each
         of these estimators, as the entry ``"metric[estimator]"`` (as in
         :func:`uqcore.evaluate`; the metric's own estimator keeps the entry ``"metric"``).
+    progress : callable, optional
+        Called with the fraction done (increasing, in (0, 1], the last call 1.0) after each
+        block of resamples (and of the jackknife, for BCa); what it raises stops the
+        computation. The results do not depend on it.
     **kwargs
         Further keyword arguments of the prediction's batch, passed through: for
         classification ``ood`` and ``soft_labels`` (as in :func:`uqcore.evaluate`).
@@ -240,6 +248,7 @@ def bootstrap(
     if method not in ("percentile", "bca"):
         raise UQValidationError(f"method must be 'percentile' or 'bca', found {method!r}")
     jackknife_blocks = check_resamples(jackknife_blocks, "jackknife_blocks")
+    done = Progress(progress)
     extra = batch_extra(kwargs, groups, prediction)
     batch = make_batch(prediction, y, sample_weight, extra)
     chosen, not_applicable = select_metrics(
@@ -262,7 +271,10 @@ def bootstrap(
         w = resampler.block(seed, list(indices), out=buffer)
         return [Resample(row) for row in w]
 
-    boot = engine.run(make, b_count, block)
+    # BCa's jackknife evaluates K more resamples (K <= jackknife_blocks): its share of the
+    # progress is its share of the resamples.
+    resampled = b_count / (b_count + (jackknife_blocks if method == "bca" else 0))
+    boot = engine.run(make, b_count, block, done.span(0.0, resampled))
 
     accel: dict[str, float | None] = {}
     jk_blocks = 0
@@ -274,8 +286,11 @@ def bootstrap(
                 accel[c.name] = engine.mean_acceleration(c, codes)
             else:
                 others.append(c)
-        jk, jk_blocks = _jackknife_acceleration(engine, others, resampler, seed, jackknife_blocks)
+        jk, jk_blocks = _jackknife_acceleration(
+            engine, others, resampler, seed, jackknife_blocks, done.span(resampled, 1.0)
+        )
         accel.update(jk)
+    done.finish()
 
     entries: dict[str, Any] = {}
     warnings_: list[str] = list(engine.full_notes)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ from uqcore.registry import MetricSpec
 from uqcore.stability._engine import (
     Chosen,
     Engine,
+    Progress,
     Resample,
     StabilityResult,
     batch_extra,
@@ -110,7 +111,12 @@ def _setup(
 
 
 def _paired_values(
-    engines: Sequence[Engine], resampler: Resampler, seed: int, b_count: int, block: int | None
+    engines: Sequence[Engine],
+    resampler: Resampler,
+    seed: int,
+    b_count: int,
+    block: int | None,
+    progress: Callable[[float], None] | None = None,
 ) -> list[dict[str, np.ndarray[Any, Any]]]:
     n = resampler.n
     size = block if block is not None else default_block(n, b_count)
@@ -124,6 +130,8 @@ def _paired_values(
         for e, acc in zip(engines, out, strict=True):
             for k, v in e.values(resamples).items():
                 acc[k].append(v)
+        if progress is not None:
+            progress(min(start + size, b_count) / b_count)
     return [{k: np.concatenate(v) for k, v in acc.items()} for acc in out]
 
 
@@ -505,6 +513,7 @@ def compare_all(
     jackknife_blocks: int = 100,
     block_size: int | None = None,
     estimators: str | Sequence[str] | None = None,
+    progress: Callable[[float], None] | None = None,
     **kwargs: Any,
 ) -> Comparisons:
     """All k(k−1)/2 paired comparisons and the rank distributions of k predictions at once.
@@ -515,7 +524,9 @@ def compare_all(
     same resamples. Here each resample is drawn once and each model evaluated once on it:
     k model evaluations per resample instead of k(k−1) for the pairs plus k per metric for
     the ranks. ``metrics="all"`` (and ``estimators="all"``) means those applicable to all k
-    models.
+    models. ``progress`` (optional) is called with the fraction done (increasing, the last
+    call 1.0) after each block of resamples (and of each model's jackknife, for BCa); what it
+    raises stops the computation, and the results do not depend on it.
 
     Returns
     -------
@@ -551,6 +562,7 @@ def compare_all(
         block_size=block_size,
         estimators=estimators,
         kwargs=kwargs,
+        progress=progress,
     )
 
 
@@ -574,6 +586,7 @@ def _compare_many(
     block_size: int | None,
     estimators: str | Sequence[str] | None,
     kwargs: Mapping[str, Any],
+    progress: Callable[[float], None] | None = None,
 ) -> Comparisons:
     """:func:`compare_all` (the rank distributions only ``with_ranks``); :func:`compare` is
     its two-model case."""
@@ -582,6 +595,7 @@ def _compare_many(
     if method not in ("percentile", "bca"):
         raise UQValidationError(f"method must be 'percentile' or 'bca', found {method!r}")
     jackknife_blocks = check_resamples(jackknife_blocks, "jackknife_blocks")
+    done = Progress(progress)
     names = [str(k) for k in predictions]
     engines, chosen, resampler, not_applicable = _setup(
         list(predictions.values()),
@@ -596,13 +610,20 @@ def _compare_many(
         estimators,
     )
     full = [e.compute_full() for e in engines]
-    boot = _paired_values(engines, resampler, seed, b_count, block_size)
+    # Progress: each engine's jackknife (BCa) is K <= jackknife_blocks more resamples.
+    k = len(engines)
+    jk_share = k * jackknife_blocks if method == "bca" else 0
+    resampled = b_count / (b_count + jk_share)
+    boot = _paired_values(engines, resampler, seed, b_count, block_size, done.span(0.0, resampled))
     jk: list[dict[str, np.ndarray[Any, Any]]] = []
     jk_blocks = 0
     if method == "bca":
-        for e in engines:
-            values, jk_blocks = jackknife_values(e, chosen, resampler, seed, jackknife_blocks)
+        step = (1.0 - resampled) / k
+        for i, e in enumerate(engines):
+            span = done.span(resampled + i * step, resampled + (i + 1) * step)
+            values, jk_blocks = jackknife_values(e, chosen, resampler, seed, jackknife_blocks, span)
             jk.append(values)
+    done.finish()
     pairs: dict[tuple[str, str], StabilityResult] = {}
     for i, j in itertools.combinations(range(len(names)), 2):
         pairs[(names[i], names[j])] = _pair_result(

@@ -31,7 +31,7 @@ sorted order of their labels): same seed, same output.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -40,6 +40,7 @@ from uqcore._scaling import std
 from uqcore._validation import UQValidationError
 from uqcore.stability._engine import (
     Engine,
+    Progress,
     Resample,
     StabilityResult,
     batch_extra,
@@ -145,6 +146,7 @@ def convergence(
     unit: SubsetUnit = "row",
     block_size: int | None = None,
     estimators: str | Sequence[str] | None = None,
+    progress: Callable[[float], None] | None = None,
     **kwargs: Any,
 ) -> StabilityResult:
     """Metrics on nested and on independent random subsets of growing size.
@@ -174,6 +176,11 @@ def convergence(
         Classification: also compute every metric that takes an ``estimator`` option for each
         of these estimators, as the entry ``"metric[estimator]"`` (as in
         :func:`uqcore.evaluate`; the metric's own estimator keeps the entry ``"metric"``).
+    progress : callable, optional
+        Called with the fraction done (increasing, in (0, 1], the last call 1.0) after each
+        block of subsets of each size (a size's share is proportional to it: a subset costs
+        about its size); what it raises stops the computation. The results do not depend on
+        it.
     **kwargs
         Further keyword arguments of the prediction's batch, passed through: for
         classification ``ood`` and ``soft_labels`` (as in :func:`uqcore.evaluate`).
@@ -195,6 +202,7 @@ def convergence(
     ([8, 16, 32, 64, 128, 256], 6)
     """
     r_count = check_resamples(repeats, "repeats")
+    done = Progress(progress)
     qs = [float(q) for q in quantiles]
     if any(not 0 <= q <= 1 for q in qs):
         raise UQValidationError(f"quantiles must lie in [0, 1], found {list(quantiles)!r}")
@@ -239,7 +247,11 @@ def convergence(
     block = check_resamples(block, "block_size")
     per_size: list[dict[str, np.ndarray[Any, Any]]] = []
     rows_per_size: list[float] = []
+    total_cost = float(sum(sub_sizes)) or 1.0
+    cost_done = 0.0
     for m in sub_sizes:
+        share = done.span(cost_done / total_cost, (cost_done + m) / total_cost)
+        cost_done += m
 
         def make(indices: Sequence[int], m: int = m) -> list[Resample]:
             out = [
@@ -250,8 +262,9 @@ def convergence(
             return out
 
         count0 = len(rows_per_size)
-        per_size.append(engine.run(make, r_count, block))
+        per_size.append(engine.run(make, r_count, block, share))
         rows_per_size[count0:] = [float(np.mean(rows_per_size[count0:]))]
+    done.finish()
     if size_list[-1] == n:
         rows_per_size.append(float(n_rows))
 

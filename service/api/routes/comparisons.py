@@ -18,6 +18,7 @@ from service.api.errors import ApiError
 from service.api.routes.common import errors
 from service.api.schemas import ComparisonAccepted, ComparisonCreate, ComparisonDetail
 from service.leaderboard import own_estimator
+from service.rest_text import did_you_mean
 from service.settings import Settings
 from service.store import ApiKeyRecord, BenchmarkRecord, Store, now_iso
 from uqcore import registry
@@ -53,7 +54,8 @@ def _request(store: Store, key: ApiKeyRecord, body: ComparisonCreate) -> dict[st
         if m not in bench.metrics:
             raise ApiError(
                 422,
-                f"benchmark {bench.id!r} shows metrics {bench.metrics}; found {m!r}",
+                f"benchmark {bench.id!r} shows metrics {bench.metrics}; found {m!r}."
+                + did_you_mean(m, bench.metrics),
                 field="metrics",
                 index=i,
             )
@@ -161,6 +163,7 @@ def get_comparison(
     return ComparisonDetail(
         id=doc["id"],
         status=doc["status"],
+        progress=float(doc["progress"]) if "progress" in doc else None,
         created_at=doc["created_at"],
         finished_at=doc.get("finished_at"),
         error=doc.get("error"),

@@ -48,6 +48,7 @@ from service.leaderboard import (
     parse_board,
     result_entries,
 )
+from service.rest_text import did_you_mean, rest_text
 from service.settings import Settings
 from service.store import (
     BenchmarkRecord,
@@ -74,6 +75,7 @@ PAGE_TTL_S = 120
 CSV_COLUMNS = [
     "rank",
     "team_id",
+    "team_name",
     "submission_id",
     "model_name",
     "created_at",
@@ -97,6 +99,7 @@ def _entry(
     row: dict[str, Any],
     ranks: dict[str, Any],
     record: SubmissionRecord | None,
+    team_names: dict[str, str],
 ) -> LeaderboardEntry | None:
     if record is None:
         return None
@@ -105,6 +108,7 @@ def _entry(
     return LeaderboardEntry(
         rank=row["rank"],
         team_id=row["team"],
+        team_name=team_names.get(row["team"]),
         submission_id=record.id,
         model_name=record.model_name,
         created_at=record.created_at,
@@ -150,7 +154,15 @@ def _baseline(
     rank = store.leaderboard_rank_of(bench.id, board, rule, bad)
     team = record.team if record.team is not None else record.owner
     row = {"submission": record.id, "team": team, "rank": rank, "entry": shown}
-    return _entry(bench, row, ranks, record)
+    return _entry(bench, row, ranks, record, store.team_names([team]))
+
+
+def _note(note: Any, task: str) -> str | None:
+    """The stored note in the API's words (a document stored by an earlier worker may hold
+    uqcore's Python wording)."""
+    if not isinstance(note, str):
+        return None
+    return rest_text(note, task=task, origin="leaderboard")
 
 
 def _rank_status(
@@ -177,7 +189,7 @@ def _rank_status(
         seed=doc.get("seed"),
         level=doc.get("level"),
         method=doc.get("method"),
-        multiple_comparison_note=doc.get("multiple_comparison_note"),
+        multiple_comparison_note=_note(doc.get("multiple_comparison_note"), bench.task),
     )
     return status, dict(doc.get("entries", {}))
 
@@ -191,7 +203,8 @@ def _board(
     if name not in bench.metrics:
         raise ApiError(
             422,
-            f"benchmark {bench.id!r} shows metrics {bench.metrics}; found {name!r}",
+            f"benchmark {bench.id!r} shows metrics {bench.metrics}; found {name!r}."
+            + did_you_mean(name, bench.metrics),
             field="metric",
         )
     spec = registry.get(name, bench.task)
@@ -246,13 +259,15 @@ def _read(
     spec = registry.get(name, bench.task)
     rows, total = store.leaderboard_page(bench.id, board, bench.rule, offset, limit)
     status, ranks = _rank_status(store, settings, snapshot, board, bench.rule, total)
-    # The page's submissions and the baseline's in one round trip.
+    # The page's submissions and the baseline's in one round trip; their teams' names in
+    # another (teams are never renamed, so a cached answer's names stay right).
     ids = [r["submission"] for r in rows]
     records = store.get_submissions(ids if bench.baseline is None else [*ids, bench.baseline])
     base_record = records.pop() if bench.baseline is not None else None
+    names = store.team_names(r["team"] for r in rows)
     entries = [
         e
-        for e in (_entry(bench, r, ranks, rec) for r, rec in zip(rows, records, strict=True))
+        for e in (_entry(bench, r, ranks, rec, names) for r, rec in zip(rows, records, strict=True))
         if e is not None
     ]
     return Leaderboard(

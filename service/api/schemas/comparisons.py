@@ -86,6 +86,7 @@ class ComparisonDetail(BaseModel):
                 {
                     "id": "cmp_5d4c3b2a1f0e",
                     "status": "succeeded",
+                    "progress": 100.0,
                     "created_at": "2026-01-01T12:00:00Z",
                     "finished_at": "2026-01-01T12:00:02Z",
                     "error": None,
@@ -116,13 +117,18 @@ class ComparisonDetail(BaseModel):
 
     id: str
     status: Status
+    progress: float | None = Field(
+        default=None,
+        description="Percent done, 0..100, once a worker has started it (it advances as the "
+        "resamples are drawn); null while it waits for its first start.",
+    )
     created_at: str
     finished_at: str | None = None
     error: str | None = None
     request: dict[str, Any]
     result: dict[str, Any] | None = Field(
         default=None,
-        description="pairs (A − B per metric: diff, interval, p_better, p_value, "
-        "p_value_adjusted), ranks (per metric: each submission's rank distribution), the "
-        "correction used, B, seed, level.",
+        description="submissions (each one's model_name, team_id and team_name), pairs "
+        "(A − B per metric: diff, interval, p_better, p_value, p_value_adjusted), ranks (per "
+        "metric: each submission's rank distribution), the correction used, B, seed, level.",
     )

@@ -11,7 +11,10 @@ class LeaderboardEntry(BaseModel):
     """One team's ranked submission."""
 
     rank: int = Field(description="1 + the number of teams strictly better (ties share).")
-    team_id: str
+    team_id: str = Field(description="The team's id (a key's id for a key without a team).")
+    team_name: str | None = Field(
+        default=None, description="The team's name (null for a key without a team)."
+    )
     submission_id: str
     model_name: str
     created_at: str
@@ -75,6 +78,7 @@ class Leaderboard(BaseModel):
                         {
                             "rank": 1,
                             "team_id": "team_1a2b3c4d5e6f",
+                            "team_name": "uq-lab",
                             "submission_id": "sub_3f2b6c1e9a7d4e0f8b5a2c1d0e9f8a7b",
                             "model_name": "deep-ensemble-5",
                             "created_at": "2026-01-01T12:00:00Z",

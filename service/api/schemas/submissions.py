@@ -255,7 +255,11 @@ class Result(BaseModel):
     metrics: dict[str, MetricResult] = Field(default_factory=dict)
     not_applicable: dict[str, str] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
-    curves: dict[str, Any] = Field(default_factory=dict)
+    curves: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The curves behind the metrics, with analyses.curves only (regression: "
+        "calibration_curve, sparsification_curve); {} otherwise.",
+    )
     stability: dict[str, Any] | None = None
     provenance: Provenance = Field(default_factory=Provenance)
 

@@ -18,6 +18,6 @@ if attempts >= tonumber(ARGV[3]) then
     '); compare fewer submissions or with fewer resamples')
   return 'failed'
 end
-redis.call('HSET', KEYS[1], 'status', 'queued')
+redis.call('HSET', KEYS[1], 'status', 'queued', 'progress', '0.0')
 redis.call('ZADD', KEYS[4], ARGV[5], ARGV[1])
 return 'requeued'

@@ -22,7 +22,8 @@ if attempts >= tonumber(ARGV[6]) then
   return {'terminal', 'failed'}
 end
 attempts = attempts + 1
-redis.call('HSET', KEYS[1], 'status', 'running', 'started_at', ARGV[2], 'attempts', attempts)
+redis.call('HSET', KEYS[1], 'status', 'running', 'started_at', ARGV[2], 'attempts', attempts,
+  'progress', '0.0')
 redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
 return {'started', tostring(attempts)}

@@ -3,6 +3,7 @@ reproducibility, undefined resamples, coverage."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import warnings
@@ -541,3 +542,52 @@ def test_spearman_block_path_with_weights_of_extreme_scale(c: float) -> None:
     got = bootstrap(pred, y, ["spearman"], n_resamples=16, seed=1, sample_weight=w * c)
     for key in ("low", "high", "std"):
         assert got["spearman"][key] == pytest.approx(base["spearman"][key], rel=1e-9), key
+
+
+@pytest.mark.parametrize("name", ["ence", "uce"])
+def test_binned_block_with_one_sigma_in_some_resamples(name: str) -> None:
+    """A block where one resample draws rows of a single σ (one bin) and another several: the
+    block path gives each resample the metric on its resampled arrays (the one-bin resample
+    once made the block's bin edges ragged and failed the whole bootstrap)."""
+    sd = np.array([0.5, 0.5, 0.5, 1.0, 1.0, 2.0])
+    pred = P.Gaussian(np.zeros(6), sd)
+    y = np.array([0.3, -0.7, 1.1, 0.2, -1.5, 2.5])
+    one_sigma = np.array([2.0, 1.0, 3.0, 0.0, 0.0, 0.0])
+    several = np.array([1.0, 0.0, 1.0, 2.0, 0.0, 2.0])
+    engine = _engine(name, pred, y)
+    got = engine.values([Resample(one_sigma), Resample(several)])[name]
+    for i, c in enumerate((one_sigma, several)):
+        idx = counts_to_indices(c)
+        _same(float(got[i]), _plain(name, pred.take(idx), y[idx]), f"{name}[{i}]")
+
+
+def test_progress_increases_to_one_and_leaves_the_results_unchanged() -> None:
+    pred, y = _data(300, 40)
+    for method in ("percentile", "bca"):
+        seen: list[float] = []
+        kw: dict[str, Any] = {"n_resamples": 200, "seed": 3, "method": method, "block_size": 16}
+        with_cb = bootstrap(pred, y, ["mae", "ause", "ence"], progress=seen.append, **kw)
+        without = bootstrap(pred, y, ["mae", "ause", "ence"], **kw)
+        assert json.dumps(with_cb.to_dict()) == json.dumps(without.to_dict())
+        assert seen[-1] == 1.0 and all(0 < f <= 1 for f in seen)
+        assert all(a < b for a, b in itertools.pairwise(seen)), seen
+        # one report per block of 16 resamples (13 blocks), plus BCa's jackknife blocks
+        assert len(seen) >= 13
+
+
+def test_progress_that_raises_stops_the_bootstrap() -> None:
+    pred, y = _data(100, 41)
+    calls: list[float] = []
+
+    class Stop(Exception):
+        pass
+
+    def stop(f: float) -> None:
+        calls.append(f)
+        raise Stop
+
+    with pytest.raises(Stop):
+        bootstrap(pred, y, ["mae"], n_resamples=100, block_size=10, progress=stop)
+    assert calls == [0.1]
+    with pytest.raises(UQValidationError, match="progress must be a callable"):
+        bootstrap(pred, y, ["mae"], n_resamples=10, progress=0.5)  # type: ignore[arg-type]

@@ -3,6 +3,7 @@ calls with the same seed."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -109,3 +110,20 @@ def test_simultaneous_intervals_and_validation() -> None:
         compare_all(preds, y, ["mae"], method="basic")  # type: ignore[arg-type]
     with pytest.raises(UQValidationError, match="same length"):
         compare_all({"a": preds["true"], "b": P.Gaussian(np.zeros(3), np.ones(3))}, y, ["mae"])
+
+
+@pytest.mark.parametrize("method", ["percentile", "bca"])
+def test_progress_increases_to_one_and_leaves_the_results_unchanged(method: str) -> None:
+    preds, y, _ = _regression(200, 11)
+    opts: dict[str, Any] = {"n_resamples": 90, "seed": 5, "method": method, "block_size": 10}
+    seen: list[float] = []
+    with_cb = compare_all(preds, y, ["crps", "ause"], progress=seen.append, **opts)
+    without = compare_all(preds, y, ["crps", "ause"], **opts)
+    for pair in without.pairs:
+        assert with_cb.pairs[pair].to_dict() == without.pairs[pair].to_dict()
+    for m in without.ranks:
+        assert with_cb.ranks[m].to_dict() == without.ranks[m].to_dict()
+    assert seen[-1] == 1.0 and all(a < b for a, b in itertools.pairwise(seen)), seen
+    assert len(seen) >= 9  # one report per block of 10 resamples
+    if method == "percentile":
+        assert seen[:9] == pytest.approx([(i + 1) / 9 for i in range(9)])

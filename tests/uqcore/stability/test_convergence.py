@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import warnings
@@ -188,3 +189,21 @@ def test_group_unit_validation() -> None:
         convergence(pred, y, ["mae"], unit="pixel")  # type: ignore[arg-type]
     with pytest.raises(UQValidationError, match=r"sizes must be integers in \[1, 5\]"):
         convergence(pred, y, ["mae"], unit="group", groups=np.arange(50) % 5, sizes=[8])
+
+
+def test_progress_increases_to_one_and_leaves_the_results_unchanged() -> None:
+    rng = np.random.default_rng(8)
+    y = rng.normal(size=200)
+    pred = P.Gaussian(np.zeros(200), np.full(200, 1.1))
+    seen: list[float] = []
+    opts: dict[str, Any] = {"repeats": 30, "seed": 2, "block_size": 10}
+    with_cb = convergence(pred, y, ["mae", "ence"], progress=seen.append, **opts)
+    without = convergence(pred, y, ["mae", "ence"], **opts)
+    assert json.dumps(with_cb.to_dict()) == json.dumps(without.to_dict())
+    assert seen[-1] == 1.0 and all(a < b for a, b in itertools.pairwise(seen)), seen
+    # sizes 8..128 below N = 200, 3 blocks of 10 subsets each: a size's share is its size
+    sizes = [8, 16, 32, 64, 128]
+    ends = np.cumsum(sizes) / sum(sizes)
+    for end in ends:
+        assert any(abs(f - end) < 1e-12 for f in seen), (end, seen)
+    assert len(seen) == 3 * len(sizes)

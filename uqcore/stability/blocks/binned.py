@@ -116,7 +116,9 @@ def binned_by_sigma(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEv
             first = search_cum(cw, 0.0, "right")  # first positive weight
             last = search_cum(cw, float(cw[-1]), "left")
             lo, hi = float(s_sorted[first]), float(s_sorted[last])
-            edges = np.linspace(lo, hi, k + 1)[1:-1] if k > 1 and hi > lo else np.empty(0)
+            # One bin when every weighted σ is equal: k − 1 cuts at lo leave the bins below
+            # it without weight (dropped), so each resample has k + 1 cuts.
+            edges = np.linspace(lo, hi, k + 1)[1:-1] if hi > lo else np.full(k - 1, lo)
             inner = np.searchsorted(s_sorted, edges, side="left")
         elif name == "ence":
             if k > 1:
@@ -130,10 +132,10 @@ def binned_by_sigma(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEv
             first = search_cum(cw, 0.0, "right")  # first positive weight
             last = search_cum(cw, float(cw[-1]), "left")
             lo, hi = float(var_sorted[first]), float(var_sorted[last])
-            if k > 1 and hi > lo:
+            if hi > lo:
                 edges = np.array([lo + (hi - lo) * j / k for j in range(1, k)])
-            else:
-                edges = np.empty(0)
+            else:  # one bin, as above: the cuts at lo leave the bins above it without weight
+                edges = np.full(k - 1, lo)
             inner = np.searchsorted(var_sorted, edges, side="right")
         return np.concatenate([[0], inner, [n]]).astype(np.int64)
 
