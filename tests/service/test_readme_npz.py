@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -21,22 +20,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from tests.readme import README_URL, readme_block
 from tests.service._api import LiveServer, new_key, wait_terminal
 
 pytest_plugins = ["tests.service._api"]
 
-ROOT = Path(__file__).resolve().parents[2]
-MARKER = "<!-- readme-example: curl-npz -->"
-README_URL = "http://127.0.0.1:8000"
-
-
-def readme_block(marker: str) -> str:
-    """The fenced code block right after ``marker`` in README.md."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert text.count(marker) == 1, f"README.md must hold {marker!r} once"
-    found = re.search(re.escape(marker) + r"\s*```[a-z]*\n(.*?)\n```", text, re.DOTALL)
-    assert found, f"no code block after {marker!r} in README.md"
-    return found.group(1)
+MARKER = "curl-npz"
 
 
 def _gaussian_crps(mean: np.ndarray, std: np.ndarray, y: np.ndarray) -> float:

@@ -241,11 +241,21 @@ def comparison(doc: Mapping[str, Any]) -> RenderableType:
         ],
     )
     level = res.get("level")
+    subs = res.get("submissions") or {}
+
+    def label(sub_id: Any) -> str:
+        # the model (and team) the server names, else the id
+        info = subs.get(sub_id) if isinstance(subs, Mapping) else None
+        if not info or not info.get("model_name"):
+            return str(sub_id)
+        team = info.get("team_name")
+        return f"{info['model_name']} ({team})" if team else str(info["model_name"])
+
     for pair in res.get("pairs") or []:
         for name, m in (pair.get("metrics") or {}).items():
             table.add_row(
-                pair.get("a"),
-                pair.get("b"),
+                label(pair.get("a")),
+                label(pair.get("b")),
                 name,
                 num(m.get("diff")),
                 interval(m.get("low"), m.get("high"), level),
