@@ -31,7 +31,9 @@ def _crps(mean: np.ndarray, std: np.ndarray, y: np.ndarray) -> float:
     # Gneiting & Raftery (2007), eq. 21: the CRPS of N(mean, std²) in closed form.
     z = (y - mean) / std
     return float(
-        np.mean(std * (z * (2 * stats.norm.cdf(z) - 1) + 2 * stats.norm.pdf(z) - 1 / np.sqrt(np.pi)))
+        np.mean(
+            std * (z * (2 * stats.norm.cdf(z) - 1) + 2 * stats.norm.pdf(z) - 1 / np.sqrt(np.pi))
+        )
     )
 
 
