@@ -13,8 +13,7 @@ import typer
 from uqeval.cli import render
 from uqeval.cli.common import bad_input, note, out, print_json, state
 from uqeval.cli.files import read_targets, split_list
-
-JSON = Annotated[bool, typer.Option("--json", help="Print the server's document as JSON.")]
+from uqeval.cli.options import JSON
 
 benchmarks = typer.Typer(
     help="List, show, create, update and delete benchmarks (changes need an admin key).",

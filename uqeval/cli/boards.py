@@ -10,9 +10,9 @@ import typer
 from uqeval.cli import render
 from uqeval.cli.common import bad_input, note, out, print_json, state
 from uqeval.cli.files import split_list
+from uqeval.cli.options import JSON
 from uqeval.cli.progress import job_progress
 
-JSON = Annotated[bool, typer.Option("--json", help="Print the server's document as JSON.")]
 PANEL = "Benchmarks"
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from uqeval.cli import options as O
 from uqeval.cli import render
 from uqeval.cli.common import bad_input, out, print_json
 from uqeval.cli.files import split_list
@@ -19,7 +20,6 @@ from uqeval.cli.submissions import read_input
 
 JSON = Annotated[bool, typer.Option("--json", help="Print the result document as JSON.")]
 PANEL = "On this machine (no server)"
-COLUMNS = "Columns (Parquet, CSV)"
 
 
 def analyses_of(
@@ -45,7 +45,7 @@ def analyses_of(
         doc["seed"] = seed
     if estimators is not None:
         doc["estimators"] = "all" if estimators.strip() == "all" else split_list(estimators)
-    if curves and "curves" in Analyses.model_fields:
+    if curves:
         doc["curves"] = True
     try:
         return Analyses.model_validate(doc)
@@ -62,54 +62,23 @@ def evaluate(
             metavar="FILE", help="The prediction: .npz, .parquet or .csv (as for submit)."
         ),
     ],
-    targets: Annotated[
-        Path | None,
-        typer.Option(help="The targets (y, or labels): .npy, .npz, .csv (or a y/labels member)."),
-    ] = None,
-    kind: Annotated[
-        str | None, typer.Option(help="Prediction kind (default: inferred from the field names).")
-    ] = None,
-    metrics: Annotated[
-        str | None, typer.Option(help="Comma-separated metric names (default: all that apply).")
-    ] = None,
-    bootstrap: Annotated[int, typer.Option(min=0, help="Bootstrap resamples B (0: none).")] = 0,
-    stability: Annotated[
-        bool, typer.Option("--stability", help="Run the test-set-size stability study.")
-    ] = False,
-    repeats: Annotated[
-        int | None, typer.Option(min=1, help="Subsamples per size of the stability study.")
-    ] = None,
-    curves: Annotated[
-        bool, typer.Option("--curves", help="Keep the curves in the result.")
-    ] = False,
-    seed: Annotated[int | None, typer.Option(min=0, help="Seed of every random draw.")] = None,
-    estimators: Annotated[
-        str | None, typer.Option(help='Classification: comma-separated estimators, or "all".')
-    ] = None,
+    targets: O.Targets = None,
+    kind: O.Kind = None,
+    metrics: O.Metrics = None,
+    bootstrap: O.Bootstrap = 0,
+    stability: O.Stability = False,
+    repeats: O.Repeats = None,
+    curves: O.Curves = False,
+    seed: O.Seed = None,
+    estimators: O.Estimators = None,
     json_: JSON = False,
-    col: Annotated[
-        list[str] | None,
-        typer.Option("--col", help="FIELD=COLUMN (repeatable).", rich_help_panel=COLUMNS),
-    ] = None,
-    columns: Annotated[
-        str | None, typer.Option(help="Fields of the columns in order.", rich_help_panel=COLUMNS)
-    ] = None,
-    prefix: Annotated[
-        list[str] | None,
-        typer.Option("--prefix", help="FIELD=PREFIX (repeatable).", rich_help_panel=COLUMNS),
-    ] = None,
-    prob_prefix: Annotated[
-        str | None, typer.Option(help="= --prefix probs=PREFIX.", rich_help_panel=COLUMNS)
-    ] = None,
-    y_col: Annotated[
-        str | None, typer.Option(help="Targets column.", rich_help_panel=COLUMNS)
-    ] = None,
-    labels_col: Annotated[
-        str | None, typer.Option(help="Labels column.", rich_help_panel=COLUMNS)
-    ] = None,
-    levels: Annotated[
-        str | None, typer.Option(help="Quantile levels, e.g. 0.1,0.5,0.9.", rich_help_panel=COLUMNS)
-    ] = None,
+    col: O.Col = None,
+    columns: O.Columns = None,
+    prefix: O.Prefix = None,
+    prob_prefix: O.ProbPrefix = None,
+    y_col: O.YCol = None,
+    labels_col: O.LabelsCol = None,
+    levels: O.Levels = None,
 ) -> None:
     """Evaluate a prediction file with uqcore on this machine: the table (or --json document)
     of `uqeval results`, computed as the service computes it."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from uqeval.cli import options as O
 from uqeval.cli import render
 from uqeval.cli.common import bad_input, err, note, out, print_json, state
 from uqeval.cli.files import (
@@ -20,6 +21,7 @@ from uqeval.cli.files import (
     read_targets,
     split_list,
 )
+from uqeval.cli.options import JSON
 from uqeval.cli.progress import job_progress, upload_progress
 from uqeval.errors import BadRequest
 
@@ -27,7 +29,6 @@ if TYPE_CHECKING:
     from uqeval.client import Client
     from uqeval.models import Submission
 
-JSON = Annotated[bool, typer.Option("--json", help="Print the server's document as JSON.")]
 PANEL = "Submissions"
 
 
@@ -166,36 +167,18 @@ def submit(
             show_default=False,
         ),
     ],
-    kind: Annotated[
-        str | None, typer.Option(help="Prediction kind (default: inferred from the field names).")
-    ] = None,
+    kind: O.Kind = None,
     benchmark: Annotated[
         str | None, typer.Option(help="Evaluate against this benchmark's hidden targets.")
     ] = None,
-    targets: Annotated[
-        Path | None,
-        typer.Option(help="The targets (y, or labels for classification): .npy, .npz, .csv."),
-    ] = None,
-    metrics: Annotated[
-        str | None, typer.Option(help="Comma-separated metric names (default: all that apply).")
-    ] = None,
-    bootstrap: Annotated[
-        int, typer.Option(min=0, help="Bootstrap resamples B for confidence intervals (0: none).")
-    ] = 0,
-    stability: Annotated[
-        bool, typer.Option("--stability", help="Run the test-set-size stability study.")
-    ] = False,
-    repeats: Annotated[
-        int | None, typer.Option(min=1, help="Subsamples per size of the stability study.")
-    ] = None,
-    curves: Annotated[
-        bool, typer.Option("--curves", help="Compute the curves (calibration, sparsification).")
-    ] = False,
-    seed: Annotated[int | None, typer.Option(min=0, help="Seed of every random draw.")] = None,
-    estimators: Annotated[
-        str | None,
-        typer.Option(help='Classification: comma-separated estimators, or "all".'),
-    ] = None,
+    targets: O.Targets = None,
+    metrics: O.Metrics = None,
+    bootstrap: O.Bootstrap = 0,
+    stability: O.Stability = False,
+    repeats: O.Repeats = None,
+    curves: O.Curves = False,
+    seed: O.Seed = None,
+    estimators: O.Estimators = None,
     model_name: Annotated[
         str | None, typer.Option(help="The model's name (default: the file's name).")
     ] = None,
@@ -216,56 +199,13 @@ def submit(
         typer.Option("--wait", help="Show the upload and the job's progress; print the result."),
     ] = False,
     json_: JSON = False,
-    col: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--col",
-            help="FIELD=COLUMN: take a field from a column (repeatable).",
-            rich_help_panel="Columns (Parquet, CSV)",
-        ),
-    ] = None,
-    columns: Annotated[
-        str | None,
-        typer.Option(
-            help="The fields of the columns in order, e.g. mean,std,y ('-' skips one).",
-            rich_help_panel="Columns (Parquet, CSV)",
-        ),
-    ] = None,
-    prefix: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--prefix",
-            help="FIELD=PREFIX: a matrix field from columns PREFIX0, "
-            "PREFIX1, ... (repeatable; default FIELD_0, FIELD_1, ...).",
-            rich_help_panel="Columns (Parquet, CSV)",
-        ),
-    ] = None,
-    prob_prefix: Annotated[
-        str | None,
-        typer.Option(
-            help="Class probabilities from the columns PREFIX0, PREFIX1, ... (= --prefix probs=PREFIX).",
-            rich_help_panel="Columns (Parquet, CSV)",
-        ),
-    ] = None,
-    y_col: Annotated[
-        str | None,
-        typer.Option(
-            help="The column of the regression targets.", rich_help_panel="Columns (Parquet, CSV)"
-        ),
-    ] = None,
-    labels_col: Annotated[
-        str | None,
-        typer.Option(
-            help="The column of the class labels.", rich_help_panel="Columns (Parquet, CSV)"
-        ),
-    ] = None,
-    levels: Annotated[
-        str | None,
-        typer.Option(
-            help="Quantiles: the levels of the value columns, e.g. 0.1,0.5,0.9.",
-            rich_help_panel="Columns (Parquet, CSV)",
-        ),
-    ] = None,
+    col: O.Col = None,
+    columns: O.Columns = None,
+    prefix: O.Prefix = None,
+    prob_prefix: O.ProbPrefix = None,
+    y_col: O.YCol = None,
+    labels_col: O.LabelsCol = None,
+    levels: O.Levels = None,
 ) -> None:
     """Submit a prediction file for evaluation; with --wait, follow it and print the result."""
     st = state(ctx)
