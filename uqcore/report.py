@@ -55,6 +55,9 @@ class Report(Mapping[str, MetricValue]):
         Every parameter used, per metric (defaults included).
     not_applicable : dict
         For ``metrics="all"``: metric name -> why it does not apply to this prediction kind.
+    curves : dict
+        With ``evaluate(..., curves=...)``: curve name -> curve object (:mod:`uqcore.curves`),
+        what :mod:`uqcore.plots` draws; empty otherwise.
     warnings : list of str
         Why a value is ``None``, and any other warning raised while computing.
     """
@@ -66,8 +69,10 @@ class Report(Mapping[str, MetricValue]):
         not_applicable: dict[str, str],
         warnings_: list[str],
         meta: dict[str, Any],
+        curves: dict[str, Any] | None = None,
     ) -> None:
         self._values = values
+        self.curves: dict[str, Any] = dict(curves or {})
         self.params = params
         self.not_applicable = not_applicable
         self.warnings = warnings_
@@ -132,6 +137,9 @@ def evaluate(
     estimators: str | Sequence[str] | None = None,
     ood: Any = None,
     soft_labels: Any = None,
+    groups: Any = None,
+    curves: bool | Sequence[str] = False,
+    seed: int = 0,
 ) -> Report:
     """Compute several metrics on one batch, sharing sorts and PIT values between them.
 
@@ -157,6 +165,13 @@ def evaluate(
         Classification only: OOD flags (the OOD-detection metrics need them).
     soft_labels : array_like, shape (N, C), optional
         Classification only: label distributions (the aleatoric metrics need them).
+    groups : array_like of int, shape (N,), optional
+        Group ids, for the curves that stratify by group.
+    curves : bool or list of str, default False
+        Also compute curves (:func:`uqcore.curves.curves`) into ``Report.curves``: ``True``
+        for every one that applies, or a list of curve names. :mod:`uqcore.plots` draws them.
+    seed : int, default 0
+        The seed of the curves that draw at random (adversarial group calibration).
 
     The task (regression or classification) is the prediction's; ``y`` holds the hard labels
     for classification.
@@ -246,7 +261,20 @@ def evaluate(
     if est_names:
         meta["estimators"] = est_names
         meta["by_estimator"] = by_estimator
-    return Report(values, used, not_applicable, notes, meta)
+    held: dict[str, Any] = {}
+    if curves is not False:
+        from uqcore.curves import curves as compute_curves
+
+        held = compute_curves(
+            prediction,
+            y,
+            "all" if curves is True else list(curves),
+            sample_weight=sample_weight,
+            groups=groups,
+            ood=ood,
+            seed=seed,
+        )
+    return Report(values, used, not_applicable, notes, meta, held)
 
 
 def estimator_names(prediction: Any, estimators: str | Sequence[str] | None) -> list[str]:
