@@ -60,6 +60,11 @@ STYLE: dict[str, Any] = {
 FIGSIZE: tuple[float, float] = (5.0, 4.0)
 
 
+def _rc() -> Any:
+    """:data:`STYLE` as rc_context takes it (its stubs list the keys as literals)."""
+    return STYLE
+
+
 def require_matplotlib() -> None:
     """Raise an ImportError that names the extra when matplotlib is missing."""
     try:
@@ -100,7 +105,7 @@ class Display:
         require_matplotlib()
         import matplotlib
 
-        with matplotlib.rc_context(STYLE):
+        with matplotlib.rc_context(_rc()):
             if ax is None:
                 from matplotlib.figure import Figure
 
@@ -113,7 +118,7 @@ class Display:
                     raise ValueError(
                         f"{type(self).__name__} draws on {self.n_axes} axes, {len(axes)} given"
                     )
-                fig = axes[0].figure  # type: ignore[assignment]
+                fig = axes[0].figure
             self._draw(axes)
         self.figure_, self.ax_, self.axes_ = fig, axes[0], axes
         return self
@@ -128,7 +133,7 @@ class Display:
         import matplotlib
 
         buf = io.BytesIO()
-        with matplotlib.rc_context(STYLE):
+        with matplotlib.rc_context(_rc()):
             metadata: dict[str, Any] = {"Date": None} if format == "svg" else {"Software": None}
             self.figure_.savefig(buf, format=format, dpi=dpi, metadata=metadata)
         return buf.getvalue()
