@@ -59,6 +59,9 @@ class CurveSpec:
         At least one of these capabilities (empty: no such condition).
     description : str
         One line: what it shows.
+    integer_weights : bool
+        It applies only to integer (frequency) sample weights: it draws rows at random, a
+        row of weight k being k rows.
     """
 
     name: str
@@ -69,10 +72,16 @@ class CurveSpec:
     type: type
     needs_any: frozenset[str] = frozenset()
     description: str = ""
+    integer_weights: bool = False
 
-    def why_not(self, prediction: Any, available: frozenset[str] = frozenset()) -> str | None:
+    def why_not(
+        self,
+        prediction: Any,
+        available: frozenset[str] = frozenset(),
+        sample_weight: Any = None,
+    ) -> str | None:
         """Why the curve does not apply to ``prediction`` given the extra inputs
-        ``available`` (None when it applies)."""
+        ``available`` and the weights (None when it applies)."""
         task = str(getattr(prediction, "task", "regression"))
         if task != self.task:
             return f"{self.name} is a {self.task} curve; the prediction is {task}"
@@ -89,6 +98,13 @@ class CurveSpec:
         absent = sorted(self.inputs - available)
         if absent:
             return f"{self.name} needs {' and '.join(absent)}"
+        if self.integer_weights and sample_weight is not None:
+            w = np.asarray(to_numpy(sample_weight), dtype=np.float64)
+            if not bool(np.all(w == np.round(w))):
+                return (
+                    f"{self.name} needs integer (frequency) sample weights: it draws groups "
+                    "of rows, a row of weight k being k rows"
+                )
         return None
 
 
@@ -133,7 +149,9 @@ def curves(
                 argument="names",
                 value=names,
             )
-        chosen = [s for s in CURVES.values() if s.why_not(prediction, available) is None]
+        chosen = [
+            s for s in CURVES.values() if s.why_not(prediction, available, sample_weight) is None
+        ]
     else:
         chosen = []
         for name in dict.fromkeys(names):
@@ -144,7 +162,7 @@ def curves(
                     argument="names",
                     value=name,
                 )
-            reason = spec.why_not(prediction, available)
+            reason = spec.why_not(prediction, available, sample_weight)
             if reason is not None:
                 raise UQValidationError(reason, argument="names", value=name)
             chosen.append(spec)
@@ -160,6 +178,8 @@ def _plain(value: Any) -> Any:
     """numpy (or any namespace's) arrays and scalars as Python lists and numbers."""
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a curve in a Display
+        return curve_to_json(value)
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, (str, bool)) or value is None:
