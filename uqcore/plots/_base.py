@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import io
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from uqcore._validation import UQValidationError
 
@@ -100,7 +100,7 @@ class Display:
     def _draw(self, axes: list[Axes]) -> None:
         raise NotImplementedError
 
-    def plot(self, ax: Axes | Sequence[Axes] | None = None) -> Display:
+    def plot(self, ax: Axes | Sequence[Axes] | None = None) -> Self:
         """Draw on ``ax`` (one axes, or ``n_axes`` of them) or on a new figure; return self."""
         require_matplotlib()
         import matplotlib
