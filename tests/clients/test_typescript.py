@@ -45,7 +45,7 @@ def _crps(mean: np.ndarray, std: np.ndarray, y: np.ndarray) -> float:
 # ---------------------------------------------------------------------------- the types
 
 
-def test_schema_is_generated_from_the_committed_document(ts_project: Path, tmp_path: Path):
+def test_schema_is_generated_from_the_committed_document(ts_project: Path, tmp_path: Path) -> None:
     """src/schema.d.ts equals a fresh `npm run generate` of openapi/openapi.json."""
     fresh = copy_project(tmp_path)
     fresh.schema.unlink()
@@ -69,7 +69,7 @@ def test_schema_is_generated_from_the_committed_document(ts_project: Path, tmp_p
     )
 
 
-def test_client_type_checks(ts_project: Path):
+def test_client_type_checks(ts_project: Path) -> None:
     """tsc --noEmit (strict) over the client, the round trip and the README's example."""
     proc = run([str(ts_project / "node_modules" / ".bin" / "tsc"), "--noEmit"], ts_project)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -104,7 +104,7 @@ CHANGES: list[tuple[Callable[[dict[str, Any]], None], str, str]] = [
 
 def test_type_check_fails_when_the_document_changes_under_the_code(
     ts_project: Path, tmp_path: Path
-):
+) -> None:
     """A copy of the project with a document in which fields the code uses are renamed,
     removed and retyped: regenerated, its type check fails at each use (tsc reports every
     error of a run, so one run checks them all)."""
@@ -128,7 +128,7 @@ def test_type_check_fails_when_the_document_changes_under_the_code(
         assert any(where in line and what in line for line in errors), (change.__name__, output)
 
 
-def test_readme_block_is_the_type_checked_example():
+def test_readme_block_is_the_type_checked_example() -> None:
     """The README's TypeScript block is examples/quickstart.ts, which tsc checks (above) and
     the live test runs."""
     example = (PROJECT / "examples" / "quickstart.ts").read_text(encoding="utf-8")
@@ -195,7 +195,8 @@ def benchmark(live_server: Live) -> dict[str, Any]:
     return bench
 
 
-def _node(script: Path, *args: str, **env_vars: str) -> dict[str, Any] | str:
+def _node(script: Path, *args: str, **env_vars: str) -> str:
+    """The standard output of a compiled script run by node (which must succeed quietly)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("UQEVAL_")}
     env.update(env_vars)
     proc = run(["node", str(script), *args], script.parent, env=env)
@@ -207,7 +208,7 @@ def _node(script: Path, *args: str, **env_vars: str) -> dict[str, Any] | str:
 @pytest.mark.slow
 def test_roundtrip_against_a_live_server(
     ts_build: Path, live_server: Live, benchmark: dict[str, Any], tmp_path: Path
-):
+) -> None:
     """The compiled round trip submits to the benchmark, waits, reads the metrics and the
     board; each printed value is the server's own answer, and the metrics their closed forms."""
     a = gaussian_arrays(N, SEED)
@@ -221,7 +222,6 @@ def test_roundtrip_against_a_live_server(
         UQEVAL_URL=live_server.url,
         UQEVAL_KEY=key,
     )
-    assert isinstance(out, str)
     printed = json.loads(out)
     assert key not in out
 
@@ -258,7 +258,7 @@ def test_roundtrip_against_a_live_server(
 @pytest.mark.slow
 def test_readme_example_against_a_live_server(
     ts_build: Path, live_server: Live, benchmark: dict[str, Any]
-):
+) -> None:
     """The README's example, compiled, with the live server's address: it prints the CRPS of
     its three rows, the board's entries and the size of the metric catalogue."""
     compiled = ts_build / "examples" / "quickstart.js"
@@ -268,7 +268,6 @@ def test_readme_example_against_a_live_server(
     live.write_text(source.replace(README_URL, live_server.url), encoding="utf-8")
     key = live_server.new_key("ts-readme")
     out = _node(live, UQEVAL_KEY=key, BENCHMARK_ID=benchmark["id"])
-    assert isinstance(out, str)
     lines = out.splitlines()
 
     mean, std, y = np.array([0.1, 0.5, -0.2]), np.array([1.0, 0.8, 1.2]), np.array([0.0, 1.0, -1.0])
