@@ -110,7 +110,7 @@ def ensure_installed() -> None:
         if _installed_matches_lock():
             return
         proc = run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            ["npm", "ci", "--include=dev", "--no-audit", "--no-fund", "--loglevel=error"],
             PROJECT,
             timeout=NPM_CI_TIMEOUT_S,
         )
