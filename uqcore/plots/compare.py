@@ -186,7 +186,8 @@ def forest(
         for name in ("labels", "metrics", "directions", "diff", "low", "high", "p_value_adjusted"):
             values = getattr(display, name)
             setattr(display, name, [values[i] for i in keep])
-    return display.plot(ax)  # type: ignore[return-value]
+    display.plot(ax)
+    return display
 
 
 @dataclass
@@ -354,7 +355,9 @@ def leaderboard(
         Drawn.
     """
     del y, options
-    return _leaderboard_data(_document(source, "entries", "leaderboard")).plot(ax)  # type: ignore[return-value]
+    display = _leaderboard_data(_document(source, "entries", "leaderboard"))
+    display.plot(ax)
+    return display
 
 
 register_plot(

@@ -89,10 +89,10 @@ def _spec(scope: str, name: str) -> PlotSpec:
 
 
 def _check_submission(store: Store, key: ApiKeyRecord, sub_id: str, name: str) -> None:
-    spec = _spec("submission", name)
     record = store.get_submission(sub_id)
     if record is None or not access.can_read(key, record):
         raise ApiError(404, f"no submission {sub_id!r}", field="sub_id")
+    spec = _spec("submission", name)
     if record.status != "succeeded":
         raise ApiError(
             409,
@@ -116,8 +116,8 @@ def _check_submission(store: Store, key: ApiKeyRecord, sub_id: str, name: str) -
 
 
 def _check_comparison(store: Store, key: ApiKeyRecord, cmp_id: str, name: str) -> None:
-    _spec("comparison", name)
     doc = readable_comparison(store, key, cmp_id)
+    _spec("comparison", name)
     if doc["status"] != "succeeded":
         raise ApiError(
             409,
@@ -286,7 +286,6 @@ async def get_leaderboard_plot(
     same metric and estimator, first 50 teams: values with their bootstrap intervals, rank
     intervals, entries not separable from the leader marked, the baseline highlighted. Drawn
     from the board as it is now (a new plot when the board changes)."""
-    spec = _spec("leaderboard", name)
     page = await run_read(
         request,
         leaderboards.serve,
@@ -299,6 +298,7 @@ async def get_leaderboard_plot(
         LEADERBOARD_PLOT_LIMIT,
         "json",
     )
+    spec = _spec("leaderboard", name)
     digest = hashlib.blake2b(page.body, digest_size=16).hexdigest()
     target = plots_key("leaderboard", bench_id, digest)
     await run_in_threadpool(
