@@ -357,3 +357,44 @@ def test_comparison_and_leaderboard_plots(
     assert r.status_code == 404 and "did you mean 'leaderboard'" in error_of(r)["message"]
     r = api.get("/v1/benchmarks/nobench/plots/leaderboard", headers=submitter)
     assert r.status_code == 404 and error_of(r)["field"] == "bench_id"
+
+
+def test_concurrent_misses_queue_one_render_and_wait_bounded(idle_settings: Any) -> None:
+    """With no worker on its database: N simultaneous requests for the same missing plot
+    publish one render task, and each answers 503 with Retry-After after plot_timeout_s."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from service.api.app import create_app
+    from service.store import now_iso
+    from tests.stack import clear_store
+    from tests.uqcore.plots.test_compare_plots import comparison_doc
+
+    settings = idle_settings.model_copy(update={"plot_timeout_s": 1.0})
+    store = Store.from_url(settings.redis_url, settings)
+    store.client.flushdb()
+    try:
+        cmp_id = "cmp_concurrent"
+        store.create_comparison(
+            {"id": cmp_id, "owner": "key_x", "created_at": now_iso(), "request": {}}
+        )
+        store.set_comparison_status(cmp_id, "succeeded", result=comparison_doc())
+        with TestClient(create_app(settings, store=store)) as client:
+            url = f"/v1/comparisons/{cmp_id}/plots/forest"
+            start = time.monotonic()
+            with ThreadPoolExecutor(6) as pool:
+                answers = list(pool.map(lambda _: client.get(url, headers=ADMIN), range(6)))
+            elapsed = time.monotonic() - start
+        assert [a.status_code for a in answers] == [503] * 6
+        assert all(a.headers["retry-after"].isdigit() for a in answers)
+        assert "still being drawn" in error_of(answers[0])["message"]
+        assert 1.0 <= elapsed < 20.0
+        messages = [json.loads(m) for m in store.client.lrange("cpu", 0, -1)]
+        renders = [m for m in messages if m["headers"]["task"] == "uqeval.render_plot"]
+        assert len(renders) == 1, messages
+        assert (
+            "'comparison', 'cmp_concurrent', 'forest', 'png'" in renders[0]["headers"]["argsrepr"]
+        )
+    finally:
+        clear_store(store)
+        store.client.flushdb()
+        store.close()
