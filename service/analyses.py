@@ -113,10 +113,14 @@ class Analyses(StrictModel):
     stability: StabilityOptions = Field(default_factory=StabilityOptions)
     curves: bool = Field(
         default=False,
-        description="Also return the curves behind the metrics (regression: the calibration "
-        "and sparsification curves, one point per row or level) in the result's `curves`; "
-        "without it `curves` is {}. A benchmark's submissions never carry curves (they would "
-        "reveal its hidden targets).",
+        description="Also return the curves behind the metrics in the result's `curves`: every "
+        "curve of uqcore.curves that applies to the prediction and the inputs sent (regression: "
+        "calibration_curve, quantile_calibration_curve, pit_histogram, sparsification_curve, "
+        "group_calibration, stratified with groups, interval_width; classification: "
+        "reliability_diagram, risk_coverage_curve, roc_correctness, pr_correctness, and "
+        "roc_ood, pr_ood with ood), as JSON (curve name -> its fields); without it `curves` is "
+        "{}. A benchmark's submissions never carry curves (they would reveal its hidden "
+        "targets).",
     )
     seed: int = Field(default=0, ge=0, le=2**63 - 1, description="Seed of every random draw.")
     estimators: (

@@ -29,6 +29,7 @@ from service.settings import Settings
 
 __all__ = [
     "COMPARE_TASK_NAME",
+    "PLOT_TASK_NAME",
     "QUEUES",
     "RANKS_TASK_NAME",
     "TASK_NAME",
@@ -42,6 +43,8 @@ TASK_NAME = "uqeval.evaluate"
 RANKS_TASK_NAME = "uqeval.leaderboard_ranks"
 #: A comparison of submissions: ``uqeval.compare(comparison_id)``.
 COMPARE_TASK_NAME = "uqeval.compare"
+#: Draw one plot and store its bytes: ``uqeval.render_plot(scope, ident, name, format, digest)``.
+PLOT_TASK_NAME = "uqeval.render_plot"
 QUEUES: tuple[str, ...] = ("cpu", "gpu")
 
 

@@ -30,7 +30,13 @@ import numpy as np
 from celery import Celery
 
 from service.analyses import Analyses
-from service.celery_config import COMPARE_TASK_NAME, RANKS_TASK_NAME, TASK_NAME, make_celery
+from service.celery_config import (
+    COMPARE_TASK_NAME,
+    PLOT_TASK_NAME,
+    RANKS_TASK_NAME,
+    TASK_NAME,
+    make_celery,
+)
 from service.settings import Settings
 from service.store import Quota, Store, StoreUnavailable, SubmissionRecord, now_iso
 
@@ -38,6 +44,7 @@ __all__ = [
     "choose_queue",
     "enqueue",
     "enqueue_comparison",
+    "enqueue_plot",
     "enqueue_ranks",
     "input_hash",
     "new_submission_id",
@@ -119,6 +126,21 @@ def enqueue_comparison(settings: Settings, cmp_id: str) -> None:
     producer(settings).send_task(
         COMPARE_TASK_NAME,
         args=[cmp_id],
+        queue="cpu",
+        routing_key="cpu",
+        retry=False,
+        ignore_result=True,
+        timeout=settings.enqueue_timeout_s,
+    )
+
+
+def enqueue_plot(
+    settings: Settings, scope: str, ident: str, name: str, fmt: str, digest: str = ""
+) -> None:
+    """Publish the render of one plot on the ``cpu`` queue; raises on failure."""
+    producer(settings).send_task(
+        PLOT_TASK_NAME,
+        args=[scope, ident, name, fmt, digest],
         queue="cpu",
         routing_key="cpu",
         retry=False,

@@ -69,6 +69,18 @@ key                                             type       holds
                                                            start time (the reaper's list)
 ``cmps:resend``                                 zset       re-queued comparison ids whose task
                                                            message is still to be published
+``sub:{id}:plots``                               hash       rendered plots: ``{name}.{format}``
+                                                           -> PNG/SVG bytes, or ``error:{status}:
+                                                           {reason}`` (not applicable, failed);
+                                                           expires after ``plot_cache_ttl_s``
+``cmp:{id}:plots``                              hash       the same, of a comparison
+``lb:{bench}:plots:{digest}``                   hash       the same, of one leaderboard answer
+                                                           (``digest``: of its JSON bytes), and
+                                                           ``source``: those bytes
+``{plots key}:claim:{name}.{format}``           string     a queued render of that plot (one per
+                                                           plot: concurrent misses queue one
+                                                           task; expires)
+``stats:plots``                                 string     plots rendered (a counter)
 ``rate:{key_id}:{window}``                      string     requests of a key in one window
                                                            (expires with the window)
 ``queued:{queue}``                              zset       queued ids per queue, score =
@@ -283,3 +295,25 @@ def durations(queue: str) -> str:
 
 
 QUEUES: tuple[str, ...] = ("cpu", "gpu")
+
+
+def submission_plots(sub_id: str) -> str:
+    return f"{PREFIX}sub:{sub_id}:plots"
+
+
+def comparison_plots(cmp_id: str) -> str:
+    return f"{PREFIX}cmp:{cmp_id}:plots"
+
+
+def leaderboard_plots(bench_id: str, digest: str) -> str:
+    """The plots of one leaderboard answer; ``digest``: a hexadecimal digest of its bytes."""
+    return f"{PREFIX}lb:{bench_id}:plots:{digest}"
+
+
+def plot_claim(plots_key: str, field: str) -> str:
+    """The claim of a queued render of ``field`` (``{name}.{format}``) of ``plots_key``."""
+    return f"{plots_key}:claim:{field}"
+
+
+def plot_renders() -> str:
+    return f"{PREFIX}stats:plots"

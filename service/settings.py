@@ -136,6 +136,26 @@ class Settings(BaseSettings):
     )
     worker_concurrency: int = Field(default=1, ge=1)
 
+    # --- plots -------------------------------------------------------------------------------
+    plot_timeout_s: float = Field(
+        default=20.0,
+        gt=0,
+        le=300,
+        description="How long a plot route waits for a plot being rendered by a worker before "
+        "it answers 503 with Retry-After (s).",
+    )
+    plot_cache_ttl_s: int = Field(
+        default=7 * 24 * 3600,
+        gt=0,
+        description="How long rendered plots are kept in Redis (s); a plot is rendered again "
+        "on the first request after that.",
+    )
+    plot_max_age_s: int = Field(
+        default=300,
+        ge=0,
+        description="Cache-Control max-age of a plot answer (s); the ETag revalidates it.",
+    )
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

@@ -230,6 +230,19 @@ def gaussian_json(n: int = 64, seed: int = 0, **fields: Any) -> dict[str, Any]:
     return body
 
 
+def applicable_curves(kind: str, arrays: dict[str, Any]) -> set[str]:
+    """The :mod:`uqcore.curves` names that apply to a submission of ``kind`` with ``arrays``
+    (its prediction fields, targets and extra inputs), by each curve's own rule."""
+    from service.kinds import KIND_FIELDS, build_prediction
+    from uqcore.curves import CURVES
+
+    pred = build_prediction(
+        kind, {f: np.asarray(arrays[f]) for f in KIND_FIELDS[kind] if f in arrays}
+    )
+    available = frozenset(k for k in ("groups", "ood") if k in arrays)
+    return {n for n, s in CURVES.items() if s.why_not(pred, available) is None}
+
+
 def npz_bytes(request: dict[str, Any] | None, compressed: bool = False, **arrays: Any) -> bytes:
     """An NPZ body: ``arrays`` as members plus ``request`` (JSON) when given."""
     buf = io.BytesIO()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
@@ -289,6 +290,13 @@ class ClientBase:
             limit=limit,
             raw={"items": [s.raw for s in items], "total": total, "offset": offset, "limit": limit},
         )
+
+    @staticmethod
+    def _plot_call(sub_id: Any, name: str, format: str) -> Call:
+        if format not in ("png", "svg"):
+            raise ValueError(f"format must be 'png' or 'svg', found {format!r}")
+        path = f"/v1/submissions/{_id(sub_id)}/plots/{quote(name, safe='')}"
+        return Call("GET", path, params={"format": format})
 
     # -- leaderboards and comparisons ----------------------------------------------------
 

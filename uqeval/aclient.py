@@ -281,6 +281,10 @@ class AsyncClient(ClientBase):
         """As :meth:`uqeval.Client.set_visibility`, awaited."""
         return Submission.from_json(await self._json(self._visibility_call(id, visibility)))
 
+    async def plot(self, id: Any, name: str, format: str = "png") -> bytes:
+        """As :meth:`uqeval.Client.plot`, awaited."""
+        return (await self._send(self._plot_call(id, name, format))).content
+
     # -- leaderboards and comparisons --------------------------------------------------------
 
     async def leaderboard(

@@ -460,6 +460,25 @@ class Client(AdminCalls):
         """
         return Submission.from_json(self._json(self._visibility_call(id, visibility)))
 
+    def plot(self, id: Any, name: str, format: str = "png") -> bytes:
+        """One of a submission's plots (``result.plots`` lists them) as PNG or SVG bytes.
+
+        Parameters
+        ----------
+        id : str or Submission
+            The submission (succeeded).
+        name : str
+            The plot's name (``calibration``, ``reliability``, ``stability`` ...).
+        format : {"png", "svg"}
+
+        Returns
+        -------
+        bytes
+            The image, drawn by the service (NotFound with the reason when the plot does not
+            apply to this submission).
+        """
+        return self._send(self._plot_call(id, name, format)).content
+
     # -- leaderboards and comparisons --------------------------------------------------------
 
     def leaderboard(

@@ -136,6 +136,16 @@ class Result:
             raw=doc,
         )
 
+    @property
+    def plots(self) -> list[dict[str, str]]:
+        """The submission's plots: ``{"name", "title", "url"}`` each (``Client.plot(id,
+        name)`` fetches one as PNG or SVG bytes)."""
+        return [
+            {str(k): str(v) for k, v in p.items()}
+            for p in self.raw.get("plots") or []
+            if isinstance(p, dict)
+        ]
+
     def value(self, name: str) -> float | None:
         """The value of metric ``name`` (None when undefined on this input).
 

@@ -12,7 +12,6 @@ puts uqcore's notes in the words of the API (:func:`service.rest_text.rest_docum
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -29,10 +28,11 @@ from service.kinds import (
     target_field,
     task_of,
 )
+from service.plots import submission_plots
 from service.rest_text import Origin, rest_document
 from uqcore import registry, to_numpy
-from uqcore.regression.calibration import calibration_curve
-from uqcore.regression.ranking import sparsification_curve
+from uqcore.curves import curve_to_json
+from uqcore.curves import curves as all_curves
 from uqcore.report import json_safe
 from uqcore.stability import bootstrap, convergence
 from worker.backend import Backend
@@ -56,20 +56,24 @@ def _host(value: Any) -> Any:
         return value
 
 
-def _curves(pred: Any, y: Any, sample_weight: Any, notes: list[str]) -> dict[str, Any]:
-    caps = pred.capabilities
-    out: dict[str, Any] = {}
-    if "cdf" in caps or "quantiles" in caps:
-        cal = calibration_curve(pred, y, sample_weight=sample_weight)
-        out["calibration_curve"] = json_safe(
-            _host(dataclasses.asdict(cal)), "calibration_curve", notes
-        )
-    if "uncertainty" in caps:
-        spars = sparsification_curve(pred, y, sample_weight=sample_weight)
-        out["sparsification_curve"] = json_safe(
-            _host(dataclasses.asdict(spars)), "sparsification_curve", notes
-        )
-    return out
+def _curves(
+    pred: Any,
+    y: Any,
+    sample_weight: Any,
+    notes: list[str],
+    *,
+    groups: Any = None,
+    ood: Any = None,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Every :mod:`uqcore.curves` curve that applies to the prediction and the inputs
+    present, as JSON (non-finite values as null plus a note)."""
+    found = all_curves(
+        pred, y, "all", sample_weight=sample_weight, groups=groups, ood=ood, seed=seed
+    )
+    return {
+        name: json_safe(_host(curve_to_json(curve)), name, notes) for name, curve in found.items()
+    }
 
 
 class _Phases:
@@ -104,6 +108,7 @@ def compute(
     input_hash: str = "",
     load_s: float = 0.0,
     origin: Origin = "submission",
+    sub_id: str | None = None,
 ) -> dict[str, Any]:
     """The result document of one submission.
 
@@ -115,10 +120,12 @@ def compute(
     ``by_estimator_intervals`` (metric -> estimator -> interval). Bad input raises
     :class:`uqcore.UQValidationError`.
     ``checkpoint(p)`` is called with the progress p (0..100, increasing) after each phase and
-    within the long ones, and may raise to stop the computation. The curves (calibration and
-    sparsification, regression) are computed only with ``analyses.curves``; ``curves`` is
-    ``{}`` otherwise. ``origin`` says whose analyses these are (``"benchmark"``: the
-    benchmark's), for the wording of the notes.
+    within the long ones, and may raise to stop the computation. The curves (every
+    :mod:`uqcore.curves` curve that applies to the prediction and the inputs present) are
+    computed only with ``analyses.curves``; ``curves`` is ``{}`` otherwise. ``origin`` says
+    whose analyses these are (``"benchmark"``: the benchmark's), for the wording of the notes.
+    With ``sub_id``, the document lists the submission's plots (``plots``, see
+    :func:`service.plots.submission_plots`).
     """
     start = time.perf_counter()
     task = task_of(kind)
@@ -237,9 +244,17 @@ def compute(
         phases.end_phase()
 
     curves: dict[str, Any] = {}
-    if analyses.curves and not classification:
+    if analyses.curves:
         t0 = time.perf_counter()
-        curves = _curves(pred, y, weights, notes)
+        curves = _curves(
+            pred,
+            y,
+            weights,
+            notes,
+            groups=dev.get("groups"),
+            ood=extra.get("ood"),
+            seed=seed,
+        )
         timings["curves"] = time.perf_counter() - t0
 
     stability: Any = None
@@ -285,6 +300,11 @@ def compute(
         doc["by_estimator"] = report.by_estimator
         if by_est_ci:
             doc["by_estimator_intervals"] = by_est_ci
+    if sub_id is not None:
+        available = frozenset(k for k in ("groups", "ood") if k in arrays)
+        doc["plots"] = submission_plots(
+            sub_id, pred, available, doc, benchmark=origin == "benchmark"
+        )
     safe = json_safe(doc, "result", notes)
     safe["warnings"] = list(dict.fromkeys(notes))
     asked = names if metrics == "all" else list(metrics)

@@ -259,6 +259,7 @@ def run_job(
                     input_hash=record.input_hash,
                     load_s=load_s,
                     origin=origin,
+                    sub_id=sub_id,
                 )
             finally:
                 interrupter.disarm_now()

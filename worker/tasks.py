@@ -1,5 +1,6 @@
 """The Celery tasks of the service: ``uqeval.evaluate(submission_id)``,
-``uqeval.leaderboard_ranks(bench_id, metric, rule)`` and ``uqeval.compare(comparison_id)``.
+``uqeval.leaderboard_ranks(bench_id, metric, rule)``, ``uqeval.compare(comparison_id)`` and
+``uqeval.render_plot(scope, ident, name, format, digest)``.
 
 Like a web view, a task only receives ids; :mod:`worker.execution` claims the job for this
 delivery (the Celery task id), keeps its heartbeat, re-reads the data, computes and stores the
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.celery_config import COMPARE_TASK_NAME, RANKS_TASK_NAME, TASK_NAME
+from service.celery_config import COMPARE_TASK_NAME, PLOT_TASK_NAME, RANKS_TASK_NAME, TASK_NAME
 from service.store import StoreUnavailable
 from worker import runtime
 from worker.celery_app import app
 from worker.execution import run_comparison_job, run_job, run_rank_job
+from worker.plots import render_plot as draw_plot
 
 #: The options every task shares: late acknowledgement, re-queued when its worker process dies
 #: (also the app-wide defaults in :func:`service.celery_config.celery_conf`, repeated here so a
@@ -61,3 +63,9 @@ def compare_submissions(self: Any, comparison_id: str) -> str:
     return run_comparison_job(
         runtime.store(), runtime.settings(), comparison_id, token=str(self.request.id)
     )
+
+
+@app.task(name=PLOT_TASK_NAME, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
+def render_plot(self: Any, scope: str, ident: str, name: str, fmt: str, digest: str = "") -> str:
+    """Draw one plot and store its bytes (see :func:`worker.plots.render_plot`)."""
+    return draw_plot(runtime.store(), runtime.settings(), scope, ident, name, fmt, digest)

@@ -31,6 +31,7 @@ from service.api.routes import (
     comparisons,
     health,
     leaderboards,
+    plots,
     submissions,
 )
 from service.api.schemas import (
@@ -80,6 +81,10 @@ TAGS = [
     {
         "name": "comparisons",
         "description": "Paired bootstrap comparisons of submissions on a benchmark.",
+    },
+    {
+        "name": "plots",
+        "description": "Plots of submissions, comparisons and leaderboards, as PNG or SVG.",
     },
     {"name": "admin", "description": "Teams and API keys (admin key required)."},
     {"name": "health", "description": "Liveness, readiness and Prometheus metrics."},
@@ -178,6 +183,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         benchmarks.router,
         leaderboards.router,
         comparisons.router,
+        plots.router,
         admin.router,
         health.router,
     ):

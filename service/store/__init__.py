@@ -17,6 +17,7 @@ into chunks of at most :data:`CHUNK_BYTES`, zlib-compressed where that pays (see
 - :mod:`~service.store.leaderboards`: boards, cached pages, rank documents;
 - :mod:`~service.store.comparisons`: comparisons and their claims;
 - :mod:`~service.store.workers`: the worker registry and job counters;
+- :mod:`~service.store.plots`: rendered plots and their claims;
 
 over :class:`~service.store.base.StoreBase` (the client, the retry wrapper, the scripts). The
 records, statuses and exceptions are in :mod:`~service.store.records`.
@@ -30,6 +31,7 @@ from service.store.codec import CHUNK_BYTES
 from service.store.comparisons import ComparisonStore
 from service.store.jobs import JobStore
 from service.store.leaderboards import LeaderboardStore
+from service.store.plots import PlotStore
 from service.store.records import (
     TERMINAL,
     ApiKeyRecord,
@@ -85,6 +87,7 @@ class Store(
     BenchmarkStore,
     LeaderboardStore,
     ComparisonStore,
+    PlotStore,
     WorkerStore,
 ):
     """Typed access to the Redis data of uq-eval (see :mod:`service.keys`).

@@ -92,6 +92,7 @@ class ComparisonStore(StoreBase):
                 keys.comparison(cmp_id),
                 keys.comparison_result(cmp_id),
                 keys.comparison_heartbeat(cmp_id),
+                keys.comparison_plots(cmp_id),
             )
             pipe.zrem(keys.running_comparisons(), cmp_id)
             pipe.zrem(keys.resend_comparisons(), cmp_id)

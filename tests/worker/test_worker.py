@@ -18,7 +18,7 @@ from service import jobs, keys
 from service.analyses import Analyses
 from service.settings import Settings
 from service.store import Store, SubmissionRecord
-from tests.factories import gaussian_arrays
+from tests.factories import applicable_curves, gaussian_arrays
 from tests.stack import WorkerProcess, clear_store
 from worker.backend import select_backend
 from worker.execution import run_rank_job
@@ -80,7 +80,8 @@ def test_job_runs_to_a_full_result_document(store: Store, settings: Settings) ->
         "seed": 3,
         "curves": True,
     }
-    rec = submit(store, settings, gaussian_arrays(128), analyses)
+    arrays = gaussian_arrays(128)
+    rec = submit(store, settings, arrays, analyses)
     assert rec.queue == "cpu" and rec.status == "queued"
     done = wait_for(store, rec.id, {"succeeded", "failed"})
     assert done.status == "succeeded", done.error
@@ -102,7 +103,7 @@ def test_job_runs_to_a_full_result_document(store: Store, settings: Settings) ->
     assert (
         "value" in result["metrics"]["pit"] and "histogram" in result["metrics"]["pit"]["details"]
     )
-    assert set(result["curves"]) == {"calibration_curve", "sparsification_curve"}
+    assert set(result["curves"]) == applicable_curves("gaussian", arrays)
     assert result["stability"]["results"]["mae"]["value"] == pytest.approx(mae["value"])
     prov = result["provenance"]
     assert (prov["backend"], prov["device"], prov["kind"], prov["n"], prov["seed"]) == (
@@ -133,7 +134,7 @@ def test_metric_subset_and_not_applicable(store: Store, settings: Settings) -> N
     assert result is not None
     assert "ause" in result["metrics"]
     assert "crps" in result["not_applicable"] and "crps" not in result["metrics"]
-    assert set(result["curves"]) == {"sparsification_curve"}
+    assert set(result["curves"]) == applicable_curves("point_uncertainty", arrays)
     assert result["stability"] is None
 
     rec = submit(store, settings, gaussian_arrays(50), {"metrics": ["mae", "crps"]})

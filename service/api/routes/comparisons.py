@@ -16,8 +16,9 @@ from service.api import access
 from service.api.deps import KeyDep, SettingsDep, StoreDep
 from service.api.errors import ApiError
 from service.api.routes.common import errors
-from service.api.schemas import ComparisonAccepted, ComparisonCreate, ComparisonDetail
+from service.api.schemas import ComparisonAccepted, ComparisonCreate, ComparisonDetail, PlotLink
 from service.leaderboard import own_estimator
+from service.plots import comparison_plots
 from service.rest_text import did_you_mean
 from service.settings import Settings
 from service.store import ApiKeyRecord, BenchmarkRecord, Store, now_iso
@@ -141,6 +142,19 @@ async def create_comparison(
     return JSONResponse(accepted.model_dump(), status_code=202, headers={"Location": url})
 
 
+def readable_comparison(store: Store, key: ApiKeyRecord, cmp_id: str) -> dict[str, Any]:
+    """The comparison ``cmp_id`` if ``key`` may read it (its team's; admins: all); 404 like
+    an unknown id otherwise."""
+    doc = store.get_comparison(cmp_id)
+    if doc is None:
+        raise ApiError(404, f"no comparison {cmp_id!r}", field="cmp_id")
+    team = doc.get("team")
+    mine = team == key.team if key.team is not None else doc["owner"] == key.key_id
+    if key.role != "admin" and not mine:
+        raise ApiError(404, f"no comparison {cmp_id!r}", field="cmp_id")
+    return doc
+
+
 @router.get(
     "/v1/comparisons/{cmp_id}",
     operation_id="getComparison",
@@ -153,13 +167,7 @@ def get_comparison(
 ) -> ComparisonDetail:
     """The comparison's status (queued, running, succeeded, failed with the reason) and its
     result once it succeeded. Another team's comparison answers 404."""
-    doc = store.get_comparison(cmp_id)
-    if doc is None:
-        raise ApiError(404, f"no comparison {cmp_id!r}", field="cmp_id")
-    team = doc.get("team")
-    mine = team == key.team if key.team is not None else doc["owner"] == key.key_id
-    if key.role != "admin" and not mine:
-        raise ApiError(404, f"no comparison {cmp_id!r}", field="cmp_id")
+    doc = readable_comparison(store, key, cmp_id)
     return ComparisonDetail(
         id=doc["id"],
         status=doc["status"],
@@ -169,4 +177,7 @@ def get_comparison(
         error=doc.get("error"),
         request=doc["request"],
         result=doc["result"],
+        plots=[PlotLink(**p) for p in comparison_plots(doc["id"])]
+        if doc["status"] == "succeeded"
+        else [],
     )

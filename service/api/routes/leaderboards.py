@@ -39,7 +39,7 @@ from service.api.auth import admitted, ensure_admin_key, key_required, run_read
 from service.api.deps import TokenDep, get_settings, get_store
 from service.api.errors import ApiError
 from service.api.routes.common import errors
-from service.api.schemas import Leaderboard, LeaderboardEntry, RankStatus
+from service.api.schemas import Leaderboard, LeaderboardEntry, PlotLink, RankStatus
 from service.leaderboard import (
     CANONICAL_ESTIMATORS,
     badness,
@@ -48,6 +48,7 @@ from service.leaderboard import (
     parse_board,
     result_entries,
 )
+from service.plots import leaderboard_plots
 from service.rest_text import did_you_mean, rest_text
 from service.settings import Settings
 from service.store import (
@@ -283,6 +284,7 @@ def _read(
         entries=entries,
         baseline=_baseline(store, bench, board, bench.rule, ranks, base_record),
         ranks=status,
+        plots=[PlotLink(**p) for p in leaderboard_plots(bench.id, metric, estimator)],
     )
 
 

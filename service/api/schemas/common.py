@@ -77,3 +77,11 @@ class ErrorResponse(BaseModel):
     )
 
     error: ErrorDetail
+
+
+class PlotLink(BaseModel):
+    """A plot of a document: GET ``url`` for the PNG (``format=svg``: SVG)."""
+
+    name: str = Field(description="The plot's name (uqcore.plots.PLOTS).")
+    title: str = Field(description="What it shows.")
+    url: str = Field(description="Relative URL of the PNG.")

@@ -6,7 +6,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from service.api.schemas.common import BenchmarkId, Estimators, MetricName, StrictModel
+from service.api.schemas.common import (
+    BenchmarkId,
+    Estimators,
+    MetricName,
+    PlotLink,
+    StrictModel,
+)
 from service.store import Status
 
 
@@ -131,4 +137,9 @@ class ComparisonDetail(BaseModel):
         description="submissions (each one's model_name, team_id and team_name), pairs "
         "(A − B per metric: diff, interval, p_better, p_value, p_value_adjusted), ranks (per "
         "metric: each submission's rank distribution), the correction used, B, seed, level.",
+    )
+    plots: list[PlotLink] = Field(
+        default_factory=list,
+        description="Once it succeeded, its plots (the forest plot of the paired differences): "
+        "GET a url for the PNG, add format=svg for SVG.",
     )

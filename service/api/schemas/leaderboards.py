@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from service.api.schemas.common import PlotLink
+
 
 class LeaderboardEntry(BaseModel):
     """One team's ranked submission."""
@@ -121,3 +123,8 @@ class Leaderboard(BaseModel):
         description="The benchmark's baseline row (also marked in entries when it ranks)."
     )
     ranks: RankStatus
+    plots: list[PlotLink] = Field(
+        default_factory=list,
+        description="The board's plots for the same query (metric, estimator): GET a url for "
+        "the PNG, add format=svg for SVG.",
+    )

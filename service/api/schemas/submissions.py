@@ -11,6 +11,7 @@ from service.api.schemas.common import (
     BenchmarkId,
     Kind,
     Matrix,
+    PlotLink,
     StrictModel,
     Vector,
     Visibility,
@@ -257,8 +258,16 @@ class Result(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     curves: dict[str, Any] = Field(
         default_factory=dict,
-        description="The curves behind the metrics, with analyses.curves only (regression: "
-        "calibration_curve, sparsification_curve); {} otherwise.",
+        description="The curves behind the metrics, with analyses.curves only: every curve of "
+        "uqcore.curves that applies (name -> its fields, as uqcore.curves.curve_to_json "
+        "gives them; uqcore.curves.curve_from_json reads them back); {} otherwise.",
+    )
+    plots: list[PlotLink] = Field(
+        default_factory=list,
+        description="The plots of this submission (GET its url for PNG, add format=svg for "
+        "SVG): those drawn from curves that apply to the prediction and the inputs sent, and "
+        "those drawn from result fields it holds (stability, by_estimator). A benchmark "
+        "submission lists only the latter (its curves would reveal the hidden targets).",
     )
     stability: dict[str, Any] | None = None
     provenance: Provenance = Field(default_factory=Provenance)

@@ -1,0 +1,151 @@
+"""Drawing one plot for the service (the ``uqeval.render_plot`` task): re-read the document,
+draw it with :data:`uqcore.plots.PLOTS`, store the bytes.
+
+- a submission's plot drawn from a result field (``stability``, ``by_estimator``) is drawn
+  from its result document;
+- a curve plot is drawn from the result's ``curves`` when it holds them all (submitted with
+  ``analyses.curves``), else from curves computed here from the stored prediction and its
+  targets (a benchmark's hidden targets for a benchmark submission: only admins are served
+  those) with the submission's seed — so the plot is the one that ``analyses.curves`` would
+  have given;
+- a comparison's plot is drawn from its result, a leaderboard's from the answer's JSON that
+  the API stored beside it (``source``).
+
+Idempotent: a plot already stored is left alone (a re-delivered message, or two requests
+after the claim expired). A plot that cannot be drawn is stored as an error (404 when it does
+not apply, with the reason; 500 when drawing failed) so that waiting requests answer at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from service.kinds import ESTIMATE_PREFIX, KIND_FIELDS, build_prediction, target_field, task_of
+from service.plots import (
+    FORMATS,
+    cache_ttl_s,
+    curve_plot_why_not,
+    plots_key,
+    result_field_why_not,
+)
+from service.settings import Settings
+from service.store import Store, StoreUnavailable
+from service.store.plots import plot_error
+from uqcore import UQValidationError
+from uqcore.curves import curve_to_json, curves
+from uqcore.plots import PLOTS, PlotSpec
+from uqcore.report import json_safe
+
+__all__ = ["NotDrawable", "render_plot"]
+
+log = logging.getLogger(__name__)
+
+
+class NotDrawable(Exception):
+    """The plot does not apply to this document (its reason is the 404's)."""
+
+
+class Gone(Exception):
+    """The document was deleted (or never succeeded): nothing is stored."""
+
+
+def _curve_source(store: Store, record: Any, result: Mapping[str, Any], spec: PlotSpec) -> Any:
+    """The result document with the curves ``spec`` draws (computed when it lacks them)."""
+    held = result.get("curves") or {}
+    if all(name in held for name in spec.curves):
+        return result
+    arrays = store.load_arrays(record.id)
+    if arrays is None:
+        raise NotDrawable(
+            f"plot {spec.name!r} is drawn from the submission's prediction, which is no longer "
+            "stored (raw arrays are kept for a limited time); submit with analyses.curves = "
+            "true to keep the curves in the result"
+        )
+    if record.benchmark is not None:
+        targets = store.load_benchmark_arrays(record.benchmark)
+        if targets is None:
+            raise NotDrawable(f"benchmark {record.benchmark!r} was deleted")
+        arrays = {**arrays, **targets}
+    kind = record.kind
+    fields = {
+        f: v
+        for f, v in arrays.items()
+        if f in KIND_FIELDS.get(kind, ()) and not f.startswith(ESTIMATE_PREFIX)
+    }
+    pred = build_prediction(kind, fields)
+    available = frozenset(k for k in ("groups", "ood") if k in arrays)
+    why = curve_plot_why_not(spec, pred, available)
+    if why is not None:
+        raise NotDrawable(why)
+    found = curves(
+        pred,
+        arrays[target_field(kind)],
+        list(spec.curves),
+        sample_weight=arrays.get("sample_weight"),
+        groups=arrays.get("groups"),
+        ood=arrays.get("ood"),
+        seed=record.analyses.seed,
+    )
+    notes: list[str] = []
+    drawn = {name: json_safe(curve_to_json(c), name, notes) for name, c in found.items()}
+    return {**result, "curves": {**held, **drawn}}
+
+
+def _source(store: Store, scope: str, ident: str, target: str, spec: PlotSpec) -> Any:
+    """What ``spec`` is drawn from."""
+    if scope == "submission":
+        record = store.get_submission(ident)
+        result = store.get_result(ident) if record is not None else None
+        if record is None or result is None:
+            raise Gone
+        if spec.curves:
+            return _curve_source(store, record, result, spec)
+        why = result_field_why_not(spec, task_of(record.kind), result)
+        if why is not None:
+            raise NotDrawable(why)
+        return result
+    if scope == "comparison":
+        doc = store.get_comparison(ident)
+        if doc is None or doc.get("result") is None:
+            raise Gone
+        return doc["result"]
+    source = store.get_plot_source(target)
+    if source is None:
+        raise Gone
+    return json.loads(source)
+
+
+def render_plot(
+    store: Store, settings: Settings, scope: str, ident: str, name: str, fmt: str, digest: str = ""
+) -> str:
+    """Draw plot ``name`` of ``scope`` ``ident`` as ``fmt`` and store it; returns what
+    happened: "cached" (already stored), "rendered", "not-drawable", "failed", "gone"."""
+    target = plots_key(scope, ident, digest)
+    field = f"{name}.{fmt}"
+    if store.get_plot(target, field) is not None:
+        return "cached"
+    spec = PLOTS.get(name)
+    try:
+        if spec is None or spec.scope != scope or fmt not in FORMATS:
+            raise NotDrawable(f"no {scope} plot {name!r} in {fmt!r}")
+        data = spec.function(_source(store, scope, ident, target, spec)).to_bytes(
+            "svg" if fmt == "svg" else "png"
+        )
+        outcome = "rendered"
+    except Gone:
+        return "gone"
+    except NotDrawable as exc:
+        data, outcome = plot_error(404, str(exc)), "not-drawable"
+    except UQValidationError as exc:  # uqcore refuses this input for this plot
+        data, outcome = plot_error(404, f"plot {name!r} does not apply: {exc}"), "not-drawable"
+    except StoreUnavailable:
+        raise
+    except Exception as exc:  # a bug must not leave the requests waiting: say so at once
+        log.exception("plot %s of %s %s failed", name, scope, ident)
+        reason = f"internal error while drawing ({type(exc).__name__}); please report it"
+        data, outcome = plot_error(500, reason), "failed"
+    store.put_plot(target, field, data, cache_ttl_s(settings, scope))
+    return outcome
