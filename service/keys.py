@@ -73,6 +73,11 @@ key                                             type       holds
                                                            -> PNG/SVG bytes, or ``error:{status}:
                                                            {reason}`` (not applicable, failed);
                                                            expires after ``plot_cache_ttl_s``
+``sub:{id}:curves``                              string     zlib-compressed JSON of every curve that
+                                                           applies, written at job end (a
+                                                           submission outside benchmarks, sent
+                                                           without ``analyses.curves``): its curve
+                                                           plots outlive the raw arrays
 ``cmp:{id}:plots``                              hash       the same, of a comparison
 ``lb:{bench}:plots:{digest}``                   hash       the same, of one leaderboard answer
                                                            (``digest``: of its JSON bytes), and
@@ -299,6 +304,12 @@ QUEUES: tuple[str, ...] = ("cpu", "gpu")
 
 def submission_plots(sub_id: str) -> str:
     return f"{PREFIX}sub:{sub_id}:plots"
+
+
+def submission_curves(sub_id: str) -> str:
+    """The curves its curve plots are drawn from (zlib-compressed JSON), kept with the
+    submission: written at job end, so plots outlive the raw arrays."""
+    return f"{PREFIX}sub:{sub_id}:curves"
 
 
 def comparison_plots(cmp_id: str) -> str:

@@ -35,6 +35,7 @@ from worker.backend import Backend
 from worker.comparisons import run_comparison
 from worker.evaluation import compute
 from worker.leaderboard import ranking
+from worker.plots import keep_curves
 from worker.ranks import compute_ranks
 
 __all__ = [
@@ -302,9 +303,14 @@ def run_job(
         # puts them on the boards only if the submission is public then (its visibility can
         # change at any time, also while this job runs).
         entries = ranking(record, doc)
+        if record.benchmark is None:
+            # before the result, so that a succeeded submission's plots find them
+            keep_curves(store, sub_id, record.kind, arrays, doc, record.analyses.seed)
         outcome = store.finish(sub_id, doc, time.perf_counter() - t_start, record.queue, entries)
         if outcome != "succeeded":
             log.info("result of %s not written: job is %s", sub_id, outcome)
+            if outcome == "missing":  # deleted meanwhile: leave nothing of it behind
+                store.drop_curves(sub_id)
         return outcome
     finally:
         interrupter.disarm_now()

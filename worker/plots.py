@@ -4,10 +4,11 @@ draw it with :data:`uqcore.plots.PLOTS`, store the bytes.
 - a submission's plot drawn from a result field (``stability``, ``by_estimator``) is drawn
   from its result document;
 - a curve plot is drawn from the result's ``curves`` when it holds them all (submitted with
-  ``analyses.curves``), else from curves computed here from the stored prediction and its
-  targets (a benchmark's hidden targets for a benchmark submission: only admins are served
-  those) with the submission's seed — so the plot is the one that ``analyses.curves`` would
-  have given;
+  ``analyses.curves``), else from the curves the job kept at its end (:func:`keep_curves`:
+  a submission outside benchmarks), else from curves computed here from the stored
+  prediction and its targets (a benchmark's hidden targets for a benchmark submission: only
+  admins are served those) with the submission's seed — so the plot is the one that
+  ``analyses.curves`` would have given;
 - a comparison's plot is drawn from its result, a leaderboard's from the answer's JSON that
   the API stored beside it (``source``).
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,7 +41,7 @@ from uqcore.curves import curve_to_json, curves
 from uqcore.plots import PLOTS, PlotSpec
 from uqcore.report import json_safe
 
-__all__ = ["NotDrawable", "render_plot"]
+__all__ = ["NotDrawable", "keep_curves", "render_plot"]
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +54,71 @@ class Gone(Exception):
     """The document was deleted (or never succeeded): nothing is stored."""
 
 
+def _curves_json(
+    kind: str,
+    arrays: Mapping[str, Any],
+    seed: int,
+    names: list[str] | str = "all",
+    spec: PlotSpec | None = None,
+) -> dict[str, Any]:
+    """The JSON (NaN-free) of curves ``names`` of the prediction in ``arrays``."""
+    fields = {
+        f: v
+        for f, v in arrays.items()
+        if f in KIND_FIELDS.get(kind, ()) and not f.startswith(ESTIMATE_PREFIX)
+    }
+    pred = build_prediction(kind, fields)
+    if spec is not None:
+        available = frozenset(k for k in ("groups", "ood") if k in arrays)
+        why = curve_plot_why_not(spec, pred, available)
+        if why is not None:
+            raise NotDrawable(why)
+    found = curves(
+        pred,
+        arrays[target_field(kind)],
+        names,
+        sample_weight=arrays.get("sample_weight"),
+        groups=arrays.get("groups"),
+        ood=arrays.get("ood"),
+        seed=seed,
+    )
+    notes: list[str] = []
+    return {name: json_safe(curve_to_json(c), name, notes) for name, c in found.items()}
+
+
+def keep_curves(
+    store: Store,
+    sub_id: str,
+    kind: str,
+    arrays: Mapping[str, Any],
+    result: Mapping[str, Any],
+    seed: int,
+) -> None:
+    """At the end of a job: keep every curve that applies (compressed) when the result does
+    not hold them, so that the submission's curve plots can be drawn after its raw arrays
+    expire. Curves are thinned (at most a few thousand points each): tens of kB per
+    submission. A failure here never fails the job; the plots then fall back to the arrays."""
+    if result.get("curves"):
+        return
+    try:
+        drawn = _curves_json(kind, arrays, seed)
+        store.put_curves(sub_id, zlib.compress(json.dumps(drawn).encode(), 6))
+    except StoreUnavailable:
+        raise
+    except Exception:
+        log.exception("curves of %s not kept", sub_id)
+
+
 def _curve_source(store: Store, record: Any, result: Mapping[str, Any], spec: PlotSpec) -> Any:
     """The result document with the curves ``spec`` draws (computed when it lacks them)."""
     held = result.get("curves") or {}
     if all(name in held for name in spec.curves):
         return result
+    kept = store.get_curves(record.id)
+    if kept is not None:
+        stored = json.loads(zlib.decompress(kept))
+        if all(name in stored for name in spec.curves):
+            return {**result, "curves": {**held, **stored}}
     arrays = store.load_arrays(record.id)
     if arrays is None:
         raise NotDrawable(
@@ -69,28 +131,7 @@ def _curve_source(store: Store, record: Any, result: Mapping[str, Any], spec: Pl
         if targets is None:
             raise NotDrawable(f"benchmark {record.benchmark!r} was deleted")
         arrays = {**arrays, **targets}
-    kind = record.kind
-    fields = {
-        f: v
-        for f, v in arrays.items()
-        if f in KIND_FIELDS.get(kind, ()) and not f.startswith(ESTIMATE_PREFIX)
-    }
-    pred = build_prediction(kind, fields)
-    available = frozenset(k for k in ("groups", "ood") if k in arrays)
-    why = curve_plot_why_not(spec, pred, available)
-    if why is not None:
-        raise NotDrawable(why)
-    found = curves(
-        pred,
-        arrays[target_field(kind)],
-        list(spec.curves),
-        sample_weight=arrays.get("sample_weight"),
-        groups=arrays.get("groups"),
-        ood=arrays.get("ood"),
-        seed=record.analyses.seed,
-    )
-    notes: list[str] = []
-    drawn = {name: json_safe(curve_to_json(c), name, notes) for name, c in found.items()}
+    drawn = _curves_json(record.kind, arrays, record.analyses.seed, list(spec.curves), spec)
     return {**result, "curves": {**held, **drawn}}
 
 

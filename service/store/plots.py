@@ -83,6 +83,17 @@ class PlotStore(StoreBase):
         data: Any = self._call(lambda: self.client.hget(plots_key, SOURCE_FIELD))
         return None if data is None else bytes(data)
 
+    def put_curves(self, sub_id: str, data: bytes) -> None:
+        """Keep the curves a submission's plots are drawn from (zlib-compressed JSON)."""
+        self._call(lambda: self.client.set(keys.submission_curves(sub_id), data))
+
+    def get_curves(self, sub_id: str) -> bytes | None:
+        data: Any = self._call(lambda: self.client.get(keys.submission_curves(sub_id)))
+        return None if data is None else bytes(data)
+
+    def drop_curves(self, sub_id: str) -> None:
+        self._call(lambda: self.client.delete(keys.submission_curves(sub_id)))
+
     def plots_rendered(self) -> int:
         """How many plots were rendered (the counter of ``keys.plot_renders``)."""
         return int(self._call(lambda: self.client.get(keys.plot_renders())) or 0)

@@ -277,6 +277,7 @@ class SubmissionStore(StoreBase):
                 keys.result(sub_id),
                 keys.heartbeat(sub_id),
                 keys.submission_plots(sub_id),
+                keys.submission_curves(sub_id),
             )
             pipe.zrem(keys.submissions(), sub_id)
             pipe.zrem(keys.owner_submissions(decode(owner)), sub_id)

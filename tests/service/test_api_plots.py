@@ -102,7 +102,7 @@ def test_regression_plots_load_and_are_cached(
 ) -> None:
     doc = submit_regression(api, submitter, stability={"enabled": True, "repeats": 3})
     result = doc["result"]
-    assert result["curves"] == {}  # the curve plots are drawn from the stored prediction
+    assert result["curves"] == {}  # the curve plots are drawn from the curves the job kept
     listed = [p["name"] for p in result["plots"]]
     assert set(listed) == expected_plots("gaussian", regression_arrays(), result)
     assert len(listed) == len(set(listed))
@@ -398,3 +398,33 @@ def test_concurrent_misses_queue_one_render_and_wait_bounded(idle_settings: Any)
         clear_store(store)
         store.client.flushdb()
         store.close()
+
+
+def test_curve_plots_outlive_the_raw_arrays(
+    api: TestClient, submitter: dict[str, str], store: Store, worker: Any
+) -> None:
+    """The job keeps the curves at its end; once the raw arrays are gone (their retention
+    ended: deleted here), every listed curve plot is still drawn, from those curves, and
+    they are the curves uqcore computes from the prediction."""
+    import zlib
+
+    from service import keys
+
+    doc = submit_regression(api, submitter)
+    sub = doc["id"]
+    kept = store.get_curves(sub)
+    assert kept is not None
+    a = regression_arrays()
+    pred = build_prediction("gaussian", {f: np.asarray(a[f]) for f in KIND_FIELDS["gaussian"]})
+    want = curves(pred, a["y"], groups=a["groups"], seed=2)
+    notes: list[str] = []
+    assert json.loads(zlib.decompress(kept)) == {
+        n: json_safe(curve_to_json(c), n, notes) for n, c in want.items()
+    }
+    store.client.delete(keys.arrays(sub))
+    assert store.load_arrays(sub) is None
+    curve_plots = [p for p in doc["result"]["plots"] if PLOTS[p["name"]].curves]
+    assert curve_plots
+    load_all(api, submitter, curve_plots)
+    assert api.delete(f"/v1/submissions/{sub}", headers=submitter).status_code == 204
+    assert store.get_curves(sub) is None
