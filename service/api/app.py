@@ -21,6 +21,7 @@ from fastapi.routing import APIRoute
 from pydantic.json_schema import models_json_schema
 
 import uqcore
+from service import ui
 from service.api import docs, errors
 from service.api.auth import register_admin_key
 from service.api.observability import Metrics, RequestMetrics
@@ -31,6 +32,7 @@ from service.api.routes import (
     comparisons,
     health,
     leaderboards,
+    sharelinks,
     submissions,
 )
 from service.api.schemas import (
@@ -177,12 +179,14 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         submissions.router,
         benchmarks.router,
         leaderboards.router,
+        sharelinks.router,
         comparisons.router,
         admin.router,
         health.router,
     ):
         app.include_router(router)
     docs.install(app)
+    ui.install(app)  # the web pages under /ui/
     app.add_middleware(RequestMetrics, metrics=metrics)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     return app

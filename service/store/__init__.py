@@ -16,6 +16,7 @@ into chunks of at most :data:`CHUNK_BYTES`, zlib-compressed where that pays (see
 - :mod:`~service.store.benchmarks`: benchmark records and their hidden targets;
 - :mod:`~service.store.leaderboards`: boards, cached pages, rank documents;
 - :mod:`~service.store.comparisons`: comparisons and their claims;
+- :mod:`~service.store.sharelinks`: read-only share links of benchmark boards;
 - :mod:`~service.store.workers`: the worker registry and job counters;
 
 over :class:`~service.store.base.StoreBase` (the client, the retry wrapper, the scripts). The
@@ -49,6 +50,7 @@ from service.store.records import (
     now_iso,
     sha256_hex,
 )
+from service.store.sharelinks import ShareLink, ShareLinkStore
 from service.store.submissions import DAY_S, Quota, SubmissionStore
 from service.store.workers import WorkerStore
 
@@ -67,6 +69,7 @@ __all__ = [
     "QuotaExceeded",
     "Ranking",
     "RenderedPage",
+    "ShareLink",
     "Status",
     "Store",
     "StoreUnavailable",
@@ -85,6 +88,7 @@ class Store(
     BenchmarkStore,
     LeaderboardStore,
     ComparisonStore,
+    ShareLinkStore,
     WorkerStore,
 ):
     """Typed access to the Redis data of uq-eval (see :mod:`service.keys`).
