@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from dataclasses import dataclass
 
 from uqcore import registry
@@ -166,6 +167,7 @@ def _formula(spec: registry.MetricSpec) -> str:
         if part.startswith(">>>"):
             break
         text = " ".join(line.strip() for line in part.splitlines())
+        text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text).replace("``", "")
         return text if len(text) <= 600 else text[:597].rsplit(" ", 1)[0] + " …"
     return ""
 

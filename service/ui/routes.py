@@ -258,6 +258,7 @@ def submission_page(request: Request, sub_id: str) -> Response:
         analyses=json.dumps(record.analyses.document(), indent=1, sort_keys=True),
         metadata=json.dumps(record.metadata, indent=1, sort_keys=True),
         plots=plots,
+        fmt=views.fmt,
     )
 
 

@@ -16,7 +16,7 @@ from service.leaderboard import badness, parse_board
 from service.ui import glossary
 
 #: Width of an interval bar (SVG user units = CSS px), and its margin.
-BAR_W = 140.0
+BAR_W = 110.0
 BAR_PAD = 6.0
 
 
@@ -104,6 +104,10 @@ class Row:
         return str(low) if low == high else f"{low}–{high}"
 
     @property
+    def separable(self) -> str:
+        return separability(self.entry)
+
+    @property
     def p_best(self) -> str:
         p = self.entry.get("p_best")
         return "—" if p is None else f"{p:.2f}"
@@ -121,13 +125,16 @@ class Row:
         return None
 
 
-def _bars(cells: list[Cell]) -> None:
-    """Scale the bars of one column to the column's range of values and intervals."""
+def _bars(cells: list[Cell], span: tuple[float, float] | None = None) -> None:
+    """Scale the bars of one column to the column's range of values and intervals (and
+    ``span``, when given)."""
     points = [
         x for c in cells for x in (c.value, c.low, c.high) if x is not None and math.isfinite(x)
     ]
     if not points:
         return
+    if span is not None:
+        points.extend(span)
     lo, hi = min(points), max(points)
     if hi == lo:
         lo, hi = lo - 1.0, hi + 1.0
@@ -215,6 +222,18 @@ def board_table(
     return columns, rows
 
 
+def separability(e: Mapping[str, Any]) -> str:
+    """'separable' when every computed flag that concerns the row says so (from the leader,
+    unless it leads; from the baseline, unless it is the baseline), else ''."""
+    flags = []
+    if e.get("rank") != 1:
+        flags.append(e.get("separable_from_leader"))
+    if not e.get("is_baseline"):
+        flags.append(e.get("separable_from_baseline"))
+    known = [f for f in flags if f is not None]
+    return "separable" if known and all(known) else ""
+
+
 def _marks(e: Mapping[str, Any]) -> list[str]:
     """The separability marks of an entry (None flags: not computed yet, no mark)."""
     marks = []
@@ -252,8 +271,15 @@ def metric_rows(result: Mapping[str, Any], task: str) -> list[MetricRow]:
         low, high = interval.get("low"), interval.get("high")
         bar = None
         if isinstance(value, int | float) and low is not None and high is not None:
+            # one value: the bar spans the metric's bounds where finite, else reaches 0, so
+            # the interval's width reads against the value's scale
+            b_low, b_high = (m.get("bounds") or [None, None])[:2]
+            span = (
+                b_low if b_low is not None else min(0.0, low),
+                b_high if b_high is not None else max(0.0, high),
+            )
             cells = [Cell(float(value), low, high)]
-            _bars(cells)
+            _bars(cells, span)
             bar = cells[0].bar
         level = interval.get("level")
         text = ""
@@ -308,8 +334,9 @@ class Forest:
     plot_w: float
 
 
-FOREST_LABEL_W = 260.0
-FOREST_PLOT_W = 360.0
+FOREST_LABEL_W = 380.0
+FOREST_PLOT_W = 400.0
+FOREST_TOP = 34.0
 FOREST_ROW_H = 26.0
 
 
@@ -351,10 +378,10 @@ def forests(
             label = f"{names.get(p['a'], p['a'])} − {names.get(p['b'], p['b'])}"
             rows.append(
                 ForestRow(
-                    label=label if len(label) <= 40 else label[:39] + "…",
+                    label=label if len(label) <= 60 else label[:59] + "…",
                     diff=fmt(d),
                     interval=f"[{fmt(c.get('low'))}, {fmt(c.get('high'))}]",
-                    y=20.0 + i * FOREST_ROW_H,
+                    y=FOREST_TOP + i * FOREST_ROW_H,
                     x_low=x(low),
                     x_high=x(high),
                     x_diff=x(d),
@@ -371,7 +398,7 @@ def forests(
                 left=fmt(lo),
                 right=fmt(hi),
                 width=FOREST_LABEL_W + FOREST_PLOT_W + 20,
-                height=20.0 + len(rows) * FOREST_ROW_H + 24,
+                height=FOREST_TOP + len(rows) * FOREST_ROW_H + 10,
                 plot_x=FOREST_LABEL_W,
                 plot_w=FOREST_PLOT_W,
             )

@@ -65,10 +65,11 @@ def _db_url(url: str, db: int) -> str:
     return f"{base}/{db}"
 
 
-def _gaussian(y: np.ndarray, noise: float, seed: int) -> dict[str, Any]:
+def _gaussian(y: np.ndarray, noise: float, seed: int, spread: float = 1.0) -> dict[str, Any]:
+    """A Gaussian prediction: the mean off by N(0, noise²), the std ``spread`` × about noise."""
     rng = np.random.default_rng(seed)
     mean = y + rng.normal(0.0, noise, y.shape)
-    std = np.full(y.shape, noise) * rng.uniform(0.8, 1.25, y.shape)
+    std = spread * np.full(y.shape, noise) * rng.uniform(0.8, 1.25, y.shape)
     return {"kind": "gaussian", "mean": mean.tolist(), "std": std.tolist()}
 
 
@@ -130,19 +131,21 @@ def _fill(live: Live) -> Site:
         )["id"]
         site = Site(live, live.url, admin, key_a, key_b, key_c, bench, public_bench)
         plan = [
-            ("a_public", key_a, "ensemble-alpha", 0.5, "public", bench),
-            ("b_public", key_b, "dropout-beta", 0.8, "public", bench),
-            ("c_public", key_c, "baseline-gamma", 1.2, "public", bench),
-            ("a_private", key_a, "secret-alpha", 0.3, "private", bench),
-            ("a_open", key_a, "ensemble-alpha", 0.5, "public", public_bench),
-            ("b_open", key_b, "dropout-beta", 0.9, "public", public_bench),
+            # beta: as good as alpha up to the draw, so that the two are not
+            # separable; gamma clearly worse
+            ("a_public", key_a, "ensemble-alpha", 0.5, 1.0, 100, "public", bench),
+            ("b_public", key_b, "dropout-beta", 0.5, 1.0, 101, "public", bench),
+            ("c_public", key_c, "baseline-gamma", 1.2, 1.0, 102, "public", bench),
+            ("a_private", key_a, "secret-alpha", 0.3, 1.0, 103, "private", bench),
+            ("a_open", key_a, "ensemble-alpha", 0.5, 1.0, 104, "public", public_bench),
+            ("b_open", key_b, "dropout-beta", 0.9, 1.0, 105, "public", public_bench),
         ]
-        for i, (label, key, model, noise, visibility, on) in enumerate(plan):
+        for label, key, model, noise, spread, seed, visibility, on in plan:
             body = {
                 "model_name": model,
                 "benchmark_id": on,
                 "visibility": visibility,
-                "prediction": _gaussian(y, noise, 100 + i),
+                "prediction": _gaussian(y, noise, seed, spread),
                 "metadata": {"note": HOSTILE} if label == "a_public" else {},
             }
             site.subs[label] = _ok(

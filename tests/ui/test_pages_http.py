@@ -285,7 +285,7 @@ def test_security_headers_on_every_page(ui_site: Site) -> None:
             assert "no-store" in r.headers["cache-control"]
             # nothing from another origin: every src/href is relative to this site
             refs = re.findall(r'(?:src|href)="([^"]+)"', r.text)
-            assert refs and all(u.startswith(("/", "#", "?")) for u in refs), (path, refs)
+            assert refs and all(u.startswith(("/", "#", "?", "data:")) for u in refs), (path, refs)
             assert "<script>" not in r.text and "style=" not in r.text
         r = http.get("/ui/", follow_redirects=False)
         assert r.status_code in (302, 307) and r.headers["location"] == "/ui/benchmarks"
