@@ -4,7 +4,10 @@ cookie never counting for writes, escaping, the security headers and the not-fou
 from __future__ import annotations
 
 import html
+import os
 import re
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -12,6 +15,7 @@ import markupsafe
 import pytest
 
 from service.api.deps import KEY_COOKIE
+from tests.readme import README_URL, readme_block
 from tests.ui.conftest import HOSTILE, Site
 from uqcore import registry
 
@@ -310,3 +314,26 @@ def test_glossary_lists_every_registry_metric_with_its_pitfalls(ui_site: Site) -
         "When to use",
     ):
         assert words in html.unescape(r.text), words
+
+
+def test_readme_share_link_example_runs(ui_site: Site, tmp_path: Path) -> None:
+    """The README's share-link commands, run by bash against the live site."""
+    script = readme_block("share-link").replace(README_URL, ui_site.url)
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "ADMIN_KEY": ui_site.admin,
+        "BENCH": ui_site.bench,
+        "HOME": str(tmp_path),
+    }
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["200", "404"], done.stdout
+    with client(ui_site, ui_site.admin) as http:
+        assert http.get(f"/v1/benchmarks/{ui_site.bench}/share-links").json()["links"] == []

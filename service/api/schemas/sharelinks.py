@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -29,8 +31,17 @@ class ShareLinkCreated(BaseModel):
     created_at: str
 
 
+_LINK: dict[str, Any] = {
+    "link_id": "shr_1a2b3c4d5e6f7a8b",
+    "benchmark_id": "bench_0f1e2d3c4b5a6978",
+    "created_at": "2026-01-01T12:00:00Z",
+}
+
+
 class ShareLinkInfo(BaseModel):
     """A share link as listed (never its token)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [_LINK]})
 
     link_id: str
     benchmark_id: str
@@ -39,5 +50,7 @@ class ShareLinkInfo(BaseModel):
 
 class ShareLinkList(BaseModel):
     """A benchmark's live share links, oldest first."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"links": [_LINK]}]})
 
     links: list[ShareLinkInfo]
