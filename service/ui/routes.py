@@ -158,7 +158,15 @@ def board_page(
         share=token,
     )
     base_path = f"/ui/benchmarks/{quote(bench_id, safe='')}"
-    switch = [(b, _link(base_path, metric=b, share=token), b == selected) for b in bench.metrics]
+    switch = []  # (board, its page, shown now): every metric, and each under the estimators
+    for m in bench.metrics:
+        switch.append((m, _link(base_path, metric=m, share=token), m == selected))
+        own = own_estimator(registry.get(m, bench.task), bench.params.get(m))
+        for e in bench.estimators or [] if own is not None else []:
+            if e != own:
+                b = board_name(m, e, own)
+                link = _link(base_path, metric=m, estimator=e, share=token)
+                switch.append((b, link, b == selected))
     sort_links = {
         key: _link(base_path, metric=metric, estimator=estimator, sort=key, share=token)
         for key in ("rank", "p_best", *boards)

@@ -44,6 +44,7 @@ class Site:
     key_c: str
     bench: str
     public_bench: str
+    cls_bench: str = ""
     subs: dict[str, str] = field(default_factory=dict)
     comparison: str = ""
     inline: str = ""
@@ -71,6 +72,16 @@ def _gaussian(y: np.ndarray, noise: float, seed: int, spread: float = 1.0) -> di
     mean = y + rng.normal(0.0, noise, y.shape)
     std = spread * np.full(y.shape, noise) * rng.uniform(0.8, 1.25, y.shape)
     return {"kind": "gaussian", "mean": mean.tolist(), "std": std.tolist()}
+
+
+def _ensemble(labels: np.ndarray, ood: np.ndarray, quality: float, seed: int) -> dict[str, Any]:
+    """3 members' class probabilities, peaked on the label by ``quality``; the members disagree
+    more on the OOD rows."""
+    rng = np.random.default_rng(seed)
+    spread = np.where(ood, 2.0, 0.5)[None, :, None]
+    logits = quality * np.eye(3)[labels][None] + spread * rng.normal(size=(3, labels.size, 3))
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return {"kind": "ensemble", "member_probs": (e / e.sum(axis=-1, keepdims=True)).tolist()}
 
 
 def _ok(r: httpx.Response, status: int = 200) -> dict[str, Any]:
@@ -129,7 +140,26 @@ def _fill(live: Live) -> Site:
             ),
             201,
         )["id"]
-        site = Site(live, live.url, admin, key_a, key_b, key_c, bench, public_bench)
+        labels = rng.integers(0, 3, size=90)
+        ood = rng.random(90) < 0.3
+        cls_bench = _ok(
+            http.post(
+                "/v1/benchmarks",
+                headers=adm,
+                json={
+                    "name": "toy-classification",
+                    "task": "classification",
+                    "primary_metric": "accuracy",
+                    "metrics": ["accuracy", "auroc_ood", "ece"],
+                    "estimators": ["entropy_bma"],
+                    "bootstrap": {"n_resamples": 100},
+                    "labels": labels.tolist(),
+                    "ood": ood.tolist(),
+                },
+            ),
+            201,
+        )["id"]
+        site = Site(live, live.url, admin, key_a, key_b, key_c, bench, public_bench, cls_bench)
         plan = [
             # beta: as good as alpha up to the draw, so that the two are not
             # separable; gamma clearly worse
@@ -147,6 +177,16 @@ def _fill(live: Live) -> Site:
                 "visibility": visibility,
                 "prediction": _gaussian(y, noise, seed, spread),
                 "metadata": {"note": HOSTILE} if label == "a_public" else {},
+            }
+            site.subs[label] = _ok(
+                http.post("/v1/submissions", headers=site.headers(key), json=body), 202
+            )["id"]
+        for label, key, quality, seed in (("a_cls", key_a, 2.0, 201), ("b_cls", key_b, 1.0, 202)):
+            body = {
+                "model_name": f"ensemble-{label[0]}",
+                "benchmark_id": cls_bench,
+                "visibility": "public",
+                "prediction": _ensemble(labels, ood, quality, seed),
             }
             site.subs[label] = _ok(
                 http.post("/v1/submissions", headers=site.headers(key), json=body), 202

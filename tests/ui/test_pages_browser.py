@@ -8,6 +8,7 @@ private submission is not shown. Screenshots of each page are saved under
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,6 +44,15 @@ def shots(request: pytest.FixtureRequest) -> Iterator[Path]:
     taken = sorted(p.name for p in folder.glob("*.png"))
     if reporter is not None:
         reporter.write_line(f"UI screenshots in {folder}: {', '.join(taken)}")
+
+
+@contextlib.contextmanager
+def ui_page(browser: Any) -> Iterator[OfflinePage]:
+    """A page of :func:`tests.browser.open_page` at a desktop width, where a leaderboard
+    with four metric columns fits."""
+    with open_page(browser) as tab:
+        tab.page.set_viewport_size({"width": 1440, "height": 900})
+        yield tab
 
 
 def shot(tab: OfflinePage, folder: Path, name: str) -> None:
@@ -99,7 +109,7 @@ def test_leaderboard_page(ui_site: Site, browser: Any, shots: Path) -> None:
     for sub in board_ids(doc):
         result = api(site, site.admin, f"/v1/submissions/{sub}")["result"]
         values[sub] = {m: v["value"] for m, v in result["metrics"].items()}
-    with open_page(browser) as tab:
+    with ui_page(browser) as tab:
         page = tab.page
         login(tab, site, site.key_b, f"/ui/benchmarks/{site.bench}")
         tab.wait_until("() => document.documentElement.dataset.sortReady === '1'")
@@ -197,7 +207,7 @@ def test_submission_report_page(ui_site: Site, browser: Any, shots: Path) -> Non
     site = ui_site
     doc = api(site, site.key_a, f"/v1/submissions/{site.inline}")
     result = doc["result"]
-    with open_page(browser) as tab:
+    with ui_page(browser) as tab:
         page = tab.page
         dialogs: list[str] = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
@@ -241,7 +251,7 @@ def test_comparison_page(ui_site: Site, browser: Any, shots: Path) -> None:
     doc = api(site, site.key_a, f"/v1/comparisons/{site.comparison}")
     result = doc["result"]
     cells = [(p, m, c) for p in result["pairs"] for m, c in p["metrics"].items()]
-    with open_page(browser) as tab:
+    with ui_page(browser) as tab:
         page = tab.page
         login(tab, site, site.key_a, f"/ui/comparisons/{site.comparison}")
         assert page.locator("#pairs tbody tr").count() == len(cells)
@@ -266,7 +276,7 @@ def test_private_submission_is_not_shown_to_another_team(
 ) -> None:
     site = ui_site
     private = site.subs["a_private"]
-    with open_page(browser) as tab:
+    with ui_page(browser) as tab:
         page = tab.page
         login(tab, site, site.key_b, "/ui/benchmarks")
         response = page.goto(f"{site.url}/ui/submissions/{private}")
@@ -292,7 +302,7 @@ def test_private_submission_is_not_shown_to_another_team(
         assert patched.status == 401
         assert api(site, site.key_b, f"/v1/submissions/{sub}")["visibility"] == "public"
         only_status_errors(tab)
-    with open_page(browser) as tab:
+    with ui_page(browser) as tab:
         login(tab, site, site.key_a, "/ui/benchmarks")
         tab.page.goto(f"{site.url}/ui/submissions/{private}")
         assert tab.page.locator("h1").inner_text() == "secret-alpha"
@@ -301,7 +311,7 @@ def test_private_submission_is_not_shown_to_another_team(
 
 def test_public_board_share_link_login_and_logout(ui_site: Site, browser: Any, shots: Path) -> None:
     site = ui_site
-    with open_page(browser) as tab:
+    with ui_page(browser) as tab:
         page = tab.page
         response = page.goto(f"{site.url}/ui/benchmarks/{site.public_bench}")
         assert response is not None and response.status == 200
@@ -318,7 +328,7 @@ def test_public_board_share_link_login_and_logout(ui_site: Site, browser: Any, s
     headers = {"Authorization": f"Bearer {site.admin}"}
     links = f"{site.url}/v1/benchmarks/{site.bench}/share-links"
     link = httpx.post(links, headers=headers, timeout=60).json()
-    with open_page(browser) as tab:
+    with ui_page(browser) as tab:
         page = tab.page
         response = page.goto(site.url + link["url"])
         assert response is not None and response.status == 200
@@ -334,12 +344,25 @@ def test_public_board_share_link_login_and_logout(ui_site: Site, browser: Any, s
         shot(tab, shots, "share-link-revoked")
         only_status_errors(tab)
 
-    with open_page(browser) as tab:
+    with ui_page(browser) as tab:
         page = tab.page
         login(tab, site, site.key_c, "/ui/benchmarks")
-        assert page.locator("#benchmarks tbody tr").count() == 2
+        assert page.locator("#benchmarks tbody tr").count() == 3
         images_load(tab)
         shot(tab, shots, "benchmarks")
+        page.goto(f"{site.url}/ui/benchmarks/{site.cls_bench}")
+        page.click("nav.switch a:text-is('auroc_ood[entropy_bma]')")
+        page.wait_for_url("**estimator=entropy_bma")
+        doc = api(
+            site,
+            site.admin,
+            f"/v1/benchmarks/{site.cls_bench}/leaderboard",
+            metric="auroc_ood",
+            estimator="entropy_bma",
+        )
+        assert page.evaluate(ROWS) == board_ids(doc)
+        images_load(tab)
+        shot(tab, shots, "leaderboard-classification-estimator")
         with page.expect_navigation():
             page.click("#logout")
         assert page.url.endswith("/ui/login")
@@ -349,7 +372,7 @@ def test_public_board_share_link_login_and_logout(ui_site: Site, browser: Any, s
 
 
 def test_glossary_page(ui_site: Site, browser: Any, shots: Path) -> None:
-    with open_page(browser) as tab:
+    with ui_page(browser) as tab:
         page = tab.page
         page.goto(f"{ui_site.url}/ui/metrics")
         assert page.locator("article.metric").count() == len(registry.specs())

@@ -72,6 +72,33 @@ def test_board_rows_follow_the_api_and_sort_on_the_server(ui_site: Site) -> None
         )
 
 
+def test_classification_board_under_an_estimator(ui_site: Site) -> None:
+    site = ui_site
+    with client(site, site.key_a) as http:
+        for params in (
+            {},
+            {"metric": "auroc_ood"},
+            {"metric": "auroc_ood", "estimator": "entropy_bma"},
+            {"metric": "ece"},
+        ):
+            r = http.get(f"/ui/benchmarks/{site.cls_bench}", params=params)
+            assert r.status_code == 200, (params, r.text)
+            api = http.get(f"/v1/benchmarks/{site.cls_bench}/leaderboard", params=params).json()
+            assert rows_of(r.text) == page_ids(api), params
+            assert len(rows_of(r.text)) == 2
+            for e in api["entries"]:
+                assert f"{e['value']:.4g}" in r.text
+        r = http.get(
+            f"/ui/benchmarks/{site.cls_bench}",
+            params={"metric": "auroc_ood", "estimator": "entropy_bma"},
+        )
+        assert 'data-sort="auroc_ood[entropy_bma]"' in r.text
+        r = http.get(
+            f"/ui/benchmarks/{site.cls_bench}", params={"metric": "auroc_ood", "estimator": "nope"}
+        )
+        assert r.status_code == 404 and "nope" in r.text
+
+
 def test_board_needs_a_key_unless_public(ui_site: Site) -> None:
     site = ui_site
     with client(site) as anon:
