@@ -13,7 +13,6 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -51,14 +50,6 @@ class Site:
 
     def headers(self, key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"}
-
-
-def artifacts_dir() -> Path:
-    """Where screenshots go: ``UQEVAL_ARTIFACTS`` or ``test-artifacts/`` of the repository."""
-    root = Path(os.environ.get("UQEVAL_ARTIFACTS") or Path(__file__).parents[2] / "test-artifacts")
-    out = root / "screenshots"
-    out.mkdir(parents=True, exist_ok=True)
-    return out
 
 
 def _db_url(url: str, db: int) -> str:

@@ -18,7 +18,8 @@ import httpx
 import pytest
 
 from tests.browser import OfflinePage, open_page
-from tests.ui.conftest import Site, artifacts_dir
+from tests.ui.artifacts import screenshot_dir
+from tests.ui.conftest import Site
 from uqcore import registry
 
 pytest_plugins = ["tests.browser"]
@@ -36,14 +37,9 @@ ROWS = (
 
 
 @pytest.fixture(scope="session")
-def shots(request: pytest.FixtureRequest) -> Iterator[Path]:
-    """The screenshot folder; its path (and the files) are printed after the tests."""
-    folder = artifacts_dir()
-    yield folder
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    taken = sorted(p.name for p in folder.glob("*.png"))
-    if reporter is not None:
-        reporter.write_line(f"UI screenshots in {folder}: {', '.join(taken)}")
+def shots() -> Path:
+    """The screenshot folder (the test run prints it at the end: tests/conftest.py)."""
+    return screenshot_dir()
 
 
 @contextlib.contextmanager
