@@ -33,6 +33,10 @@ key                                             type       holds
                                                            ``ood``), and ``groups``, stored
                                                            like ``sub:{id}:arrays``
 ``benchmarks``                                  zset       benchmark ids, score = creation
+``bench:{id}:shares``                           hash       the board's share links: link id ->
+                                                           JSON {token_hash, created_at}
+``share:{sha256(token)}``                       string     JSON {link_id, bench_id,
+                                                           created_at} of a share link's token
 ``quota:{bench}:{team_id}``                     zset       the team's submissions counted
                                                            against the benchmark's quota,
                                                            score = creation time (a job
@@ -169,6 +173,14 @@ def benchmark_arrays(bench_id: str) -> str:
 
 def benchmarks() -> str:
     return f"{PREFIX}benchmarks"
+
+
+def share_links(bench_id: str) -> str:
+    return f"{PREFIX}bench:{bench_id}:shares"
+
+
+def share_token(token_hash: str) -> str:
+    return f"{PREFIX}share:{token_hash}"
 
 
 def quota(bench_id: str, team_id: str) -> str:

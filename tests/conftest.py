@@ -4,6 +4,7 @@ through :mod:`tests.stack`, the running stack (Redis, store, Celery worker)."""
 from __future__ import annotations
 
 import importlib
+import time
 from typing import Any
 
 import pytest
@@ -24,6 +25,18 @@ def _backends() -> list[Any]:
 
 
 BACKENDS = _backends()
+
+_STARTED = time.time()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print where the web UI's tests saved their screenshots in this run (CI artifacts)."""
+    from tests.ui.artifacts import screenshot_dir, taken_since
+
+    taken = taken_since(_STARTED)
+    if taken:
+        names = ", ".join(p.name for p in taken)
+        terminalreporter.write_line(f"UI screenshots ({len(taken)}) in {screenshot_dir()}: {names}")
 
 
 @pytest.fixture(params=BACKENDS)

@@ -21,6 +21,7 @@ from fastapi.routing import APIRoute
 from pydantic.json_schema import models_json_schema
 
 import uqcore
+from service import ui
 from service.api import docs, errors
 from service.api.auth import register_admin_key
 from service.api.observability import Metrics, RequestMetrics
@@ -32,6 +33,7 @@ from service.api.routes import (
     health,
     leaderboards,
     plots,
+    sharelinks,
     submissions,
 )
 from service.api.schemas import (
@@ -182,6 +184,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         submissions.router,
         benchmarks.router,
         leaderboards.router,
+        sharelinks.router,
         comparisons.router,
         plots.router,
         admin.router,
@@ -189,6 +192,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     ):
         app.include_router(router)
     docs.install(app)
+    ui.install(app)  # the web pages under /ui/
     app.add_middleware(RequestMetrics, metrics=metrics)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     return app

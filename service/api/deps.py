@@ -5,7 +5,9 @@ A route declares what it needs with these ``Annotated`` aliases (``store: StoreD
 
 API keys travel in ``Authorization: Bearer <key>`` or ``X-API-Key: <key>`` (the two security
 schemes of the OpenAPI document); the store keeps only their SHA-256 and compares in constant
-time (:meth:`service.store.Store.authenticate`). Submitter keys are rate limited per key
+time (:meth:`service.store.Store.authenticate`). The web UI's login keeps the key in the cookie
+:data:`KEY_COOKIE`, which is accepted for GET and HEAD requests only: a write needs a header, so
+a page of another site cannot make a browser write with the cookie (CSRF). Submitter keys are rate limited per key
 (``settings.rate_limit`` requests per fixed window, counted in Redis,
 :meth:`service.store.Store.hit_rate`): :func:`current_key` is a plain function, so FastAPI runs
 it — and its Redis round trips — in the thread pool, never on the event loop. The hot reads take
@@ -23,6 +25,12 @@ from service.api.auth import admitted, ensure_admin_key, key_required
 from service.api.errors import ApiError
 from service.settings import Settings
 from service.store import ApiKeyRecord, Store
+
+#: The cookie of the web UI's login (HttpOnly, SameSite=Strict): the API key itself.
+KEY_COOKIE = "uqeval_key"
+
+#: Methods for which the cookie counts (reads only).
+COOKIE_METHODS = frozenset({"GET", "HEAD"})
 
 _bearer = HTTPBearer(auto_error=False, description="API key as a bearer token.")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key header.")
@@ -44,10 +52,16 @@ StoreDep = Annotated[Store, Depends(get_store)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
-def _token(bearer: HTTPAuthorizationCredentials | None, header: str | None) -> str | None:
+def _token(
+    request: Request, bearer: HTTPAuthorizationCredentials | None, header: str | None
+) -> str | None:
     if bearer is not None and bearer.credentials:
         return bearer.credentials
-    return header or None
+    if header:
+        return header
+    if request.method in COOKIE_METHODS:
+        return request.cookies.get(KEY_COOKIE) or None
+    return None
 
 
 def current_key(
@@ -58,7 +72,7 @@ def current_key(
 ) -> ApiKeyRecord:
     """The caller's key record; 401 when the key is missing, unknown or revoked, 429 when its
     rate limit is spent."""
-    token = _token(bearer, header)
+    token = _token(request, bearer, header)
     if token is None:
         raise key_required()
     ensure_admin_key(request, store)
@@ -82,6 +96,7 @@ AdminDep = Annotated[ApiKeyRecord, Depends(admin_key)]
 
 
 async def api_token(
+    request: Request,
     bearer: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     header: Annotated[str | None, Depends(_header)],
 ) -> str | None:
@@ -92,7 +107,7 @@ async def api_token(
     ``async`` without I/O, so it runs on the event loop: a plain dependency would cost a trip
     through the thread pool.
     """
-    return _token(bearer, header)
+    return _token(request, bearer, header)
 
 
 TokenDep = Annotated[str | None, Depends(api_token)]

@@ -16,6 +16,7 @@ into chunks of at most :data:`CHUNK_BYTES`, zlib-compressed where that pays (see
 - :mod:`~service.store.benchmarks`: benchmark records and their hidden targets;
 - :mod:`~service.store.leaderboards`: boards, cached pages, rank documents;
 - :mod:`~service.store.comparisons`: comparisons and their claims;
+- :mod:`~service.store.sharelinks`: read-only share links of benchmark boards;
 - :mod:`~service.store.workers`: the worker registry and job counters;
 - :mod:`~service.store.plots`: rendered plots and their claims;
 
@@ -51,6 +52,7 @@ from service.store.records import (
     now_iso,
     sha256_hex,
 )
+from service.store.sharelinks import ShareLink, ShareLinkStore
 from service.store.submissions import DAY_S, Quota, SubmissionStore
 from service.store.workers import WorkerStore
 
@@ -69,6 +71,7 @@ __all__ = [
     "QuotaExceeded",
     "Ranking",
     "RenderedPage",
+    "ShareLink",
     "Status",
     "Store",
     "StoreUnavailable",
@@ -88,6 +91,7 @@ class Store(
     LeaderboardStore,
     ComparisonStore,
     PlotStore,
+    ShareLinkStore,
     WorkerStore,
 ):
     """Typed access to the Redis data of uq-eval (see :mod:`service.keys`).

@@ -232,6 +232,28 @@ class LeaderboardStore(StoreBase):
         )
         return None if raw is None else json.loads(raw)
 
+    def leaderboard_entries_of(
+        self, bench_id: str, metrics: list[str], sub_ids: list[str]
+    ) -> dict[tuple[str, str], dict[str, Any]]:
+        """The shown entries of ranked submissions on several boards, in one round trip:
+        (board, submission) -> entry, for those that have one."""
+
+        def read() -> dict[tuple[str, str], dict[str, Any]]:
+            pipe = self.client.pipeline(transaction=False)
+            for metric in metrics:
+                if sub_ids:
+                    pipe.hmget(keys.leaderboard_entries(bench_id, metric), sub_ids)
+            found: dict[tuple[str, str], dict[str, Any]] = {}
+            if not sub_ids:
+                return found
+            for metric, raws in zip(metrics, pipe.execute(), strict=True):
+                for sub_id, raw in zip(sub_ids, raws, strict=True):
+                    if raw is not None:
+                        found[(metric, sub_id)] = json.loads(raw)
+            return found
+
+        return self._call(read)
+
     def leaderboard_rank_of(self, bench_id: str, metric: str, rule: str, badness: float) -> int:
         """1 + the number of teams strictly better than ``badness`` on a board."""
         board = keys.leaderboard(bench_id, metric, rule)

@@ -117,6 +117,8 @@ class BenchmarkRecord:
     #: Classification: the estimators with their own boards (``"metric[estimator]"``) besides
     #: each metric's own; None: only the metrics' own estimators.
     estimators: list[str] | None = None
+    #: The leaderboard pages (``/ui/benchmarks/{id}``) are shown without a key.
+    public_board: bool = False
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":"))

@@ -206,6 +206,51 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/benchmarks/{bench_id}/share-links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a benchmark's share links
+         * @description The live links, oldest first: ids and creation times, never the tokens.
+         */
+        get: operations["listShareLinks"];
+        put?: never;
+        /**
+         * Create a read-only share link to a benchmark's leaderboard page
+         * @description A new link to the board's web page, viewable without a key while the link lives. The
+         *     token is in this answer only.
+         */
+        post: operations["createShareLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/benchmarks/{bench_id}/share-links/{link_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke a share link
+         * @description The link stops working at once (its page answers 404).
+         */
+        delete: operations["revokeShareLink"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/comparisons": {
         parameters: {
             query?: never;
@@ -242,6 +287,74 @@ export interface paths {
          *     result once it succeeded. Another team's comparison answers 404.
          */
         get: operations["getComparison"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/submissions/{sub_id}/plots/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A plot of a submission's result (PNG or SVG)
+         * @description One of the submission's plots (its result's ``plots`` lists them with their URLs):
+         *     drawn from its curves (its result's, or computed from its stored prediction) or from its
+         *     result's ``stability`` / ``by_estimator``. 404 for an unknown name (with the closest
+         *     names) or a plot that does not apply to this submission (with the reason); 409 until it
+         *     succeeded. On a benchmark, only admins get the curve plots.
+         */
+        get: operations["getSubmissionPlot"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/comparisons/{cmp_id}/plots/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A plot of a comparison (PNG or SVG)
+         * @description The comparison's forest plot (``forest``): every pair's difference A − B per metric
+         *     with its interval, the zero line and the better side. 409 until it succeeded.
+         */
+        get: operations["getComparisonPlot"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/benchmarks/{bench_id}/plots/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A plot of a benchmark's leaderboard (PNG or SVG)
+         * @description The leaderboard (``leaderboard``) of GET /v1/benchmarks/{bench_id}/leaderboard with the
+         *     same metric and estimator, first 50 teams: values with their bootstrap intervals, rank
+         *     intervals, entries not separable from the leader marked, the baseline highlighted. Drawn
+         *     from the board as it is now (a new plot when the board changes).
+         */
+        get: operations["getLeaderboardPlot"];
         put?: never;
         post?: never;
         delete?: never;
@@ -893,7 +1006,7 @@ export interface components {
             stability?: components["schemas"]["StabilityOptions"];
             /**
              * Curves
-             * @description Also return the curves behind the metrics (regression: the calibration and sparsification curves, one point per row or level) in the result's `curves`; without it `curves` is {}. A benchmark's submissions never carry curves (they would reveal its hidden targets).
+             * @description Also return the curves behind the metrics in the result's `curves`: every curve of uqcore.curves that applies to the prediction and the inputs sent (regression: calibration_curve, quantile_calibration_curve, pit_histogram, sparsification_curve, group_calibration, stratified with groups, interval_width; classification: reliability_diagram, risk_coverage_curve, roc_correctness, pr_correctness, and roc_ood, pr_ood with ood), as JSON (curve name -> its fields); without it `curves` is {}. A benchmark's submissions never carry curves (they would reveal its hidden targets).
              * @default false
              */
             curves?: boolean;
@@ -1085,6 +1198,12 @@ export interface components {
             rule?: "best" | "latest";
             quota?: components["schemas"]["QuotaOptions"];
             /**
+             * Public Board
+             * @description The leaderboard's web page (/ui/benchmarks/{id}) is shown to visitors without a key (read-only); otherwise it needs a key or a share link.
+             * @default false
+             */
+            public_board?: boolean;
+            /**
              * Task
              * @description regression: targets y; classification: labels (optionally soft_labels and ood). Metrics are those of the task.
              * @default regression
@@ -1181,6 +1300,7 @@ export interface components {
          *       "name": "uci-boston-split-3",
          *       "params": {},
          *       "primary_metric": "crps",
+         *       "public_board": false,
          *       "quota": {
          *         "per_day": 5,
          *         "total": 100
@@ -1257,6 +1377,12 @@ export interface components {
              * @description Classification: the estimators with their own leaderboards (metric[estimator]) besides each metric's own.
              */
             estimators?: string[] | null;
+            /**
+             * Public Board
+             * @description The leaderboard's web page is shown without a key.
+             * @default false
+             */
+            public_board?: boolean;
         };
         /**
          * BenchmarkList
@@ -1289,6 +1415,7 @@ export interface components {
          *           "name": "uci-boston-split-3",
          *           "params": {},
          *           "primary_metric": "crps",
+         *           "public_board": false,
          *           "quota": {
          *             "per_day": 5,
          *             "total": 100
@@ -1349,6 +1476,12 @@ export interface components {
             rule?: "best" | "latest";
             quota?: components["schemas"]["QuotaOptions"];
             /**
+             * Public Board
+             * @description The leaderboard's web page (/ui/benchmarks/{id}) is shown to visitors without a key (read-only); otherwise it needs a key or a share link.
+             * @default false
+             */
+            public_board?: boolean;
+            /**
              * Task
              * @description regression: targets y; classification: labels (optionally soft_labels and ood). Metrics are those of the task.
              * @default regression
@@ -1402,6 +1535,11 @@ export interface components {
             /** Rule */
             rule?: ("best" | "latest") | null;
             quota?: components["schemas"]["QuotaOptions"] | null;
+            /**
+             * Public Board
+             * @description Show the leaderboard's web page without a key.
+             */
+            public_board?: boolean | null;
             /**
              * Baseline Id
              * @description A succeeded submission on this benchmark shown as the baseline row (null: none).
@@ -1578,6 +1716,11 @@ export interface components {
             result?: {
                 [key: string]: unknown;
             } | null;
+            /**
+             * Plots
+             * @description Once it succeeded, its plots (the forest plot of the paired differences): GET a url for the PNG, add format=svg for SVG.
+             */
+            plots?: components["schemas"]["PlotLink"][];
         };
         /**
          * DirichletPrediction
@@ -1914,6 +2057,11 @@ export interface components {
             /** @description The benchmark's baseline row (also marked in entries when it ranks). */
             baseline: components["schemas"]["LeaderboardEntry"] | null;
             ranks: components["schemas"]["RankStatus"];
+            /**
+             * Plots
+             * @description The board's plots for the same query (metric, estimator): GET a url for the PNG, add format=svg for SVG.
+             */
+            plots?: components["schemas"]["PlotLink"][];
         };
         /**
          * LeaderboardEntry
@@ -2217,6 +2365,27 @@ export interface components {
             stds: number[][];
         };
         /**
+         * PlotLink
+         * @description A plot of a document: GET ``url`` for the PNG (``format=svg``: SVG).
+         */
+        PlotLink: {
+            /**
+             * Name
+             * @description The plot's name (uqcore.plots.PLOTS).
+             */
+            name: string;
+            /**
+             * Title
+             * @description What it shows.
+             */
+            title: string;
+            /**
+             * Url
+             * @description Relative URL of the PNG.
+             */
+            url: string;
+        };
+        /**
          * PointUncertaintyPrediction
          * @description A point_uncertainty prediction: arrays prediction, uncertainty.
          * @example {
@@ -2448,11 +2617,16 @@ export interface components {
             warnings?: string[];
             /**
              * Curves
-             * @description The curves behind the metrics, with analyses.curves only (regression: calibration_curve, sparsification_curve); {} otherwise.
+             * @description The curves behind the metrics, with analyses.curves only: every curve of uqcore.curves that applies (name -> its fields, as uqcore.curves.curve_to_json gives them; uqcore.curves.curve_from_json reads them back); {} otherwise.
              */
             curves?: {
                 [key: string]: unknown;
             };
+            /**
+             * Plots
+             * @description The plots of this submission (GET its url for PNG, add format=svg for SVG): those drawn from curves that apply to the prediction and the inputs sent, and those drawn from result fields it holds (stability, by_estimator). A benchmark submission lists only the latter (its curves would reveal the hidden targets).
+             */
+            plots?: components["schemas"]["PlotLink"][];
             /** Stability */
             stability?: {
                 [key: string]: unknown;
@@ -2496,6 +2670,69 @@ export interface components {
              * @description Predictive samples, N×S.
              */
             draws: number[][];
+        };
+        /**
+         * ShareLinkCreated
+         * @description A new share link: its token is shown here once and never again.
+         * @example {
+         *       "benchmark_id": "bench_0f1e2d3c4b5a6978",
+         *       "created_at": "2026-01-01T12:00:00Z",
+         *       "link_id": "shr_1a2b3c4d5e6f7a8b",
+         *       "token": "uqs_Vd0…",
+         *       "url": "/ui/benchmarks/bench_0f1e2d3c4b5a6978?share=uqs_Vd0…"
+         *     }
+         */
+        ShareLinkCreated: {
+            /** Link Id */
+            link_id: string;
+            /** Benchmark Id */
+            benchmark_id: string;
+            /**
+             * Token
+             * @description The link's secret (only its SHA-256 is stored).
+             */
+            token: string;
+            /**
+             * Url
+             * @description The board's page opened by the link (relative).
+             */
+            url: string;
+            /** Created At */
+            created_at: string;
+        };
+        /**
+         * ShareLinkInfo
+         * @description A share link as listed (never its token).
+         * @example {
+         *       "benchmark_id": "bench_0f1e2d3c4b5a6978",
+         *       "created_at": "2026-01-01T12:00:00Z",
+         *       "link_id": "shr_1a2b3c4d5e6f7a8b"
+         *     }
+         */
+        ShareLinkInfo: {
+            /** Link Id */
+            link_id: string;
+            /** Benchmark Id */
+            benchmark_id: string;
+            /** Created At */
+            created_at: string;
+        };
+        /**
+         * ShareLinkList
+         * @description A benchmark's live share links, oldest first.
+         * @example {
+         *       "links": [
+         *         {
+         *           "benchmark_id": "bench_0f1e2d3c4b5a6978",
+         *           "created_at": "2026-01-01T12:00:00Z",
+         *           "link_id": "shr_1a2b3c4d5e6f7a8b"
+         *         }
+         *       ]
+         *     }
+         */
+        ShareLinkList: {
+            /** Links */
+            links: components["schemas"]["ShareLinkInfo"][];
         };
         /**
          * StabilityOptions
@@ -4016,6 +4253,237 @@ export interface operations {
             };
         };
     };
+    listShareLinks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The benchmark id. */
+                bench_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ShareLinkList"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key may not do this (not an admin key, or another team's submission). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    createShareLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The benchmark id. */
+                bench_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ShareLinkCreated"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key may not do this (not an admin key, or another team's submission). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    revokeShareLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The benchmark id. */
+                bench_id: string;
+                /** @description The link id. */
+                link_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key may not do this (not an admin key, or another team's submission). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
     createComparison: {
         parameters: {
             query?: never;
@@ -4104,6 +4572,280 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ComparisonDetail"];
                 };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getSubmissionPlot: {
+        parameters: {
+            query?: {
+                /** @description png (default) or svg. */
+                format?: "png" | "svg";
+            };
+            header?: {
+                /** @description An ETag of an earlier answer. */
+                "if-none-match"?: string | null;
+            };
+            path: {
+                /** @description The submission id. */
+                sub_id: string;
+                /** @description The plot's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The plot: PNG, or SVG with format=svg. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/png": string;
+                    "image/svg+xml": string;
+                };
+            };
+            /** @description Not modified (If-None-Match matches the ETag). */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the resource's state. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getComparisonPlot: {
+        parameters: {
+            query?: {
+                /** @description png (default) or svg. */
+                format?: "png" | "svg";
+            };
+            header?: {
+                /** @description An ETag of an earlier answer. */
+                "if-none-match"?: string | null;
+            };
+            path: {
+                /** @description The comparison id. */
+                cmp_id: string;
+                /** @description The plot's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The plot: PNG, or SVG with format=svg. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/png": string;
+                    "image/svg+xml": string;
+                };
+            };
+            /** @description Not modified (If-None-Match matches the ETag). */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the resource's state. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getLeaderboardPlot: {
+        parameters: {
+            query?: {
+                /** @description One of the benchmark's metrics (default: primary). */
+                metric?: string | null;
+                /** @description Classification benchmarks, metrics that take an estimator: one of the benchmark's estimators, or the metric's own (default). */
+                estimator?: string | null;
+                /** @description png (default) or svg. */
+                format?: "png" | "svg";
+            };
+            header?: {
+                /** @description An ETag of an earlier answer. */
+                "if-none-match"?: string | null;
+            };
+            path: {
+                /** @description The benchmark id. */
+                bench_id: string;
+                /** @description The plot's name. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The plot: PNG, or SVG with format=svg. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/png": string;
+                    "image/svg+xml": string;
+                };
+            };
+            /** @description Not modified (If-None-Match matches the ETag). */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description No API key, or an unknown or revoked one. */
             401: {

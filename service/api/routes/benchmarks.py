@@ -104,6 +104,7 @@ def info(record: BenchmarkRecord) -> BenchmarkInfo:
         has_soft_labels=record.has_soft_labels,
         has_ood=record.has_ood,
         estimators=record.estimators,
+        public_board=record.public_board,
     )
 
 
@@ -336,6 +337,7 @@ def _create(store: Store, settings: Settings, fmt: BodyFormat, raw: bytes) -> Be
         created_at=now,
         updated_at=now,
         estimators=estimators,
+        public_board=body.public_board,
         **classes,
     )
     return store.create_benchmark(record, arrays)
@@ -416,7 +418,7 @@ def update_benchmark(
     current = _get(store, bench_id)
     given = body.model_fields_set
     changes: dict[str, Any] = {}
-    for name in ("name", "description", "rule"):
+    for name in ("name", "description", "rule", "public_board"):
         if name in given and getattr(body, name) is not None:
             changes[name] = getattr(body, name)
     if "estimators" in given:
@@ -461,4 +463,5 @@ def delete_benchmark(bench_id: BenchId, admin: AdminDep, store: StoreDep) -> Res
     queued one then fails with the reason)."""
     if not store.delete_benchmark(bench_id):
         raise ApiError(404, f"no benchmark {bench_id!r}", field="bench_id")
+    store.delete_share_links(bench_id)
     return Response(status_code=204)

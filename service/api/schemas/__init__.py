@@ -64,6 +64,7 @@ from service.api.schemas.predictions import (
     PREDICTION_MODELS,
     Prediction,
 )
+from service.api.schemas.sharelinks import ShareLinkCreated, ShareLinkInfo, ShareLinkList
 from service.api.schemas.submissions import (
     Interval,
     MetricResult,
@@ -126,6 +127,9 @@ __all__ = [
     "RankStatus",
     "Readiness",
     "Result",
+    "ShareLinkCreated",
+    "ShareLinkInfo",
+    "ShareLinkList",
     "StabilityOptions",
     "Status",
     "StrictModel",

@@ -42,6 +42,11 @@ class BenchmarkSettings(StrictModel):
         default="best", description="Which submission of a team ranks: its best or its latest."
     )
     quota: QuotaOptions = Field(default_factory=QuotaOptions)
+    public_board: bool = Field(
+        default=False,
+        description="The leaderboard's web page (/ui/benchmarks/{id}) is shown to visitors "
+        "without a key (read-only); otherwise it needs a key or a share link.",
+    )
 
 
 _ESTIMATORS_DOC = (
@@ -146,6 +151,9 @@ class BenchmarkUpdate(StrictModel):
     metrics: Annotated[list[MetricName], Field(min_length=1, max_length=200)] | None = None
     rule: Literal["best", "latest"] | None = None
     quota: QuotaOptions | None = None
+    public_board: bool | None = Field(
+        default=None, description="Show the leaderboard's web page without a key."
+    )
     baseline_id: str | None = Field(
         default=None,
         max_length=100,
@@ -181,6 +189,7 @@ BENCHMARK_EXAMPLE: dict[str, Any] = {
     "has_soft_labels": False,
     "has_ood": False,
     "estimators": None,
+    "public_board": False,
 }
 
 
@@ -219,6 +228,9 @@ class BenchmarkInfo(BaseModel):
         default=None,
         description="Classification: the estimators with their own leaderboards "
         "(metric[estimator]) besides each metric's own.",
+    )
+    public_board: bool = Field(
+        default=False, description="The leaderboard's web page is shown without a key."
     )
 
 
