@@ -1,5 +1,5 @@
 # One image for every role of uq-eval: the API (`uqeval api`, the default command) and the
-# Celery workers (`uqeval worker`). The GPU worker's image: `--build-arg EXTRAS=gpu
+# Celery workers (`uqeval worker`). The GPU worker's image: `--build-arg EXTRAS=plots,gpu
 # --build-arg EXTRA_PACKAGES='cupy-cuda12x[ctk]>=14'` (docker-compose.yml does this).
 #
 #   docker build -t uq-eval .
@@ -9,7 +9,7 @@
 ARG PYTHON_IMAGE=python:3.11-slim
 
 FROM ${PYTHON_IMAGE} AS build
-ARG EXTRAS=""
+ARG EXTRAS="plots"
 # Extra pip requirements, e.g. "cupy-cuda12x[ctk]>=14" for a GPU image: CuPy's [ctk] extra
 # brings the CUDA runtime libraries from PyPI; the NVIDIA container runtime mounts the driver.
 ARG EXTRA_PACKAGES=""

@@ -184,6 +184,10 @@ def render_plot(
         data, outcome = plot_error(404, f"plot {name!r} does not apply: {exc}"), "not-drawable"
     except StoreUnavailable:
         raise
+    except ImportError as exc:  # a worker installed without the plots extra
+        log.error("plot %s of %s %s: %s", name, scope, ident, exc)
+        reason = "this server's workers cannot draw plots: install uq-eval[plots] (matplotlib)"
+        data, outcome = plot_error(501, reason), "failed"
     except Exception as exc:  # a bug must not leave the requests waiting: say so at once
         log.exception("plot %s of %s %s failed", name, scope, ident)
         reason = f"internal error while drawing ({type(exc).__name__}); please report it"
