@@ -119,8 +119,8 @@ class Analyses(StrictModel):
         "group_calibration, stratified with groups, interval_width; classification: "
         "reliability_diagram, risk_coverage_curve, roc_correctness, pr_correctness, and "
         "roc_ood, pr_ood with ood), as JSON (curve name -> its fields); without it `curves` is "
-        "{}. A benchmark's submissions never carry curves (they would reveal its hidden "
-        "targets).",
+        "{}. A benchmark's submission carries curves only when the benchmark's setting "
+        '`curves` is "coarse", and then on a coarse fixed grid (docs/hidden-targets.md).',
     )
     seed: int = Field(default=0, ge=0, le=2**63 - 1, description="Seed of every random draw.")
     estimators: (
@@ -205,11 +205,13 @@ class Analyses(StrictModel):
         bootstrap: Mapping[str, Any],
         seed: int,
         estimators: Iterable[str] | None = None,
+        curves: bool = False,
     ) -> Analyses:
         """The analyses of a submission on a benchmark: its ``metrics`` with the benchmark's
-        parameters of those metrics, its bootstrap (with its resampling unit) and seed, and
-        (classification) the metric × estimator table of ``estimators``; the rest default
-        (no curves: they would reveal the hidden targets)."""
+        parameters of those metrics, its bootstrap (with its resampling unit) and seed,
+        (classification) the metric × estimator table of ``estimators``, and ``curves`` when
+        the benchmark gives coarse curves (the worker computes a benchmark submission's
+        curves only on the coarse grid of :mod:`uqcore.coarse`); the rest default."""
         names = list(metrics)
         doc: dict[str, Any] = {
             "metrics": names,
@@ -220,6 +222,8 @@ class Analyses(StrictModel):
         chosen = list(estimators or [])
         if chosen:
             doc["estimators"] = chosen
+        if curves:
+            doc["curves"] = True
         return cls.from_document(doc)
 
 

@@ -8,10 +8,14 @@ The rules, for a submission:
   ``ood``; :meth:`uqcore.curves.CurveSpec.why_not`);
 - a plot drawn from a result field (``PlotSpec.result_field``: ``stability``, ``by_estimator``)
   applies when its task matches and the result holds that field (not null, not empty);
-- on a benchmark, the result carries no curves and its targets are hidden: a submission's
-  readers see only the plots drawn from the result document; curve plots are for admins
-  (drawn by the worker from the stored prediction and the benchmark's targets), and are not
-  listed, so that the list is the same for every reader.
+- on a benchmark its targets are hidden. With the benchmark's setting ``curves: "coarse"``
+  the result carries its curves on the coarse grid of :mod:`uqcore.coarse` (computed by the
+  worker); a curve plot whose curves the result holds is listed and drawn from them, for
+  every reader (admins too: one plot, the same for all). A curve plot whose curves the
+  result does not hold (``curves: "none"``, or a curve never given coarse such as
+  ``interval_width``) is not listed and is for admins only, drawn by the worker from the
+  stored prediction and the benchmark's targets at full resolution; so the list is the same
+  for every reader.
 
 Importing this module does not import matplotlib (the plot functions import it when they
 draw).
@@ -35,6 +39,7 @@ __all__ = [
     "cache_ttl_s",
     "comparison_plots",
     "curve_plot_why_not",
+    "holds_curves",
     "leaderboard_plots",
     "link",
     "plots_key",
@@ -118,13 +123,22 @@ def curve_plot_why_not(spec: PlotSpec, prediction: Any, available: frozenset[str
     return None
 
 
-def benchmark_rule(spec: PlotSpec) -> str | None:
-    """Why a non-admin reader cannot have ``spec`` of a benchmark submission (None: can)."""
-    if spec.curves:
+def holds_curves(spec: PlotSpec, result: Mapping[str, Any]) -> bool:
+    """Whether ``result`` holds every curve that ``spec`` draws."""
+    held = result.get("curves") or {}
+    return bool(spec.curves) and all(name in held for name in spec.curves)
+
+
+def benchmark_rule(spec: PlotSpec, result: Mapping[str, Any]) -> str | None:
+    """Why a non-admin reader cannot have ``spec`` of a benchmark submission whose result
+    is ``result`` (None: can): a curve plot is for every reader only when the result holds
+    its (coarse) curves."""
+    if spec.curves and not holds_curves(spec, result):
         return (
-            f"plot {spec.name!r} is drawn from curves of the benchmark's hidden targets; a "
-            "benchmark submission's readers see only the plots drawn from its result "
-            "(those listed in its result's plots)"
+            f"plot {spec.name!r} is drawn from curves of the benchmark's hidden targets that "
+            'this result does not hold (the benchmark\'s setting curves is "none", or the '
+            "curve is never given on a benchmark); a benchmark submission's readers see only "
+            "the plots listed in its result's plots"
         )
     return None
 
@@ -145,7 +159,10 @@ def submission_plots(
         if spec.scope != "submission":
             continue
         if spec.curves:
-            if benchmark or curve_plot_why_not(spec, prediction, available) is not None:
+            if benchmark:
+                if not holds_curves(spec, result):
+                    continue
+            elif curve_plot_why_not(spec, prediction, available) is not None:
                 continue
         elif result_field_why_not(spec, task, result) is not None:
             continue

@@ -31,6 +31,7 @@ from service.kinds import (
 from service.plots import submission_plots
 from service.rest_text import Origin, rest_document
 from uqcore import registry, to_numpy
+from uqcore.coarse import coarse_curves, coarse_details
 from uqcore.curves import curve_to_json
 from uqcore.curves import curves as all_curves
 from uqcore.report import json_safe
@@ -65,12 +66,19 @@ def _curves(
     groups: Any = None,
     ood: Any = None,
     seed: int = 0,
+    coarse: bool = False,
 ) -> dict[str, Any]:
     """Every :mod:`uqcore.curves` curve that applies to the prediction and the inputs
-    present, as JSON (non-finite values as null plus a note)."""
-    found = all_curves(
-        pred, y, "all", sample_weight=sample_weight, groups=groups, ood=ood, seed=seed
-    )
+    present, as JSON (non-finite values as null plus a note); with ``coarse`` (a benchmark's
+    hidden targets) only on the coarse grid of :mod:`uqcore.coarse`, computed here so that
+    nothing finer ever leaves the worker."""
+    if coarse:
+        found, why = coarse_curves(pred, y, groups=groups, ood=ood)
+        notes.extend(why)
+    else:
+        found = all_curves(
+            pred, y, "all", sample_weight=sample_weight, groups=groups, ood=ood, seed=seed
+        )
     return {
         name: json_safe(_host(curve_to_json(curve)), name, notes) for name, curve in found.items()
     }
@@ -123,12 +131,17 @@ def compute(
     within the long ones, and may raise to stop the computation. The curves (every
     :mod:`uqcore.curves` curve that applies to the prediction and the inputs present) are
     computed only with ``analyses.curves``; ``curves`` is ``{}`` otherwise. ``origin`` says
-    whose analyses these are (``"benchmark"``: the benchmark's), for the wording of the notes.
+    whose analyses these are (``"benchmark"``: the benchmark's, for the wording of the notes;
+    its targets are hidden, so its curves are those of :func:`uqcore.coarse.coarse_curves`
+    and its metrics' details leave out small groups).
     With ``sub_id``, the document lists the submission's plots (``plots``, see
     :func:`service.plots.submission_plots`).
     """
     start = time.perf_counter()
     task = task_of(kind)
+    # A benchmark's targets are hidden: its curves are coarse, its details of small groups
+    # left out (uqcore.coarse).
+    hidden = origin == "benchmark"
     classification = kind in CLASSIFICATION_KINDS
     tname = target_field(kind)
     fields = {
@@ -188,7 +201,9 @@ def compute(
             "interval": None,
         }
         if isinstance(value, dict):
-            entry["details"] = {k: v for k, v in value.items() if k != "value"}
+            details = {k: v for k, v in value.items() if k != "value"}
+            # On a benchmark, no value of a small group of its hidden rows leaves the worker.
+            entry["details"] = coarse_details(details) if hidden else details
         result_metrics[name] = entry
 
     by_est_ci: dict[str, dict[str, Any]] = {}
@@ -254,6 +269,7 @@ def compute(
             groups=dev.get("groups"),
             ood=extra.get("ood"),
             seed=seed,
+            coarse=hidden,
         )
         timings["curves"] = time.perf_counter() - t0
 

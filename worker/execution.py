@@ -293,10 +293,15 @@ def run_job(
             raise
         except Exception as exc:  # a bug must not strand the job: fail it with the type
             log.exception("job %s crashed", sub_id)
+            # On a benchmark the message may quote values of the hidden targets: the type only.
+            what = (
+                type(exc).__name__
+                if record.benchmark is not None
+                else f"{type(exc).__name__}: {exc}"
+            )
             return store.fail(
                 sub_id,
-                f"internal error while computing ({type(exc).__name__}: {exc}); "
-                "please report it with the submission id",
+                f"internal error while computing ({what}); please report it with the submission id",
                 system=True,
             )
         # The entries are stored with every benchmark submission's result; the finish script

@@ -6,8 +6,9 @@ draw it with :data:`uqcore.plots.PLOTS`, store the bytes.
 - a curve plot is drawn from the result's ``curves`` when it holds them all (submitted with
   ``analyses.curves``), else from the curves the job kept at its end (:func:`keep_curves`:
   a submission outside benchmarks), else from curves computed here from the stored
-  prediction and its targets (a benchmark's hidden targets for a benchmark submission: only
-  admins are served those) with the submission's seed — so the plot is the one that
+  prediction and its targets (a benchmark's hidden targets for a benchmark submission whose
+  result holds no coarse curves for it: only admins are served those) with the
+  submission's seed — so the plot is the one that
   ``analyses.curves`` would have given;
 - a comparison's plot is drawn from its result, a leaderboard's from the answer's JSON that
   the API stored beside it (``source``).

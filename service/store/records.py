@@ -119,6 +119,11 @@ class BenchmarkRecord:
     estimators: list[str] | None = None
     #: The leaderboard pages (``/ui/benchmarks/{id}``) are shown without a key.
     public_board: bool = False
+    #: "coarse": submissions' results carry their curves on the coarse grid of
+    #: :mod:`uqcore.coarse`; "none": no curves.
+    curves: Literal["none", "coarse"] = "none"
+    #: The model name shown in the baseline row of the leaderboards (None: "baseline").
+    baseline_name: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
@@ -146,6 +151,7 @@ class BenchmarkRecord:
             bootstrap=self.bootstrap,
             seed=self.seed,
             estimators=estimators,
+            curves=self.curves == "coarse",
         )
 
 

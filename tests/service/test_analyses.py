@@ -55,9 +55,11 @@ def test_curves_are_off_by_default_and_stored_only_when_asked() -> None:
     assert on.curves is True and on.document() == {**old, "curves": True} and on != a
     with pytest.raises(ValidationError):
         Analyses.model_validate({"curves": "yes"})
-    # a benchmark's submissions never carry curves
+    # a benchmark's submissions carry curves only with its setting curves="coarse"
     bench = Analyses.of_benchmark(["mae"], params={}, bootstrap={}, seed=0)
     assert bench.curves is False and "curves" not in bench.document()
+    coarse = Analyses.of_benchmark(["mae"], params={}, bootstrap={}, seed=0, curves=True)
+    assert coarse.curves is True and coarse.document()["curves"] is True
 
 
 def test_estimators_appear_in_the_document_only_when_set() -> None:

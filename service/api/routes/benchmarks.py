@@ -81,7 +81,9 @@ TASK_ARRAYS: dict[str, tuple[str, tuple[str, ...]]] = {
 _TARGET_NEEDS = {"ood": "ood", "soft_labels": "soft_labels"}
 
 
-def info(record: BenchmarkRecord) -> BenchmarkInfo:
+def info(record: BenchmarkRecord, *, admin: bool) -> BenchmarkInfo:
+    """The metadata of ``record`` as ``admin`` or another reader sees it: the baseline's
+    submission id is an admin's only (the baseline may be a private submission of a team)."""
     return BenchmarkInfo(
         id=record.id,
         name=record.name,
@@ -97,7 +99,9 @@ def info(record: BenchmarkRecord) -> BenchmarkInfo:
         bootstrap=record.bootstrap,
         seed=record.seed,
         quota=QuotaOptions(per_day=record.quota_per_day, total=record.quota_total),
-        baseline_id=record.baseline,
+        baseline_id=record.baseline if admin else None,
+        baseline_name=record.baseline_name,
+        curves=record.curves,
         created_at=record.created_at,
         updated_at=record.updated_at,
         n_classes=record.n_classes,
@@ -338,6 +342,8 @@ def _create(store: Store, settings: Settings, fmt: BodyFormat, raw: bytes) -> Be
         updated_at=now,
         estimators=estimators,
         public_board=body.public_board,
+        curves=body.curves,
+        baseline_name=body.baseline_name,
         **classes,
     )
     return store.create_benchmark(record, arrays)
@@ -368,7 +374,7 @@ async def create_benchmark(
         gzip=content_encoding(request.headers.get("content-encoding")),
     )
     record = await run_in_threadpool(_create, store, settings, fmt, raw)
-    return JSONResponse(info(record).model_dump(mode="json"), status_code=201)
+    return JSONResponse(info(record, admin=True).model_dump(mode="json"), status_code=201)
 
 
 @router.get(
@@ -379,8 +385,10 @@ async def create_benchmark(
     responses=errors(401, 503),
 )
 def list_benchmarks(key: KeyDep, store: StoreDep) -> BenchmarkList:
-    """Every benchmark's metadata, oldest first (never the targets)."""
-    return BenchmarkList(benchmarks=[info(b) for b in store.list_benchmarks()])
+    """Every benchmark's metadata, oldest first (never the targets; the baseline's id for
+    admins only)."""
+    admin = key.role == "admin"
+    return BenchmarkList(benchmarks=[info(b, admin=admin) for b in store.list_benchmarks()])
 
 
 def _get(store: Store, bench_id: str) -> BenchmarkRecord:
@@ -398,8 +406,9 @@ def _get(store: Store, bench_id: str) -> BenchmarkRecord:
     responses=errors(401, 404, 422, 503),
 )
 def get_benchmark(bench_id: BenchId, key: KeyDep, store: StoreDep) -> BenchmarkInfo:
-    """The benchmark's metadata: N, kinds, metrics, rule, quota, baseline (never the targets)."""
-    return info(_get(store, bench_id))
+    """The benchmark's metadata: N, kinds, metrics, rule, quota, baseline (its id for admins
+    only), curves setting (never the targets)."""
+    return info(_get(store, bench_id), admin=key.role == "admin")
 
 
 @router.patch(
@@ -412,13 +421,13 @@ def get_benchmark(bench_id: BenchId, key: KeyDep, store: StoreDep) -> BenchmarkI
 def update_benchmark(
     bench_id: BenchId, body: BenchmarkUpdate, admin: AdminDep, store: StoreDep
 ) -> BenchmarkInfo:
-    """Change the name, description, metrics shown, primary metric, rule, quota, baseline or
-    (classification) estimators. Newly shown metrics and estimators are computed for
+    """Change the name, description, metrics shown, primary metric, rule, quota, baseline
+    (its submission and its display name), curves setting or (classification) estimators. Newly shown metrics and estimators are computed for
     submissions made from then on."""
     current = _get(store, bench_id)
     given = body.model_fields_set
     changes: dict[str, Any] = {}
-    for name in ("name", "description", "rule", "public_board"):
+    for name in ("name", "description", "rule", "public_board", "curves"):
         if name in given and getattr(body, name) is not None:
             changes[name] = getattr(body, name)
     if "estimators" in given:
@@ -440,6 +449,8 @@ def update_benchmark(
         quota = body.quota or QuotaOptions()
         changes["quota_per_day"] = quota.per_day
         changes["quota_total"] = quota.total
+    if "baseline_name" in given:
+        changes["baseline_name"] = body.baseline_name
     if "baseline_id" in given:
         changes["baseline"] = (
             None if body.baseline_id is None else _baseline(store, bench_id, body.baseline_id)
@@ -447,7 +458,7 @@ def update_benchmark(
     updated = store.update_benchmark(bench_id, changes)
     if updated is None:
         raise ApiError(404, f"no benchmark {bench_id!r}", field="bench_id")
-    return info(updated)
+    return info(updated, admin=True)
 
 
 @router.delete(

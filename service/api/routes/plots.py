@@ -9,8 +9,9 @@ cached ``settings.plot_cache_ttl_s`` (a submission's are deleted with it).
 
 Who sees a plot is who sees its data: a submission's plots need :func:`access.can_read` (404
 otherwise, like an unknown id); on a benchmark, a non-admin reader gets only the plots drawn
-from the result document (``stability``, ``estimators``), never the curve plots, whose curves
-come from the hidden targets (404 saying so). A comparison's plots are its team's, a
+from the result document (``stability``, ``estimators``) and the curve plots whose coarse
+curves the result holds (a benchmark with ``curves: "coarse"``); the other curve plots come
+from the hidden targets at full resolution and are for admins only (404 saying so). A comparison's plots are its team's, a
 leaderboard's plot is readable by every key that reads the leaderboard.
 
 Statuses: 404 for an unknown plot name (with the closest names) and for a plot that does not
@@ -106,7 +107,7 @@ def _check_submission(store: Store, key: ApiKeyRecord, sub_id: str, name: str) -
             404, f"plot {name!r} is a {spec.task} plot; this submission is {task}", field="name"
         )
     if record.benchmark is not None and key.role != "admin":
-        why = benchmark_rule(spec)
+        why = benchmark_rule(spec, store.get_result(sub_id) or {})
         if why is not None:
             raise ApiError(404, why, field="name")
     if not spec.curves:
@@ -221,7 +222,8 @@ async def get_submission_plot(
     drawn from its curves (its result's, or computed from its stored prediction) or from its
     result's ``stability`` / ``by_estimator``. 404 for an unknown name (with the closest
     names) or a plot that does not apply to this submission (with the reason); 409 until it
-    succeeded. On a benchmark, only admins get the curve plots."""
+    succeeded. On a benchmark, the curve plots are drawn from the result's coarse curves
+    (every reader) or, when it holds none, for admins only."""
     await run_in_threadpool(_check_submission, store, key, sub_id, name)
     return await _image(store, settings, "submission", sub_id, name, format, if_none_match)
 

@@ -8,6 +8,16 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from service.api.schemas.common import Estimators, Kind, Matrix, MetricName, StrictModel, Vector
 
+_CURVES_DOC = (
+    '"none": a submission\'s result carries no curves; "coarse": it carries the curves that '
+    "apply on a coarse fixed grid (at most 20 points, each averaging at least 50 rows; "
+    "docs/hidden-targets.md), and their plots are shown to every reader."
+)
+_BASELINE_NAME_DOC = (
+    'The model name shown in the baseline row of the leaderboards (null: "baseline"); '
+    "nothing else of the baseline submission is shown."
+)
+
 
 class QuotaOptions(StrictModel):
     """Submissions per team: at most ``per_day`` in any 24 h and ``total`` in all (null: no
@@ -46,6 +56,16 @@ class BenchmarkSettings(StrictModel):
         default=False,
         description="The leaderboard's web page (/ui/benchmarks/{id}) is shown to visitors "
         "without a key (read-only); otherwise it needs a key or a share link.",
+    )
+    curves: Literal["none", "coarse"] = Field(
+        default="none",
+        description=_CURVES_DOC,
+    )
+    baseline_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description=_BASELINE_NAME_DOC,
     )
 
 
@@ -160,6 +180,16 @@ class BenchmarkUpdate(StrictModel):
         description="A succeeded submission on this benchmark shown as the baseline row "
         "(null: none).",
     )
+    baseline_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description=_BASELINE_NAME_DOC,
+    )
+    curves: Literal["none", "coarse"] | None = Field(
+        default=None,
+        description="Curves of submissions made from then on: " + _CURVES_DOC,
+    )
     estimators: Estimators | None = Field(
         default=None,
         description="Classification only: replaces the estimators with their own "
@@ -183,6 +213,8 @@ BENCHMARK_EXAMPLE: dict[str, Any] = {
     "seed": 0,
     "quota": {"per_day": 5, "total": 100},
     "baseline_id": None,
+    "baseline_name": None,
+    "curves": "none",
     "created_at": "2026-01-01T12:00:00Z",
     "updated_at": "2026-01-01T12:00:00Z",
     "n_classes": None,
@@ -212,7 +244,17 @@ class BenchmarkInfo(BaseModel):
     bootstrap: dict[str, Any]
     seed: int
     quota: QuotaOptions
-    baseline_id: str | None
+    baseline_id: str | None = Field(
+        description="The baseline submission's id: shown to admins only (null for every "
+        "other reader, and without a baseline)."
+    )
+    baseline_name: str | None = Field(
+        default=None,
+        description='The model name of the baseline row (null: shown as "baseline").',
+    )
+    curves: Literal["none", "coarse"] = Field(
+        default="none", description="Whether submissions' results carry coarse curves."
+    )
     created_at: str
     updated_at: str
     n_classes: int | None = Field(
