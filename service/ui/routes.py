@@ -132,20 +132,23 @@ def board_page(
     if sort is not None and sort not in ("rank", "p_best", *boards):
         raise PageError(404, "Not found", f"This board cannot be sorted by {sort!r}.")
     rows_ids = [e["submission_id"] for e in doc["entries"]]
-    base = doc.get("baseline")
-    if base is not None and base["submission_id"] not in rows_ids:
-        rows_ids.append(base["submission_id"])
+    # The baseline row carries no submission id (it shows nothing of its submission); its
+    # values on the other boards are looked up here by the benchmark's baseline.
+    base_id = bench.baseline if doc.get("baseline") is not None else None
+    if base_id is not None and base_id not in rows_ids:
+        rows_ids.append(base_id)
     others = [b for b in boards if b != selected]
     found = store.leaderboard_entries_of(bench_id, others, rows_ids)
     base_entries: dict[str, Any] = {}
-    if base is not None and any((b, base["submission_id"]) not in found for b in others):
+    if base_id is not None and any((b, base_id) not in found for b in others):
         # a private baseline has no board entries: its values come from its result
-        result = store.get_result(base["submission_id"]) or {}
+        result = store.get_result(base_id) or {}
         base_entries = {b: shown for b, (_, shown) in result_entries(result, bench.task).items()}
 
-    def shown(board: str, sub_id: str) -> dict[str, Any] | None:
-        got = found.get((board, sub_id))
-        if got is None and base is not None and sub_id == base["submission_id"]:
+    def shown(board: str, sub_id: str | None) -> dict[str, Any] | None:
+        sub_id = base_id if sub_id is None else sub_id
+        got = found.get((board, sub_id)) if sub_id is not None else None
+        if got is None and sub_id is not None and sub_id == base_id:
             got = base_entries.get(board)
         return got
 

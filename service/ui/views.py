@@ -174,14 +174,15 @@ def board_table(
     task: str,
     boards: Sequence[str],
     params: Mapping[str, Any],
-    shown: Callable[[str, str], Mapping[str, Any] | None],
+    shown: Callable[[str, str | None], Mapping[str, Any] | None],
     sort: str | None = None,
 ) -> tuple[list[Column], list[Row]]:
     """The columns and rows of a leaderboard page.
 
     ``board`` is the API's leaderboard document of the ``selected`` board; ``boards`` the
     boards shown as columns (the selected one among them); ``shown(board, submission_id)`` the entry
-    (value, interval) of a row's submission on another board. Rows come in the API's order
+    (value, interval) of a row's submission on another board (submission_id None: the
+    baseline row's, which carries no id). Rows come in the API's order
     (the baseline row last when it does not rank), or sorted by ``sort`` (rank, p_best or a
     board) best first, missing values last.
     """
@@ -199,10 +200,9 @@ def board_table(
             )
         )
     entries = list(board.get("entries") or [])
-    ranked_ids = {e["submission_id"] for e in entries}
     base = board.get("baseline")
     all_entries = [(e, True) for e in entries]
-    if base is not None and base["submission_id"] not in ranked_ids:
+    if base is not None and not any(e.get("is_baseline") for e in entries):
         all_entries.append((base, False))
     rows = []
     for e, ranked in all_entries:
@@ -211,7 +211,8 @@ def board_table(
             if b == selected:
                 cells.append(_cell(task, b, e, params))
             else:
-                cells.append(_cell(task, b, shown(b, e["submission_id"]), params))
+                # the baseline row carries no submission id: None asks for the baseline's
+                cells.append(_cell(task, b, shown(b, e.get("submission_id")), params))
         rows.append(Row(entry=e, cells=cells, ranked=ranked, marks=_marks(e)))
     for i in range(len(columns)):
         _bars([r.cells[i] for r in rows])

@@ -245,9 +245,12 @@ def test_rank_intervals_and_flags_equal_uqcore_with_the_same_seed(
     by_sub = {e["submission_id"]: e for e in doc["entries"]}
     assert by_sub[baseline]["is_baseline"] is True
     # the baseline was submitted with the admin key, which has no team: no team name
-    assert by_sub[baseline]["team_name"] is None and doc["baseline"]["team_name"] is None
+    assert by_sub[baseline]["team_name"] is None
+    # the baseline row shows its display name and nothing of its submission
+    assert "team_name" not in doc["baseline"] and "submission_id" not in doc["baseline"]
     assert by_sub[subs["red"]]["team_name"] == "red"
-    assert doc["baseline"]["submission_id"] == baseline
+    assert doc["baseline"]["model_name"] == "baseline"
+    assert doc["baseline"]["value"] == by_sub[baseline]["value"]
     assert doc["baseline"]["is_baseline"] is True
     assert sum(e["is_baseline"] for e in doc["entries"]) == 1
 

@@ -209,7 +209,7 @@ def test_a_cached_answer_is_the_fresh_answer_for_every_key_json_and_csv(
     assert csv.headers["content-type"].startswith("text/csv")
     assert csv.headers["content-disposition"] == f'attachment; filename="{bench}-mae.csv"'
     doc = get(api, red, bench).json()
-    assert doc["baseline"]["submission_id"] == base
+    assert doc["baseline"]["is_baseline"] is True
     assert [e["rank"] for e in doc["entries"]] == [1, 2, 2]
     assert ids(get(api, red, bench, offset=5).json()) == []
 
@@ -281,7 +281,7 @@ def test_benchmark_changes_reach_cached_answers(api: TestClient, store: Store, w
     prime(api, store, red, bench)
     patch({"baseline_id": base})
     doc = after_event(api, store, red, bench)
-    assert doc["baseline"]["submission_id"] == base and doc["baseline"]["rank"] == 2
+    assert doc["baseline"]["model_name"] == "baseline" and doc["baseline"]["rank"] == 2
     prime(api, store, red, bench)
     patch({"baseline_id": None})
     assert after_event(api, store, red, bench)["baseline"] is None
@@ -339,7 +339,7 @@ def test_rank_documents_and_a_private_baseline_reach_cached_answers(
     base = submit(api, ADMIN, bench, 0.2, 4, visibility="private")
     r = api.patch(f"/v1/benchmarks/{bench}", json={"baseline_id": base}, headers=ADMIN)
     assert r.status_code == 200, r.text
-    assert prime(api, store, red, bench)["baseline"]["submission_id"] == base
+    assert prime(api, store, red, bench)["baseline"]["is_baseline"] is True
     version = store.leaderboard_version(bench)
     assert api.delete(f"/v1/submissions/{base}", headers=ADMIN).status_code == 204
     assert store.leaderboard_version(bench) == version

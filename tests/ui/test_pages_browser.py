@@ -83,8 +83,9 @@ def api(site: Site, key: str, path: str, **params: Any) -> Any:
 
 def board_ids(doc: dict[str, Any]) -> list[str]:
     ids = [e["submission_id"] for e in doc["entries"]]
-    if doc["baseline"] is not None and doc["baseline"]["submission_id"] not in ids:
-        ids.append(doc["baseline"]["submission_id"])
+    # the baseline row carries no submission id (it shows nothing of its submission)
+    if doc["baseline"] is not None and not any(e["is_baseline"] for e in doc["entries"]):
+        ids.append("")
     return ids
 
 

@@ -314,9 +314,9 @@ def _leaderboard_data(doc: Mapping[str, Any]) -> LeaderboardDisplay:
     )
     rows = list(doc.get("entries") or [])
     base = doc.get("baseline")
-    if isinstance(base, Mapping) and not any(
-        r.get("submission_id") == base.get("submission_id") for r in rows
-    ):
+    # the baseline row (no submission id: it shows nothing of its submission) is drawn
+    # unless it ranks among the entries (marked is_baseline there)
+    if isinstance(base, Mapping) and not any(r.get("is_baseline") for r in rows):
         rows.append(base)
         rows.sort(key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
     for r in rows:

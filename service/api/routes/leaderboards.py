@@ -12,7 +12,8 @@ metric's own (its ``estimator`` parameter, default ``one_minus_max_prob_bma``, a
 none is asked).
 
 An answer is the same for every key allowed to read it (a board holds public submissions only;
-the baseline row is shown to all), so a rendered answer (JSON or CSV bytes) is cached in Redis
+the baseline row is shown to all, under its display name and with nothing of its
+submission), so a rendered answer (JSON or CSV bytes) is cached in Redis
 per query, stamped with the state it shows — the benchmark record, the version of its boards,
 the board's rank document and whether its rank job is claimed, the baseline's status and
 visibility — and served only while that state is current: a ``stale`` answer, for one, until
@@ -39,7 +40,13 @@ from service.api.auth import admitted, ensure_admin_key, key_required, run_read
 from service.api.deps import TokenDep, get_settings, get_store
 from service.api.errors import ApiError
 from service.api.routes.common import errors
-from service.api.schemas import Leaderboard, LeaderboardEntry, PlotLink, RankStatus
+from service.api.schemas import (
+    BaselineEntry,
+    Leaderboard,
+    LeaderboardEntry,
+    PlotLink,
+    RankStatus,
+)
 from service.leaderboard import (
     CANONICAL_ESTIMATORS,
     badness,
@@ -68,6 +75,9 @@ router = APIRouter(tags=["benchmarks"])
 #: How long a queued rank job holds its claim (a job lost with its worker is queued again
 #: after it; a finished job releases it at once).
 RANKS_CLAIM_S = 600.0
+
+#: The baseline row's model name when the admin set none.
+DEFAULT_BASELINE_NAME = "baseline"
 
 #: Seconds a rendered answer stays cached (it is served only while the state it shows is
 #: current; the expiry bounds the memory of answers nobody reads any more).
@@ -135,9 +145,11 @@ def _baseline(
     rule: str,
     ranks: dict[str, Any],
     record: SubmissionRecord | None,
-) -> LeaderboardEntry | None:
+) -> BaselineEntry | None:
     """The baseline row (``record``: the baseline submission's), ranked among the teams of
-    the board; None when there is no succeeded baseline or it has no value on this board."""
+    the board, under the benchmark's display name and with nothing of the submission (the
+    baseline may be a team's private submission, and an answer is the same for every
+    reader); None when there is no succeeded baseline or it has no value on this board."""
     if record is None or record.status != "succeeded":
         return None
     shown = store.leaderboard_entry(bench.id, board, record.id)
@@ -153,9 +165,19 @@ def _baseline(
             params["estimator"] = estimator
         bad = badness(metric, shown["value"], params, task=bench.task)
     rank = store.leaderboard_rank_of(bench.id, board, rule, bad)
-    team = record.team if record.team is not None else record.owner
-    row = {"submission": record.id, "team": team, "rank": rank, "entry": shown}
-    return _entry(bench, row, ranks, record, store.team_names([team]))
+    flags = ranks.get(record.id, {})
+    return BaselineEntry(
+        rank=rank,
+        model_name=bench.baseline_name or DEFAULT_BASELINE_NAME,
+        value=shown["value"],
+        low=shown.get("low"),
+        high=shown.get("high"),
+        std=shown.get("std"),
+        rank_low=flags.get("rank_low"),
+        rank_high=flags.get("rank_high"),
+        p_best=flags.get("p_best"),
+        separable_from_leader=flags.get("separable_from_leader"),
+    )
 
 
 def _note(note: Any, task: str) -> str | None:
@@ -296,6 +318,11 @@ def _csv(board: Leaderboard) -> str:
         d = e.model_dump()
         d["metadata"] = json.dumps(e.metadata, separators=(",", ":"), sort_keys=True)
         writer.writerow(["" if d[c] is None else d[c] for c in CSV_COLUMNS])
+    base = board.baseline
+    if base is not None and not any(e.is_baseline for e in board.entries):
+        # the baseline row when it is not a ranked entry: its display name and values only
+        d = {**base.model_dump(), "metadata": ""}
+        writer.writerow(["" if d.get(c) is None else d[c] for c in CSV_COLUMNS])
     return out.getvalue()
 
 

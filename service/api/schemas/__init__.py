@@ -56,7 +56,12 @@ from service.api.schemas.comparisons import (
     ComparisonDetail,
 )
 from service.api.schemas.health import Health, Readiness
-from service.api.schemas.leaderboards import Leaderboard, LeaderboardEntry, RankStatus
+from service.api.schemas.leaderboards import (
+    BaselineEntry,
+    Leaderboard,
+    LeaderboardEntry,
+    RankStatus,
+)
 from service.api.schemas.predictions import (
     EXAMPLE_ARRAYS,
     EXAMPLE_FIELDS,
@@ -93,6 +98,7 @@ __all__ = [
     "ApiKeyCreated",
     "ApiKeyInfo",
     "ApiKeyList",
+    "BaselineEntry",
     "BenchmarkBootstrap",
     "BenchmarkCreate",
     "BenchmarkId",

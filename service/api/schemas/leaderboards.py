@@ -44,6 +44,23 @@ class LeaderboardEntry(BaseModel):
     is_baseline: bool = False
 
 
+class BaselineEntry(BaseModel):
+    """The baseline row: the display name the admin set for it and its values on the board,
+    nothing of the baseline submission (no id, team, metadata or time)."""
+
+    rank: int = Field(description="Its rank among the teams (1 + the teams strictly better).")
+    model_name: str = Field(description='The display name set by an admin (default "baseline").')
+    value: float
+    low: float | None = Field(description="Bootstrap interval of the value (null: B = 0).")
+    high: float | None
+    std: float | None
+    rank_low: int | None = None
+    rank_high: int | None = None
+    p_best: float | None = None
+    separable_from_leader: bool | None = None
+    is_baseline: bool = True
+
+
 class RankStatus(BaseModel):
     """Whether the rank intervals and flags describe the board as it is now."""
 
@@ -119,8 +136,9 @@ class Leaderboard(BaseModel):
     offset: int
     limit: int
     entries: list[LeaderboardEntry]
-    baseline: LeaderboardEntry | None = Field(
-        description="The benchmark's baseline row (also marked in entries when it ranks)."
+    baseline: BaselineEntry | None = Field(
+        description="The benchmark's baseline row, under its display name (a public baseline "
+        "that ranks is also its team's entry, marked is_baseline)."
     )
     ranks: RankStatus
     plots: list[PlotLink] = Field(
