@@ -327,18 +327,16 @@ class ClientBase:
         benchmark: str,
         metrics: Any,
         estimators: Any,
-        n_resamples: int,
+        n_resamples: int | None,
         seed: int | None,
-        level: float,
-        method: str,
+        level: float | None,
+        method: str | None,
     ) -> Call:
-        body: dict[str, Any] = {
-            "benchmark_id": benchmark,
-            "submission_ids": ids,
-            "n_resamples": n_resamples,
-            "level": level,
-            "method": method,
-        }
+        body: dict[str, Any] = {"benchmark_id": benchmark, "submission_ids": ids}
+        # Sent only when given: the service's defaults (for non-admin keys, the benchmark's).
+        for name, value in (("n_resamples", n_resamples), ("level", level), ("method", method)):
+            if value is not None:
+                body[name] = value
         if metrics is not None:
             names = metric_list(metrics)
             if names == "all":

@@ -526,10 +526,10 @@ class Client(AdminCalls):
         benchmark: Any = None,
         metrics: Any = None,
         estimators: Any = None,
-        n_resamples: int = 1000,
+        n_resamples: int | None = None,
         seed: int | None = None,
-        level: float = 0.95,
-        method: str = "percentile",
+        level: float | None = None,
+        method: str | None = None,
         wait: bool = False,
         progress: ComparisonProgress | None = None,
         timeout: float | None = None,
@@ -547,8 +547,10 @@ class Client(AdminCalls):
         estimators : list of str, optional
             Classification: also compare under these estimators.
         n_resamples, seed, level, method
-            The bootstrap: B, its seed (default: the benchmark's), the interval level and
-            method (``percentile`` or ``bca``).
+            The bootstrap: B (default 1000), its seed (default: the benchmark's), the
+            interval level (default 0.95) and method (``percentile`` (default) or ``bca``).
+            Only admins choose them: any other key's comparison uses the benchmark's, and a
+            different value is refused (the targets are hidden).
         wait : bool
             Wait for the comparison to end.
         progress : callable, optional

@@ -295,9 +295,8 @@ def test_comparisons_equal_uqcore_compare_with_the_same_seed(
         "benchmark_id": bid,
         "submission_ids": [subs["a"], subs["b"], subs["c"]],
         "metrics": ["mae", "crps"],
-        "n_resamples": 80,
-        "seed": 3,
     }
+    # A team's comparison on a benchmark uses the benchmark's seed and B (hidden targets).
     r = api.post("/v1/comparisons", json=body, headers=red)
     assert r.status_code == 202, r.text
     cmp_id = r.json()["id"]
@@ -318,7 +317,7 @@ def test_comparisons_equal_uqcore_compare_with_the_same_seed(
         sub: {"model_name": "m", "team_id": teams["red"]["team"], "team_name": "red"}
         for sub in subs.values()
     }
-    assert result["seed"] == 3 and result["n_resamples"] == 80
+    assert result["seed"] == SEED and result["n_resamples"] == B
     y = targets()
     models = {n: P.Gaussian(a["mean"], a["std"]) for n, a in preds.items()}
     name_of = {sub: n for n, sub in subs.items()}
@@ -330,8 +329,8 @@ def test_comparisons_equal_uqcore_compare_with_the_same_seed(
             models[name_of[pair["b"]]],
             y,
             ["mae", "crps"],
-            n_resamples=80,
-            seed=3,
+            n_resamples=B,
+            seed=SEED,
         )
         for m in ("mae", "crps"):
             got, want = pair["metrics"][m], direct[m]
@@ -345,7 +344,7 @@ def test_comparisons_equal_uqcore_compare_with_the_same_seed(
     assert adjusted == sorted(adjusted)
     assert all(e["p_value_adjusted"] >= e["p_value"] for e in p_mae)
     ranks = rank_distribution(
-        {sub: models[n] for sub, n in name_of.items()}, y, metric="crps", n_resamples=80, seed=3
+        {sub: models[n] for sub, n in name_of.items()}, y, metric="crps", n_resamples=B, seed=SEED
     )
     for sub in subs.values():
         assert result["ranks"]["crps"][sub]["rank_low"] == ranks[sub]["rank_low"]
@@ -364,6 +363,11 @@ def test_comparisons_equal_uqcore_compare_with_the_same_seed(
         ({**body, "metrics": ["nll"]}, "metrics"),
         ({**body, "benchmark_id": "bench_nope"}, "benchmark_id"),
         ({**body, "n_resamples": 1}, "n_resamples"),
+        # only admins choose the bootstrap of a comparison on hidden targets
+        ({**body, "n_resamples": 80}, "n_resamples"),
+        ({**body, "seed": 3}, "seed"),
+        ({**body, "level": 0.9}, "level"),
+        ({**body, "method": "bca"}, "method"),
     ]:
         r = api.post("/v1/comparisons", json=bad, headers=red)
         assert r.status_code in (404, 422), r.text
@@ -372,3 +376,9 @@ def test_comparisons_equal_uqcore_compare_with_the_same_seed(
     err = error_of(r)
     assert (r.status_code, err["field"], err["index"]) == (422, "metrics", 1)
     assert err["message"].endswith("did you mean 'crps'?")
+    # Giving the benchmark's own values is accepted; an admin chooses freely.
+    same = {**body, "n_resamples": B, "seed": SEED, "level": 0.95, "method": "percentile"}
+    assert api.post("/v1/comparisons", json=same, headers=red).status_code == 202
+    r = api.post("/v1/comparisons", json={**body, "n_resamples": 80, "seed": 3}, headers=ADMIN)
+    assert r.status_code == 202, r.text
+    assert api.get(r.json()["status_url"], headers=ADMIN).json()["request"]["seed"] == 3

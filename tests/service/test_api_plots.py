@@ -308,7 +308,7 @@ def test_comparison_and_leaderboard_plots(
     subs = [_bench_submission(api, submitter, bench, s) for s in (1.0, 1.6)]
     r = api.post(
         "/v1/comparisons",
-        json={"benchmark_id": bench, "submission_ids": subs, "n_resamples": 40},
+        json={"benchmark_id": bench, "submission_ids": subs},
         headers=submitter,
     )
     assert r.status_code == 202, r.text

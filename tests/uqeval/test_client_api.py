@@ -47,9 +47,11 @@ def test_benchmark_leaderboard_and_comparison(live_server: Live) -> None:
         csv = a.leaderboard_csv(bench, metric="mae")
         assert sa.id in csv and sb.id in csv
         seen: list[str] = []
-        cmp = a.compare(
-            [sa, sb], n_resamples=100, seed=1, wait=True, progress=lambda c: seen.append(c.status)
-        )
+        with pytest.raises(BadRequest) as err:  # only admins choose a comparison's bootstrap
+            a.compare([sa, sb], n_resamples=100, seed=1)
+        assert err.value.field == "n_resamples"
+        cmp = a.compare([sa, sb], wait=True, progress=lambda c: seen.append(c.status))
+        assert cmp.result is not None and cmp.result["n_resamples"] == 50
         assert cmp.succeeded and cmp.result is not None and seen[-1] == "succeeded"
         pair = cmp.result["pairs"][0]
         diff = float(uqcore.metric("crps", good, y)) - float(uqcore.metric("crps", bad, y))

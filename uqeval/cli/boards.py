@@ -63,12 +63,21 @@ def compare(
     estimators: Annotated[
         str | None, typer.Option(help="Classification: comma-separated estimators.")
     ] = None,
-    n_resamples: Annotated[int, typer.Option(min=10, help="Bootstrap resamples B.")] = 1000,
+    n_resamples: Annotated[
+        int | None,
+        typer.Option(min=10, help="Bootstrap resamples B (admins; default: the benchmark's)."),
+    ] = None,
     seed: Annotated[
         int | None, typer.Option(min=0, help="Seed (default: the benchmark's).")
     ] = None,
-    level: Annotated[float, typer.Option(min=0.0, max=1.0, help="Confidence level.")] = 0.95,
-    method: Annotated[str, typer.Option(help="Interval method: percentile or bca.")] = "percentile",
+    level: Annotated[
+        float | None,
+        typer.Option(min=0.0, max=1.0, help="Confidence level (admins; default: the benchmark's)."),
+    ] = None,
+    method: Annotated[
+        str | None,
+        typer.Option(help="Interval method, percentile or bca (admins; default: the benchmark's)."),
+    ] = None,
     wait: Annotated[
         bool, typer.Option("--wait", help="Wait for the comparison and print its table.")
     ] = False,

@@ -1,6 +1,13 @@
 """Comparisons: POST /v1/comparisons queues a paired-bootstrap comparison of submissions on one
 benchmark; GET /v1/comparisons/{cmp_id} reads it. A comparison is its team's (admins read
-every one); the submissions compared must be readable by the caller (its team's or public)."""
+every one); the submissions compared must be readable by the caller (its team's or public).
+
+The benchmark's targets are hidden, and a comparison is computed on them: with a seed, B and
+level of the requester's choosing, repeated comparisons of the same submissions would each
+reveal new bootstrap order statistics — known weighted sums of per-row errors — without
+bound. So only admins choose them; every other key's comparison uses the benchmark's
+(:func:`fixed_parameters`), and one set of submissions always gives the same numbers
+(docs/hidden-targets.md)."""
 
 from __future__ import annotations
 
@@ -27,10 +34,56 @@ from uqcore import registry
 router = APIRouter(tags=["comparisons"])
 
 
+#: B of a comparison for non-admin keys on a benchmark whose own bootstrap is off (B = 0).
+DEFAULT_COMPARISON_RESAMPLES = 1000
+
+
+def fixed_parameters(bench: BenchmarkRecord) -> dict[str, Any]:
+    """The bootstrap of a non-admin comparison on ``bench``: its seed, and its bootstrap's
+    B (:data:`DEFAULT_COMPARISON_RESAMPLES` when the benchmark's is below 10), level and
+    method."""
+    boot = bench.bootstrap
+    n_resamples = int(boot.get("n_resamples", 0) or 0)
+    return {
+        "n_resamples": n_resamples if n_resamples >= 10 else DEFAULT_COMPARISON_RESAMPLES,
+        "seed": bench.seed,
+        "level": float(boot.get("level", 0.95)),
+        "method": str(boot.get("method", "percentile")),
+    }
+
+
+def _parameters(
+    bench: BenchmarkRecord, key: ApiKeyRecord, body: ComparisonCreate
+) -> dict[str, Any]:
+    """B, seed, level and method of the comparison: an admin's choice (seed default: the
+    benchmark's); for any other key the benchmark's, and a different value given is a 422
+    naming the field (never silently replaced)."""
+    if key.role == "admin":
+        return {
+            "n_resamples": body.n_resamples,
+            "seed": bench.seed if body.seed is None else body.seed,
+            "level": body.level,
+            "method": body.method,
+        }
+    fixed = fixed_parameters(bench)
+    for name in ("n_resamples", "seed", "level", "method"):
+        given = getattr(body, name)
+        if name in body.model_fields_set and given is not None and given != fixed[name]:
+            raise ApiError(
+                422,
+                f"{name} is fixed to {fixed[name]!r} on benchmark {bench.id!r} (its targets "
+                f"are hidden: only admins choose a comparison's bootstrap); found {given!r}. "
+                "Leave it out.",
+                field=name,
+            )
+    return fixed
+
+
 def _request(store: Store, key: ApiKeyRecord, body: ComparisonCreate) -> dict[str, Any]:
     bench = store.get_benchmark(body.benchmark_id)
     if bench is None:
         raise ApiError(404, f"no benchmark {body.benchmark_id!r}", field="benchmark_id")
+    parameters = _parameters(bench, key, body)
     for i, sub_id in enumerate(body.submission_ids):
         record = store.get_submission(sub_id)
         if record is None or not access.can_read(key, record):
@@ -64,10 +117,7 @@ def _request(store: Store, key: ApiKeyRecord, body: ComparisonCreate) -> dict[st
         "benchmark_id": bench.id,
         "submission_ids": list(body.submission_ids),
         "metrics": metrics,
-        "n_resamples": body.n_resamples,
-        "seed": bench.seed if body.seed is None else body.seed,
-        "level": body.level,
-        "method": body.method,
+        **parameters,
     }
     if body.estimators is not None:
         request["estimators"] = _estimators(bench, metrics, body.estimators)

@@ -47,12 +47,26 @@ class ComparisonCreate(StrictModel):
         "estimator under each of these (the benchmark's estimators or a metric's own); the "
         "entries are named metric[estimator].",
     )
-    n_resamples: int = Field(default=1000, ge=10, le=100_000, description="B.")
-    seed: int | None = Field(
-        default=None, ge=0, le=2**63 - 1, description="Default: the benchmark's seed."
+    n_resamples: int = Field(
+        default=1000,
+        ge=10,
+        le=100_000,
+        description="B. Admins only: other keys get the benchmark's B (1000 when its bootstrap "
+        "is off), as for seed, level and method; a different value is a 422.",
     )
-    level: float = Field(default=0.95, gt=0, lt=1)
-    method: Literal["percentile", "bca"] = "percentile"
+    seed: int | None = Field(
+        default=None,
+        ge=0,
+        le=2**63 - 1,
+        description="Default: the benchmark's seed. Admins only (the targets are hidden: "
+        "bootstrap draws of one's own choosing would reveal them bit by bit).",
+    )
+    level: float = Field(
+        default=0.95, gt=0, lt=1, description="Admins only; others: the benchmark's level."
+    )
+    method: Literal["percentile", "bca"] = Field(
+        default="percentile", description="Admins only; others: the benchmark's method."
+    )
 
     @field_validator("submission_ids")
     @classmethod
