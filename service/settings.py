@@ -29,6 +29,11 @@ class Settings(BaseSettings):
         default=Path(".uqeval"),
         description="Directory of the managed Redis server's data (AOF/RDB) and logs.",
     )
+    supervisor_state_file: Path | None = Field(
+        default=None,
+        description="State file of the `uqeval serve` supervisor (set by it for its children): "
+        "/readyz names the children being restarted (service.supervision).",
+    )
     redis_socket_timeout_s: float = Field(
         default=3.0, gt=0, description="Socket connect/read timeout for Redis calls (s)."
     )

@@ -9,7 +9,11 @@ a GPU worker with an NVIDIA device reservation and the ``gpu`` extra, commands t
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,7 @@ import pytest
 import yaml
 
 from service.settings import Settings
+from service.store import Store
 from uqeval.cli import command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,6 +73,69 @@ def test_every_service_has_a_healthcheck_and_waits_for_redis(compose: dict[str, 
         if name != "redis":
             assert service["depends_on"]["redis"]["condition"] == "service_healthy", name
             assert service["environment"]["REDIS_URL"] == "redis://redis:6379/0", name
+
+
+def seconds(duration: str) -> float:
+    """A compose duration (``30s``, ``1m30s``, ``500ms``) in seconds."""
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", str(duration))
+    assert parts and "".join(n + u for n, u in parts) == str(duration), duration
+    return sum(float(n) * units[u] for n, u in parts)
+
+
+def test_every_service_restarts_and_checks_its_health_in_bounded_time(
+    compose: dict[str, Any],
+) -> None:
+    for name, service in compose["services"].items():
+        # A process that exits (killed, out of memory, gave up on Redis) is started again.
+        assert service["restart"] in ("unless-stopped", "always"), name
+        check = service["healthcheck"]
+        assert check["test"][0] in ("CMD", "CMD-SHELL"), name
+        assert 0 < seconds(check["timeout"]) < seconds(check["interval"]) <= 60, name
+        assert 1 <= int(check["retries"]) <= 30, name
+        assert seconds(check.get("start_period", "0s")) <= 60, name
+    for name in ("api", "worker-cpu", "worker-gpu"):
+        assert compose["services"][name]["depends_on"] == {
+            "redis": {"condition": "service_healthy"}
+        }, name
+
+
+def test_the_api_checks_liveness_not_readiness(compose: dict[str, Any]) -> None:
+    """/readyz is 503 while Redis or every worker is down; marking the API unhealthy then
+    would not help (restarting it mends neither), so its check is /healthz."""
+    test = " ".join(compose["services"]["api"]["healthcheck"]["test"])
+    assert "/healthz" in test and "/readyz" not in test
+
+
+def test_the_worker_check_reads_the_heartbeat(
+    compose: dict[str, Any], settings: Settings, tmp_path: Path
+) -> None:
+    """The workers' check, run as the container would (``CMD``): unhealthy until a worker
+    named ``celery@<this host>`` announced itself in Redis, healthy after (a busy solo worker
+    keeps announcing itself, while it could not answer a Celery ping)."""
+    for name in ("worker-cpu", "worker-gpu"):
+        test = compose["services"][name]["healthcheck"]["test"]
+        assert test[:3] == ["CMD", "python", "-c"], name
+    code = compose["services"]["worker-cpu"]["healthcheck"]["test"][3]
+    assert settings.redis_url is not None
+    url = settings.redis_url.rsplit("/", 1)[0] + "/12"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UQEVAL_")}
+    env.update(REDIS_URL=url, PYTHONPATH=str(ROOT))
+
+    def check() -> int:
+        return subprocess.run(
+            [sys.executable, "-c", code], env=env, cwd=tmp_path, timeout=60, check=False
+        ).returncode
+
+    store = Store.from_url(url, settings)
+    store.client.flushdb()
+    try:
+        assert check() == 1
+        store.register_worker(f"celery@{socket.gethostname()}", {"pid": 1}, 60.0)
+        assert check() == 0
+    finally:
+        store.client.flushdb()
+        store.close()
 
 
 def parse(args: list[str]) -> tuple[str, dict[str, Any]]:

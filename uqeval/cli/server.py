@@ -6,7 +6,9 @@
 SIGTERM stops the API, then the workers (warm shutdown: a running job finishes or is
 re-queued), then Redis — leaving no process behind. Each child runs in its own process group
 (so a terminal's Ctrl-C reaches only this supervisor, which stops them in order) and, on
-Linux, is also sent SIGTERM should the supervisor itself be killed.
+Linux, is also sent SIGTERM should the supervisor itself be killed. A child that dies meanwhile
+is restarted with backoff, and ``/readyz`` names it until it is back
+(:mod:`uqeval.cli.supervisor`).
 
 With several API processes (``--api-workers`` / ``UQEVAL_API_WORKERS`` above 1, for ``serve``
 and ``api``) uvicorn runs that many worker processes on the one port, and the command gives
@@ -23,11 +25,8 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from types import FrameType
@@ -36,7 +35,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from service.redis_server import ManagedRedis
     from service.settings import Settings
 
 ADMIN_KEY_FILE = "admin-key.txt"
@@ -75,40 +73,6 @@ def _metrics_dir(api_workers: int, env: MutableMapping[str, str]) -> Iterator[No
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _spawn(args: list[str], env: dict[str, str], log: Path | None) -> subprocess.Popen[bytes]:
-    from service.redis_server import die_with_parent
-
-    out: Any = subprocess.DEVNULL if log is None else log.open("ab")
-    try:
-        return subprocess.Popen(
-            args,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out if log is not None else None,
-            stderr=subprocess.STDOUT if log is not None else None,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-        )
-    finally:
-        if log is not None:
-            out.close()
-
-
-def _stop(proc: subprocess.Popen[bytes], timeout_s: float) -> None:
-    """SIGTERM the child's process group, SIGKILL it after ``timeout_s``."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)  # anything the child left in its group
-
-
 def _admin_key(settings: Settings, redis_url: str) -> str:
     """The admin key to print: from the environment, generated now, or generated before."""
     from service.store import Store
@@ -132,30 +96,10 @@ def _admin_key(settings: Settings, redis_url: str) -> str:
     return "generated at an earlier start and printed then (set UQEVAL_ADMIN_KEY to choose one)"
 
 
-def _wait_http(url: str, procs: list[subprocess.Popen[bytes]], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if any(p.poll() is not None for p in procs):
-            return False
-        try:
-            with urllib.request.urlopen(url, timeout=1.0) as resp:
-                if resp.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.1)
-    return False
-
-
-class _Stop(Exception):
-    pass
-
-
-def run_serve(
-    host: str | None, port: int | None, data_dir: str | None, workers: int, api_workers: int | None
-) -> int:
-    """Run Redis (managed unless REDIS_URL), the workers and the API until Ctrl-C/SIGTERM."""
-    from service.redis_server import ManagedRedis, free_port
+def _settings(
+    host: str | None, port: int | None, data_dir: str | None, api_workers: int | None
+) -> Settings:
+    from service.redis_server import free_port
     from service.settings import Settings
 
     overrides: dict[str, Any] = {}
@@ -170,58 +114,132 @@ def run_serve(
     settings = Settings(**overrides)
     if settings.port == 0:
         settings = settings.model_copy(update={"port": free_port(settings.host)})
+    return settings
+
+
+def _api_command(settings: Settings) -> list[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "service.api.app:create_app",
+        "--factory",
+        "--host",
+        settings.host,
+        "--port",
+        str(settings.port),
+        "--no-access-log",
+    ]
+    if settings.api_workers > 1:
+        cmd += ["--workers", str(settings.api_workers)]
+    return cmd
+
+
+class _Stop(Exception):
+    pass
+
+
+def run_serve(
+    host: str | None, port: int | None, data_dir: str | None, workers: int, api_workers: int | None
+) -> int:
+    """Run Redis (managed unless REDIS_URL), the workers and the API until Ctrl-C/SIGTERM,
+    restarting any of them that dies (:mod:`uqeval.cli.supervisor`)."""
+    from service.redis_server import ManagedRedis
+    from service.store import Store
+    from service.supervision import STATE_FILE_NAME
+    from uqeval.cli.supervisor import (
+        Child,
+        ProcessChild,
+        RedisChild,
+        Supervisor,
+        SupervisorLog,
+        http_ok,
+        worker_announced,
+    )
+
+    settings = _settings(host, port, data_dir, api_workers)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     logs = settings.data_dir / "logs"
     logs.mkdir(exist_ok=True)
+    state_path = (settings.data_dir / STATE_FILE_NAME).resolve()
+    base = f"http://{settings.host}:{settings.port}"
+
+    redis_server: ManagedRedis | None = None
+    probe_store: Store | None = None
+    supervisor: Supervisor | None = None
+    code = 0
+    stopping = False
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        raise _Stop
+        nonlocal stopping
+        stopping = True
+        if supervisor is not None:
+            supervisor.request_stop()
+        else:  # still starting Redis: nothing to supervise yet
+            raise _Stop
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    redis_server: ManagedRedis | None = None
-    procs: list[subprocess.Popen[bytes]] = []
-    api: subprocess.Popen[bytes] | None = None
-    code = 0
     stack = contextlib.ExitStack()
     try:
+        children: list[Child] = []
         if settings.redis_url:
             redis_url = settings.redis_url
         else:
-            redis_server = ManagedRedis(settings.data_dir / "redis").start()
+            redis_server = ManagedRedis(settings.data_dir / "redis")
+            children.append(RedisChild(redis_server))
+            redis_server.start()
             redis_url = redis_server.url
         env = _child_env(settings, redis_url)
-        admin = _admin_key(settings, redis_url)
+        env["UQEVAL_SUPERVISOR_STATE_FILE"] = str(state_path)
+        # Short timeouts: a probe must not hold up the supervision of the other children.
+        probe_store = Store.from_url(
+            redis_url, settings.model_copy(update={"redis_socket_timeout_s": 0.5})
+        )
         for i in range(workers):
-            procs.append(
-                _spawn(
+            children.append(
+                ProcessChild(
+                    f"worker-{i + 1}",
+                    "worker",
                     [sys.executable, "-m", "uqeval", "worker", "--name", f"w{i + 1}"],
                     env,
                     logs / f"worker-{i + 1}.log",
+                    worker_announced(probe_store),
+                    stop_timeout_s=30.0,
                 )
             )
         api_env = dict(env)
         stack.enter_context(_metrics_dir(settings.api_workers, api_env))
-        api_cmd = [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "service.api.app:create_app",
-            "--factory",
-            "--host",
-            settings.host,
-            "--port",
-            str(settings.port),
-            "--no-access-log",
-        ]
-        if settings.api_workers > 1:
-            api_cmd += ["--workers", str(settings.api_workers)]
-        api = _spawn(api_cmd, api_env, logs / "api.log")
-        base = f"http://{settings.host}:{settings.port}"
-        if not _wait_http(f"{base}/healthz", [api, *procs], 60.0):
+        api = ProcessChild(
+            "api",
+            "api",
+            _api_command(settings),
+            api_env,
+            logs / "api.log",
+            lambda pid: http_ok(f"{base}/healthz", 0.5),
+            stop_timeout_s=10.0,
+        )
+        children.append(api)
+        supervisor = Supervisor(children, SupervisorLog(logs / "supervisor.log"), state_path)
+        if stopping:
+            raise _Stop
+        supervisor.write_state()
+        admin = _admin_key(settings, redis_url)
+        for child in children:  # Redis runs already (its launch keeps it)
+            supervisor.start(child)
+        # An API that dies before it ever answered (a port in use, say) is not restarted.
+        up = supervisor.wait_until(
+            lambda: supervisor.has_died(api) or http_ok(f"{base}/healthz"), 60.0
+        )
+        if supervisor.stopping:
+            raise _Stop
+        if not up or supervisor.has_died(api):
             print(f"uqeval: the API did not start; see {logs}", file=sys.stderr)
-            return 1
+            code = 1
+            raise _Stop
         # Ready = Redis reachable and a worker announced: jobs submitted now run at once.
-        if not _wait_http(f"{base}/readyz", [api, *procs], 60.0):
+        if not supervisor.wait_until(lambda: http_ok(f"{base}/readyz"), 60.0):
+            if supervisor.stopping:
+                raise _Stop
             print(f"uqeval: no worker is ready yet; see {logs}", file=sys.stderr, flush=True)
         print(f"uq-eval is running at {base}", flush=True)
         print(f"API docs:   {base}/docs", flush=True)
@@ -229,34 +247,18 @@ def run_serve(
         print(f"Redis:      {redis_url}{'  (managed)' if redis_server else ''}", flush=True)
         print(f"Logs:       {logs}", flush=True)
         print("Press Ctrl-C to stop.", flush=True)
-        while True:
-            for proc in [api, *procs]:
-                if proc.poll() is not None:
-                    print(
-                        f"uqeval: a child process exited (code {proc.returncode}); stopping. "
-                        f"See {logs}",
-                        file=sys.stderr,
-                    )
-                    code = 1
-                    raise _Stop
-            time.sleep(0.5)
+        supervisor.run()
     except _Stop:
         pass
     finally:
-        # Ignore further signals while stopping in order: API, workers, Redis.
-        for s in previous:
-            signal.signal(s, signal.SIG_IGN)
         print("uqeval: stopping ...", file=sys.stderr, flush=True)
-        if api is not None:
-            _stop(api, 10.0)
-        stack.close()  # the API's metrics directory, once no API process writes to it
-        for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in procs:
-            _stop(proc, 30.0)
-        if redis_server is not None:
+        if supervisor is not None:
+            supervisor.stop()  # the API, the workers, Redis
+        elif redis_server is not None:
             redis_server.stop()
+        stack.close()  # the API's metrics directory, once no API process writes to it
+        if probe_store is not None:
+            probe_store.close()
         for s, handler in previous.items():
             signal.signal(s, handler)
         print("uqeval: stopped.", file=sys.stderr, flush=True)

@@ -7,7 +7,9 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service.api.schemas import Health, Readiness
+from service.settings import Settings
 from service.store import Store, StoreUnavailable
+from service.supervision import read_state
 
 router = APIRouter(tags=["health"])
 
@@ -23,11 +25,24 @@ def healthz() -> Health:
     operation_id="readyz",
     summary="Readiness",
     response_model=Readiness,
-    responses={503: {"model": Readiness, "description": "Redis unreachable or no live worker."}},
+    responses={
+        503: {
+            "model": Readiness,
+            "description": "Redis unreachable or no live worker (or all of them being "
+            "restarted by `uqeval serve`).",
+        }
+    },
 )
 def readyz(request: Request) -> JSONResponse:
-    """Ready when Redis answers and at least one worker is alive (heartbeat within its TTL)."""
+    """Ready when Redis answers and at least one worker is alive (heartbeat within its TTL).
+
+    Under ``uqeval serve`` the supervisor's state file (``UQEVAL_SUPERVISOR_STATE_FILE``)
+    adds the children being restarted: not ready while the managed Redis or every worker is
+    (a dead worker's heartbeat outlives it by up to its TTL; the supervisor knows at once)."""
     store: Store | None = getattr(request.app.state, "store", None)
+    settings: Settings | None = getattr(request.app.state, "settings", None)
+    supervisor = read_state(settings.supervisor_state_file if settings is not None else None)
+    restarting = supervisor.restarting if supervisor is not None else []
     redis_ok = False
     workers: list[str] = []
     reason: str | None = None
@@ -39,15 +54,22 @@ def readyz(request: Request) -> JSONResponse:
             workers = store.live_workers()
         except StoreUnavailable:
             reason = "Redis is unreachable"
-    if reason is None and not workers:
+    if supervisor is not None and reason is None and "redis" in restarting:
+        reason = "Redis is restarting"  # it answers, but is not yet back for the supervisor
+    if reason is None and (not workers or (supervisor and supervisor.all_down("worker"))):
         reason = "no live worker"
+    ready = reason is None
+    if restarting:
+        reason = f"{reason}; restarting: " if reason else "restarting: "
+        reason += ", ".join(restarting)
     body = Readiness(
-        status="ready" if reason is None else "not_ready",
+        status="ready" if ready else "not_ready",
         redis=redis_ok,
         workers=sorted(workers),
         reason=reason,
+        restarting=restarting,
     )
-    return JSONResponse(body.model_dump(mode="json"), status_code=200 if reason is None else 503)
+    return JSONResponse(body.model_dump(mode="json"), status_code=200 if ready else 503)
 
 
 @router.get(
