@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.factories import npz_bytes
+from tests.factories import gz, npz_bytes
 from tests.service._api import ADMIN, NPZ, LiveServer, TestClient, error_of, new_key
 
 pytest_plugins = ["tests.service._api"]
@@ -180,6 +180,20 @@ def test_npz_regression_groups_beyond_int64(idle_api: TestClient, key: dict[str,
         **arrays,
     )
     assert idle_api.post("/v1/submissions", content=ok, headers={**key, **NPZ}).status_code == 202
+
+
+def test_gzip_bodies_are_checked_the_same(idle_api: TestClient, key: dict[str, str]):
+    """A gzip-encoded body is checked after decompression like a plain one (JSON and NPZ)."""
+    json_body = gz(json.dumps(_probs(labels=[0, 0, 10**30])).encode())
+    headers = {**key, "Content-Type": "application/json", "Content-Encoding": "gzip"}
+    _refused(idle_api.post("/v1/submissions", content=json_body, headers=headers), 422, "labels", 2)
+    labels = np.array([0, 0, 2**64 - 1], dtype=np.uint64)
+    npz = gz(npz_bytes({"kind": "probs", "model_name": "n"}, probs=np.array(PROBS), labels=labels))
+    headers = {**key, **NPZ, "Content-Encoding": "gzip"}
+    _refused(idle_api.post("/v1/submissions", content=npz, headers=headers), 422, "labels", 2)
+    bench = gz(json.dumps(_classification_benchmark(labels=[10**30, 0, 1])).encode())
+    headers = {**ADMIN, "Content-Type": "application/json", "Content-Encoding": "gzip"}
+    _refused(idle_api.post("/v1/benchmarks", content=bench, headers=headers), 422, "labels", 0)
 
 
 # --- other numbers in the wrong form ----------------------------------------------------------
