@@ -51,6 +51,7 @@ from service.api.schemas import (
     SubmissionCreate,
     SubmissionRequest,
 )
+from service.api.schemas.common import MAX_GROUP, MAX_LABEL, MIN_GROUP
 from service.kinds import (
     CLASSIFICATION_KINDS,
     CLASSIFICATION_TARGETS,
@@ -341,6 +342,40 @@ def decode_json(body: bytes) -> DecodedSubmission:
     )
 
 
+#: The integer arrays of a body and the range of their values (as in the JSON models).
+INTEGER_RANGES: dict[str, tuple[int, int]] = {
+    "labels": (0, MAX_LABEL),
+    "groups": (MIN_GROUP, MAX_GROUP),
+}
+
+
+def check_integers(name: str, a: np.ndarray) -> None:
+    """A 422 naming the first entry of the NPZ member ``name`` (a vector of any real dtype)
+    that is not a whole number in its :data:`INTEGER_RANGES`; checked on the values as stored,
+    before any cast to int64 could wrap them (uint64 2**64 - 1 would become -1, float 1e30 the
+    most negative int64)."""
+    lo, hi = INTEGER_RANGES[name]
+    if a.ndim != 1 or a.dtype.kind not in "iuf":
+        return  # the shape and dtype rules of the field report it
+    if a.dtype.kind == "u":
+        bad = a > np.uint64(hi)
+    elif a.dtype.kind == "i":
+        info = np.iinfo(a.dtype)
+        bad = (a < max(lo, info.min)) | (a > min(hi, info.max))
+    else:
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(a) | (a != np.floor(a)) | (a < lo) | (a > hi)
+    hits = np.flatnonzero(bad)
+    if hits.size:
+        i = int(hits[0])
+        raise ApiError(
+            422,
+            f"{name}[{i}] = {a[i].item()!r} is not an integer in [{lo}, {hi}]",
+            field=name,
+            index=i,
+        )
+
+
 def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> np.ndarray:
     """One ``.npy`` member, its header checked before any allocation."""
     try:
@@ -466,6 +501,9 @@ def decode_npz(
         raise ApiError(
             422, f"groups must hold integers; found dtype {groups.dtype}", field="groups"
         )
+    for name in INTEGER_RANGES:
+        if name in arrays:
+            check_integers(name, arrays[name])
     return DecodedSubmission(
         format="npz",
         kind=kind,
@@ -509,7 +547,10 @@ def decode_benchmark(
         if not body.strip():
             raise ApiError(400, "body is empty; expected a JSON benchmark", field="body")
         doc = parse_json(BenchmarkCreate, body)
-        req = BenchmarkRequest.model_validate(doc.model_dump(exclude=set(BENCHMARK_ARRAYS)))
+        try:
+            req = BenchmarkRequest.model_validate(doc.model_dump(exclude=set(BENCHMARK_ARRAYS)))
+        except ValidationError as exc:  # what the JSON parse accepted must parse again
+            raise pydantic_error([dict(e) for e in exc.errors()]) from None
         arrays: dict[str, np.ndarray] = {}
         if doc.y is not None:
             arrays["y"] = np.asarray(doc.y, dtype=np.float64)
@@ -579,4 +620,7 @@ def decode_benchmark(
             f"{tuple(groups.shape)}",
             field="groups",
         )
+    for name in INTEGER_RANGES:
+        if name in arrays:
+            check_integers(name, arrays[name])
     return req, arrays

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Path, Response
 
 from service.api.deps import AdminDep, StoreDep
 from service.api.errors import ApiError
-from service.api.routes.common import errors
+from service.api.routes.common import errors, links
 from service.api.schemas import (
     ApiKeyCreate,
     ApiKeyCreated,
@@ -44,7 +44,7 @@ def team_info(record: TeamRecord) -> TeamInfo:
     summary="Create a team",
     status_code=201,
     response_model=TeamInfo,
-    responses=errors(401, 403, 422, 503),
+    responses=errors(400, 401, 403, 422, 503),
 )
 def create_team(body: TeamCreate, admin: AdminDep, store: StoreDep) -> TeamInfo:
     """A new team; give it submitter keys with POST /v1/admin/keys and its ``team_id``."""
@@ -69,7 +69,10 @@ def list_teams(admin: AdminDep, store: StoreDep) -> TeamList:
     summary="Create a submitter key",
     status_code=201,
     response_model=ApiKeyCreated,
-    responses=errors(401, 403, 422, 503),
+    responses={
+        **errors(400, 401, 403, 422, 503),
+        **links(201, revokeApiKey={"key_id": "$response.body#/key_id"}),
+    },
 )
 def create_api_key(
     body: ApiKeyCreate, admin: AdminDep, store: StoreDep, response: Response

@@ -34,7 +34,7 @@ from service.api.payload import (
     media_type,
     read_limited,
 )
-from service.api.routes.common import errors
+from service.api.routes.common import errors, links
 from service.api.schemas import (
     BenchmarkInfo,
     BenchmarkList,
@@ -70,6 +70,8 @@ _REQUEST_BODY: dict[str, Any] = {
     }
 }
 
+#: The created benchmark's id, for the OpenAPI links of its answer.
+_BENCH_ID = {"bench_id": "$response.body#/id"}
 BenchId = Annotated[str, Path(min_length=1, max_length=100, description="The benchmark id.")]
 
 #: What each task's benchmark holds: its targets and the arrays it may add.
@@ -355,7 +357,18 @@ def _create(store: Store, settings: Settings, fmt: BodyFormat, raw: bytes) -> Be
     summary="Create a benchmark with hidden targets",
     status_code=201,
     response_model=BenchmarkInfo,
-    responses=errors(400, 401, 403, 413, 415, 422, 503),
+    responses={
+        **errors(400, 401, 403, 413, 415, 422, 503),
+        **links(
+            201,
+            getBenchmark=_BENCH_ID,
+            getLeaderboard=_BENCH_ID,
+            updateBenchmark=_BENCH_ID,
+            createShareLink=_BENCH_ID,
+            listShareLinks=_BENCH_ID,
+            deleteBenchmark=_BENCH_ID,
+        ),
+    },
     openapi_extra=_REQUEST_BODY,
 )
 async def create_benchmark(
@@ -416,7 +429,7 @@ def get_benchmark(bench_id: BenchId, key: KeyDep, store: StoreDep) -> BenchmarkI
     operation_id="updateBenchmark",
     summary="Change a benchmark's metadata",
     response_model=BenchmarkInfo,
-    responses=errors(401, 403, 404, 422, 503),
+    responses=errors(400, 401, 403, 404, 422, 503),
 )
 def update_benchmark(
     bench_id: BenchId, body: BenchmarkUpdate, admin: AdminDep, store: StoreDep

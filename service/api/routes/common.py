@@ -30,3 +30,17 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {
         s: {"model": ErrorResponse, "description": _DESCRIPTIONS.get(s, "Error.")} for s in wanted
     }
+
+
+def links(status: int, **targets: dict[str, str]) -> dict[int | str, dict[str, Any]]:
+    """An OpenAPI ``links`` entry on the ``status`` answer: for each operation id, its
+    parameters taken from this answer (runtime expressions such as ``$response.body#/id``),
+    so that clients and stateful tests can follow a created resource to its operations."""
+    return {
+        status: {
+            "links": {
+                op[0].upper() + op[1:]: {"operationId": op, "parameters": params}
+                for op, params in targets.items()
+            }
+        }
+    }

@@ -22,7 +22,7 @@ from service import jobs
 from service.api import access
 from service.api.deps import KeyDep, SettingsDep, StoreDep
 from service.api.errors import ApiError
-from service.api.routes.common import errors
+from service.api.routes.common import errors, links
 from service.api.schemas import ComparisonAccepted, ComparisonCreate, ComparisonDetail, PlotLink
 from service.leaderboard import own_estimator
 from service.plots import comparison_plots
@@ -177,7 +177,10 @@ def _create(
     summary="Compare submissions on a benchmark",
     status_code=202,
     response_model=ComparisonAccepted,
-    responses=errors(401, 404, 422, 503),
+    responses={
+        **errors(400, 401, 404, 422, 503),
+        **links(202, getComparison={"cmp_id": "$response.body#/id"}),
+    },
 )
 async def create_comparison(
     body: ComparisonCreate, request: Request, key: KeyDep, store: StoreDep, settings: SettingsDep

@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse
 
 from service.api.deps import AdminDep, StoreDep
 from service.api.errors import ApiError
-from service.api.routes.common import errors
+from service.api.routes.common import errors, links
 from service.api.schemas import ShareLinkCreated, ShareLinkInfo, ShareLinkList
 from service.store import Store
 
@@ -35,7 +35,16 @@ def _bench(store: Store, bench_id: str) -> None:
     summary="Create a read-only share link to a benchmark's leaderboard page",
     status_code=201,
     response_model=ShareLinkCreated,
-    responses=errors(401, 403, 404, 422, 503),
+    responses={
+        **errors(401, 403, 404, 422, 503),
+        **links(
+            201,
+            revokeShareLink={
+                "bench_id": "$response.body#/benchmark_id",
+                "link_id": "$response.body#/link_id",
+            },
+        ),
+    },
 )
 def create_share_link(bench_id: BenchId, admin: AdminDep, store: StoreDep) -> JSONResponse:
     """A new link to the board's web page, viewable without a key while the link lives. The

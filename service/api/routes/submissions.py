@@ -21,7 +21,7 @@ from service.api.auth import admitted, ensure_admin_key, key_required, run_read
 from service.api.deps import KeyDep, SettingsDep, StoreDep, TokenDep, get_settings, get_store
 from service.api.errors import ApiError
 from service.api.payload import BodyFormat, content_encoding, decode, media_type, read_limited
-from service.api.routes.common import errors
+from service.api.routes.common import errors, links
 from service.api.schemas import (
     Status,
     SubmissionAccepted,
@@ -44,6 +44,8 @@ from service.store import (
 
 router = APIRouter(tags=["submissions"])
 
+#: The created submission's id, for the OpenAPI links of its answer.
+_SUB_ID = {"sub_id": "$response.body#/id"}
 SubId = Annotated[str, Path(min_length=1, max_length=100, description="The submission id.")]
 
 _BODY_DOC = """\
@@ -210,7 +212,16 @@ def _submit(
     summary="Submit a prediction batch for evaluation",
     status_code=202,
     response_model=SubmissionAccepted,
-    responses=errors(400, 401, 404, 409, 413, 415, 422, 429, 503),
+    responses={
+        **errors(400, 401, 404, 409, 413, 415, 422, 429, 503),
+        **links(
+            202,
+            getSubmission=_SUB_ID,
+            updateSubmission=_SUB_ID,
+            cancelSubmission=_SUB_ID,
+            deleteSubmission=_SUB_ID,
+        ),
+    },
     openapi_extra=_REQUEST_BODY,
 )
 async def create_submission(
@@ -358,7 +369,7 @@ def _render(record: SubmissionRecord, position: int | None, result: bytes | None
     operation_id="updateSubmission",
     summary="Make a submission public or private",
     response_model=SubmissionDetail,
-    responses=errors(401, 403, 404, 409, 422, 503),
+    responses=errors(400, 401, 403, 404, 409, 422, 503),
 )
 def update_submission(
     sub_id: SubId, body: SubmissionUpdate, key: KeyDep, store: StoreDep

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
-from service.api.schemas.common import Estimators, Kind, Matrix, MetricName, StrictModel, Vector
+from service.analyses import MAX_PARAMS_BYTES
+from service.api.schemas.common import (
+    Estimators,
+    Groups,
+    Kind,
+    Labels,
+    Matrix,
+    MetricName,
+    StrictModel,
+    Vector,
+    check_json_value,
+)
 
 _CURVES_DOC = (
     '"none": a submission\'s result carries no curves; "coarse": it carries the curves that '
@@ -116,6 +127,12 @@ class BenchmarkRequest(BenchmarkSettings):
     bootstrap: BenchmarkBootstrap = Field(default_factory=BenchmarkBootstrap)
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
 
+    @field_validator("params")
+    @classmethod
+    def _params_json(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        # A JSON value escapes the strict number rules: NaN, inf and 10**400 are refused here.
+        return check_json_value(v, "params", MAX_PARAMS_BYTES)  # type: ignore[no-any-return]
+
 
 class BenchmarkCreate(BenchmarkRequest):
     """A new benchmark with its hidden targets (JSON; never readable back by submitters)."""
@@ -141,7 +158,7 @@ class BenchmarkCreate(BenchmarkRequest):
         default=None,
         description="Regression (required): the hidden targets, N finite values.",
     )
-    labels: Annotated[list[int], Field(min_length=1)] | None = Field(
+    labels: Labels | None = Field(
         default=None,
         description="Classification (required): the hidden labels, N class indices in [0, C).",
     )
@@ -155,7 +172,7 @@ class BenchmarkCreate(BenchmarkRequest):
         description="Classification, optional: hidden flags, N values, true = "
         "out-of-distribution sample; the OOD-detection metrics need them.",
     )
-    groups: Annotated[list[int], Field(min_length=1)] | None = Field(
+    groups: Groups | None = Field(
         default=None,
         description="Optional group label per row (stratified metrics, cluster "
         "bootstrap), e.g. image ids for per-pixel data.",

@@ -17,7 +17,9 @@ __all__ = [
     "ErrorResponse",
     "EstimatorName",
     "Estimators",
+    "Groups",
     "Kind",
+    "Labels",
     "Matrix",
     "MetricName",
     "StrictModel",
@@ -42,6 +44,14 @@ BenchmarkId = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Z
 Vector = Annotated[list[float], Field(min_length=1)]
 Matrix = Annotated[list[Annotated[list[float], Field(min_length=1)]], Field(min_length=1)]
 Tensor = Annotated[list[Matrix], Field(min_length=1)]
+
+#: Bounds of the integer arrays, checked before anything is converted to a fixed-size integer
+#: (a JSON integer has no size: 10**30 must be a 422, not an overflow). A class label indexes
+#: one of C classes (n_classes is at most 1_000_000); a group label is any int64.
+MAX_LABEL = 2**31 - 1
+MIN_GROUP, MAX_GROUP = -(2**63), 2**63 - 1
+Labels = Annotated[list[Annotated[int, Field(ge=0, le=MAX_LABEL)]], Field(min_length=1)]
+Groups = Annotated[list[Annotated[int, Field(ge=MIN_GROUP, le=MAX_GROUP)]], Field(min_length=1)]
 
 #: An estimator a benchmark ranks by: a built-in aggregator of uqcore or the name of an
 #: estimate that submissions carry (``prediction.estimates`` / ``estimate:<name>``).

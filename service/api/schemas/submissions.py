@@ -9,7 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, m
 from service.analyses import Analyses
 from service.api.schemas.common import (
     BenchmarkId,
+    Groups,
     Kind,
+    Labels,
     Matrix,
     PlotLink,
     StrictModel,
@@ -94,7 +96,7 @@ class SubmissionCreate(SubmissionFields):
         description="Regression targets, N finite values (required for a regression kind "
         "without a benchmark_id).",
     )
-    labels: Annotated[list[int], Field(min_length=1)] | None = Field(
+    labels: Labels | None = Field(
         default=None,
         description="Classification targets: N class indices in [0, C) (required for a "
         "classification kind).",
@@ -110,7 +112,7 @@ class SubmissionCreate(SubmissionFields):
     sample_weight: Vector | None = Field(
         default=None, description="Optional frequency weights, N values >= 0, not all zero."
     )
-    groups: Annotated[list[int], Field(min_length=1)] | None = Field(
+    groups: Groups | None = Field(
         default=None, description="Optional group label per row (N integers)."
     )
 
