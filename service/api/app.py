@@ -24,6 +24,7 @@ import uqcore
 from service import ui
 from service.api import docs, errors
 from service.api.auth import register_admin_key
+from service.api.bodylimit import BodyLimit
 from service.api.observability import Metrics, RequestMetrics
 from service.api.routes import (
     admin,
@@ -193,6 +194,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         app.include_router(router)
     docs.install(app)
     ui.install(app)  # the web pages under /ui/
+    app.add_middleware(BodyLimit)  # bodies read whole by FastAPI: at most 1 MiB
     app.add_middleware(RequestMetrics, metrics=metrics)
     app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
     return app

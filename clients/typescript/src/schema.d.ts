@@ -131,7 +131,8 @@ export interface paths {
         };
         /**
          * List benchmarks
-         * @description Every benchmark's metadata, oldest first (never the targets).
+         * @description Every benchmark's metadata, oldest first (never the targets; the baseline's id for
+         *     admins only).
          */
         get: operations["listBenchmarks"];
         put?: never;
@@ -158,7 +159,8 @@ export interface paths {
         };
         /**
          * A benchmark's metadata
-         * @description The benchmark's metadata: N, kinds, metrics, rule, quota, baseline (never the targets).
+         * @description The benchmark's metadata: N, kinds, metrics, rule, quota, baseline (its id for admins
+         *     only), curves setting (never the targets).
          */
         get: operations["getBenchmark"];
         put?: never;
@@ -173,8 +175,8 @@ export interface paths {
         head?: never;
         /**
          * Change a benchmark's metadata
-         * @description Change the name, description, metrics shown, primary metric, rule, quota, baseline or
-         *     (classification) estimators. Newly shown metrics and estimators are computed for
+         * @description Change the name, description, metrics shown, primary metric, rule, quota, baseline
+         *     (its submission and its display name), curves setting or (classification) estimators. Newly shown metrics and estimators are computed for
          *     submissions made from then on.
          */
         patch: operations["updateBenchmark"];
@@ -308,7 +310,8 @@ export interface paths {
          *     drawn from its curves (its result's, or computed from its stored prediction) or from its
          *     result's ``stability`` / ``by_estimator``. 404 for an unknown name (with the closest
          *     names) or a plot that does not apply to this submission (with the reason); 409 until it
-         *     succeeded. On a benchmark, only admins get the curve plots.
+         *     succeeded. On a benchmark, the curve plots are drawn from the result's coarse curves
+         *     (every reader) or, when it holds none, for admins only.
          */
         get: operations["getSubmissionPlot"];
         put?: never;
@@ -463,6 +466,10 @@ export interface paths {
         /**
          * Readiness
          * @description Ready when Redis answers and at least one worker is alive (heartbeat within its TTL).
+         *
+         *     Under ``uqeval serve`` the supervisor's state file (``UQEVAL_SUPERVISOR_STATE_FILE``)
+         *     adds the children being restarted: not ready while the managed Redis or every worker is
+         *     (a dead worker's heartbeat outlives it by up to its TTL; the supervisor knows at once).
          */
         get: operations["readyz"];
         put?: never;
@@ -1006,7 +1013,7 @@ export interface components {
             stability?: components["schemas"]["StabilityOptions"];
             /**
              * Curves
-             * @description Also return the curves behind the metrics in the result's `curves`: every curve of uqcore.curves that applies to the prediction and the inputs sent (regression: calibration_curve, quantile_calibration_curve, pit_histogram, sparsification_curve, group_calibration, stratified with groups, interval_width; classification: reliability_diagram, risk_coverage_curve, roc_correctness, pr_correctness, and roc_ood, pr_ood with ood), as JSON (curve name -> its fields); without it `curves` is {}. A benchmark's submissions never carry curves (they would reveal its hidden targets).
+             * @description Also return the curves behind the metrics in the result's `curves`: every curve of uqcore.curves that applies to the prediction and the inputs sent (regression: calibration_curve, quantile_calibration_curve, pit_histogram, sparsification_curve, group_calibration, stratified with groups, interval_width; classification: reliability_diagram, risk_coverage_curve, roc_correctness, pr_correctness, and roc_ood, pr_ood with ood), as JSON (curve name -> its fields); without it `curves` is {}. A benchmark's submission carries curves only when the benchmark's setting `curves` is "coarse", and then on a coarse fixed grid (docs/hidden-targets.md).
              * @default false
              */
             curves?: boolean;
@@ -1117,6 +1124,47 @@ export interface components {
             keys: components["schemas"]["ApiKeyInfo"][];
         };
         /**
+         * BaselineEntry
+         * @description The baseline row: the display name the admin set for it and its values on the board,
+         *     nothing of the baseline submission (no id, team, metadata or time).
+         */
+        BaselineEntry: {
+            /**
+             * Rank
+             * @description Its rank among the teams (1 + the teams strictly better).
+             */
+            rank: number;
+            /**
+             * Model Name
+             * @description The display name set by an admin (default "baseline").
+             */
+            model_name: string;
+            /** Value */
+            value: number;
+            /**
+             * Low
+             * @description Bootstrap interval of the value (null: B = 0).
+             */
+            low: number | null;
+            /** High */
+            high: number | null;
+            /** Std */
+            std: number | null;
+            /** Rank Low */
+            rank_low?: number | null;
+            /** Rank High */
+            rank_high?: number | null;
+            /** P Best */
+            p_best?: number | null;
+            /** Separable From Leader */
+            separable_from_leader?: boolean | null;
+            /**
+             * Is Baseline
+             * @default true
+             */
+            is_baseline?: boolean;
+        };
+        /**
          * BenchmarkBootstrap
          * @description The bootstrap of every submission's metrics (intervals on the leaderboard).
          */
@@ -1204,6 +1252,19 @@ export interface components {
              */
             public_board?: boolean;
             /**
+             * Curves
+             * @description "none": a submission's result carries no curves; "coarse": it carries the curves that apply on a coarse fixed grid (at most 20 points, each averaging at least 50 rows; docs/hidden-targets.md), and their plots are shown to every reader.
+             * @default none
+             * @enum {string}
+             */
+            curves?: "none" | "coarse";
+            /**
+             * Baseline Name
+             * @description The model name shown in the baseline row of the leaderboards (null: "baseline"); nothing else of the baseline submission is shown.
+             * @default null
+             */
+            baseline_name?: string | null;
+            /**
              * Task
              * @description regression: targets y; classification: labels (optionally soft_labels and ood). Metrics are those of the task.
              * @default regression
@@ -1282,6 +1343,7 @@ export interface components {
          *         "unit": "row"
          *       },
          *       "created_at": "2026-01-01T12:00:00Z",
+         *       "curves": "none",
          *       "description": "Boston housing, split 3 of 20.",
          *       "has_groups": false,
          *       "has_ood": false,
@@ -1349,8 +1411,23 @@ export interface components {
             /** Seed */
             seed: number;
             quota: components["schemas"]["QuotaOptions"];
-            /** Baseline Id */
+            /**
+             * Baseline Id
+             * @description The baseline submission's id: shown to admins only (null for every other reader, and without a baseline).
+             */
             baseline_id: string | null;
+            /**
+             * Baseline Name
+             * @description The model name of the baseline row (null: shown as "baseline").
+             */
+            baseline_name?: string | null;
+            /**
+             * Curves
+             * @description Whether submissions' results carry coarse curves.
+             * @default none
+             * @enum {string}
+             */
+            curves?: "none" | "coarse";
             /** Created At */
             created_at: string;
             /** Updated At */
@@ -1397,6 +1474,7 @@ export interface components {
          *             "unit": "row"
          *           },
          *           "created_at": "2026-01-01T12:00:00Z",
+         *           "curves": "none",
          *           "description": "Boston housing, split 3 of 20.",
          *           "has_groups": false,
          *           "has_ood": false,
@@ -1482,6 +1560,19 @@ export interface components {
              */
             public_board?: boolean;
             /**
+             * Curves
+             * @description "none": a submission's result carries no curves; "coarse": it carries the curves that apply on a coarse fixed grid (at most 20 points, each averaging at least 50 rows; docs/hidden-targets.md), and their plots are shown to every reader.
+             * @default none
+             * @enum {string}
+             */
+            curves?: "none" | "coarse";
+            /**
+             * Baseline Name
+             * @description The model name shown in the baseline row of the leaderboards (null: "baseline"); nothing else of the baseline submission is shown.
+             * @default null
+             */
+            baseline_name?: string | null;
+            /**
              * Task
              * @description regression: targets y; classification: labels (optionally soft_labels and ood). Metrics are those of the task.
              * @default regression
@@ -1545,6 +1636,16 @@ export interface components {
              * @description A succeeded submission on this benchmark shown as the baseline row (null: none).
              */
             baseline_id?: string | null;
+            /**
+             * Baseline Name
+             * @description The model name shown in the baseline row of the leaderboards (null: "baseline"); nothing else of the baseline submission is shown.
+             */
+            baseline_name?: string | null;
+            /**
+             * Curves
+             * @description Curves of submissions made from then on: "none": a submission's result carries no curves; "coarse": it carries the curves that apply on a coarse fixed grid (at most 20 points, each averaging at least 50 rows; docs/hidden-targets.md), and their plots are shown to every reader.
+             */
+            curves?: ("none" | "coarse") | null;
             /**
              * Estimators
              * @description Classification only: replaces the estimators with their own leaderboards (null: none); computed for submissions made from then on.
@@ -1632,22 +1733,24 @@ export interface components {
             estimators?: string[] | null;
             /**
              * N Resamples
-             * @description B.
+             * @description B. Admins only: other keys get the benchmark's B (1000 when its bootstrap is off), as for seed, level and method; a different value is a 422.
              * @default 1000
              */
             n_resamples?: number;
             /**
              * Seed
-             * @description Default: the benchmark's seed.
+             * @description Default: the benchmark's seed. Admins only (the targets are hidden: bootstrap draws of one's own choosing would reveal them bit by bit).
              */
             seed?: number | null;
             /**
              * Level
+             * @description Admins only; others: the benchmark's level.
              * @default 0.95
              */
             level?: number;
             /**
              * Method
+             * @description Admins only; others: the benchmark's method.
              * @default percentile
              * @enum {string}
              */
@@ -2054,8 +2157,8 @@ export interface components {
             limit: number;
             /** Entries */
             entries: components["schemas"]["LeaderboardEntry"][];
-            /** @description The benchmark's baseline row (also marked in entries when it ranks). */
-            baseline: components["schemas"]["LeaderboardEntry"] | null;
+            /** @description The benchmark's baseline row, under its display name (a public baseline that ranks is also its team's entry, marked is_baseline). */
+            baseline: components["schemas"]["BaselineEntry"] | null;
             ranks: components["schemas"]["RankStatus"];
             /**
              * Plots
@@ -2574,12 +2677,26 @@ export interface components {
         /**
          * Readiness
          * @description Whether the service can take and run jobs: Redis reachable and a live worker.
+         *
+         *     Under ``uqeval serve``, ``restarting`` names the children that its supervisor is
+         *     restarting (``redis``, ``worker-1``, ``api``, ...); ``reason`` then says so too, also while
+         *     the service stays ready (another worker takes the jobs meanwhile).
          * @example {
          *       "redis": true,
+         *       "restarting": [],
          *       "status": "ready",
          *       "workers": [
          *         "celery@host"
          *       ]
+         *     }
+         * @example {
+         *       "reason": "Redis is unreachable; restarting: redis",
+         *       "redis": false,
+         *       "restarting": [
+         *         "redis"
+         *       ],
+         *       "status": "not_ready",
+         *       "workers": []
          *     }
          */
         Readiness: {
@@ -2592,8 +2709,16 @@ export interface components {
             redis: boolean;
             /** Workers */
             workers: string[];
-            /** Reason */
+            /**
+             * Reason
+             * @description Why the service is not ready, and which children are being restarted.
+             */
             reason?: string | null;
+            /**
+             * Restarting
+             * @description Children of `uqeval serve` being restarted after they died (`redis`, `worker-1`, `api`, ...); empty when none, or without a supervisor.
+             */
+            restarting?: string[];
         };
         /**
          * Result
@@ -3656,6 +3781,15 @@ export interface operations {
                     "application/json": components["schemas"]["SubmissionDetail"];
                 };
             };
+            /** @description The body cannot be decoded (not JSON, not an NPZ archive, broken gzip). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description No API key, or an unknown or revoked one. */
             401: {
                 headers: {
@@ -3685,6 +3819,15 @@ export interface operations {
             };
             /** @description Conflict with the resource's state. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body (or its decompressed content) exceeds the size limit. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4119,6 +4262,15 @@ export interface operations {
                     "application/json": components["schemas"]["BenchmarkInfo"];
                 };
             };
+            /** @description The body cannot be decoded (not JSON, not an NPZ archive, broken gzip). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description No API key, or an unknown or revoked one. */
             401: {
                 headers: {
@@ -4139,6 +4291,15 @@ export interface operations {
             };
             /** @description No such resource for this key. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body (or its decompressed content) exceeds the size limit. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4378,6 +4539,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description The body (or its decompressed content) exceeds the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The request is invalid; the error names the field, the rule and the first bad index. */
             422: {
                 headers: {
@@ -4506,6 +4676,15 @@ export interface operations {
                     "application/json": components["schemas"]["ComparisonAccepted"];
                 };
             };
+            /** @description The body cannot be decoded (not JSON, not an NPZ archive, broken gzip). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description No API key, or an unknown or revoked one. */
             401: {
                 headers: {
@@ -4517,6 +4696,15 @@ export interface operations {
             };
             /** @description No such resource for this key. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body (or its decompressed content) exceeds the size limit. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4972,6 +5160,15 @@ export interface operations {
                     "application/json": components["schemas"]["TeamInfo"];
                 };
             };
+            /** @description The body cannot be decoded (not JSON, not an NPZ archive, broken gzip). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description No API key, or an unknown or revoked one. */
             401: {
                 headers: {
@@ -4983,6 +5180,15 @@ export interface operations {
             };
             /** @description The key may not do this (not an admin key, or another team's submission). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body (or its decompressed content) exceeds the size limit. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5097,6 +5303,15 @@ export interface operations {
                     "application/json": components["schemas"]["ApiKeyCreated"];
                 };
             };
+            /** @description The body cannot be decoded (not JSON, not an NPZ archive, broken gzip). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description No API key, or an unknown or revoked one. */
             401: {
                 headers: {
@@ -5108,6 +5323,15 @@ export interface operations {
             };
             /** @description The key may not do this (not an admin key, or another team's submission). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body (or its decompressed content) exceeds the size limit. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5265,7 +5489,7 @@ export interface operations {
                     "application/json": components["schemas"]["Readiness"];
                 };
             };
-            /** @description Redis unreachable or no live worker. */
+            /** @description Redis unreachable or no live worker (or all of them being restarted by `uqeval serve`). */
             503: {
                 headers: {
                     [name: string]: unknown;

@@ -44,7 +44,7 @@ def team_info(record: TeamRecord) -> TeamInfo:
     summary="Create a team",
     status_code=201,
     response_model=TeamInfo,
-    responses=errors(400, 401, 403, 422, 503),
+    responses=errors(400, 401, 403, 413, 422, 503),
 )
 def create_team(body: TeamCreate, admin: AdminDep, store: StoreDep) -> TeamInfo:
     """A new team; give it submitter keys with POST /v1/admin/keys and its ``team_id``."""
@@ -70,7 +70,7 @@ def list_teams(admin: AdminDep, store: StoreDep) -> TeamList:
     status_code=201,
     response_model=ApiKeyCreated,
     responses={
-        **errors(400, 401, 403, 422, 503),
+        **errors(400, 401, 403, 413, 422, 503),
         **links(201, revokeApiKey={"key_id": "$response.body#/key_id"}),
     },
 )

@@ -429,7 +429,7 @@ def get_benchmark(bench_id: BenchId, key: KeyDep, store: StoreDep) -> BenchmarkI
     operation_id="updateBenchmark",
     summary="Change a benchmark's metadata",
     response_model=BenchmarkInfo,
-    responses=errors(400, 401, 403, 404, 422, 503),
+    responses=errors(400, 401, 403, 404, 413, 422, 503),
 )
 def update_benchmark(
     bench_id: BenchId, body: BenchmarkUpdate, admin: AdminDep, store: StoreDep

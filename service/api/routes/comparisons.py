@@ -178,7 +178,7 @@ def _create(
     status_code=202,
     response_model=ComparisonAccepted,
     responses={
-        **errors(400, 401, 404, 422, 503),
+        **errors(400, 401, 404, 413, 422, 503),
         **links(202, getComparison={"cmp_id": "$response.body#/id"}),
     },
 )

@@ -36,7 +36,7 @@ def _bench(store: Store, bench_id: str) -> None:
     status_code=201,
     response_model=ShareLinkCreated,
     responses={
-        **errors(401, 403, 404, 422, 503),
+        **errors(401, 403, 404, 413, 422, 503),
         **links(
             201,
             revokeShareLink={

@@ -369,7 +369,7 @@ def _render(record: SubmissionRecord, position: int | None, result: bytes | None
     operation_id="updateSubmission",
     summary="Make a submission public or private",
     response_model=SubmissionDetail,
-    responses=errors(400, 401, 403, 404, 409, 422, 503),
+    responses=errors(400, 401, 403, 404, 409, 413, 422, 503),
 )
 def update_submission(
     sub_id: SubId, body: SubmissionUpdate, key: KeyDep, store: StoreDep
