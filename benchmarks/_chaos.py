@@ -387,10 +387,11 @@ class ChaosStack:
                     if w.held or w.running or w.proc is None:
                         continue
                     w.held = True
+                # The reason is logged before the traceback of the error it names.
                 reason = next(
                     (
                         line.strip()[-200:]
-                        for line in reversed(w.tail(20000).splitlines())
+                        for line in reversed(w.tail(1_000_000).splitlines())
                         if "Unrecoverable error" in line or "CRITICAL" in line
                     ),
                     f"exit code {w.proc.returncode}",

@@ -117,7 +117,7 @@ def chaos(
     kills: int = 20,
     interval_s: tuple[float, float] = (2.0, 6.0),
     n: int = 2000,
-    bootstrap: int = 400,
+    bootstrap: int = 2000,
     seed: int = 1,
     wait_s: float = 600.0,
     plan: list[str] | None = None,
