@@ -58,20 +58,21 @@ def assert_exactly_once(r: dict[str, Any]) -> None:
 
 
 def test_workers_sigkilled_lose_duplicate_and_corrupt_nothing(tmp_path: Path) -> None:
-    """(a) 24 submissions from 4 clients; a pool child, a whole worker and another pool
-    child, each holding a running job, SIGKILLed."""
+    """(a) 30 submissions from 4 clients; a pool child, a whole worker and another pool
+    child, each holding a running job, SIGKILLed (the last may find every job ended on a
+    busy machine: the killer stops once all jobs have ended)."""
     r = R.chaos(
         tmp_path,
-        count=24,
+        count=30,
         kills=3,
-        interval_s=(0.3, 1.5),
+        interval_s=(0.2, 0.8),
         bootstrap=2000,
         plan=["child", "worker", "child"],
         wait_s=240.0,
     )
     assert r["killer_error"] is None
-    assert (r["kills_child"], r["kills_worker"]) == (2, 1)
-    assert r["kills_busy"] == 3
+    assert r["kills_child"] >= 1 and r["kills_worker"] == 1
+    assert r["kills_busy"] == r["kills_child"] + r["kills_worker"]
     assert_exactly_once(r)
 
 
