@@ -14,12 +14,15 @@ the app unchanged.
 from __future__ import annotations
 
 import json
+import logging
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from service.api.errors import error_body
 
 __all__ = ["SMALL_BODY_BYTES", "BodyLimit"]
+
+log = logging.getLogger("uqeval.api")
 
 #: The largest body of a route other than the two uploads (1 MiB). Their bodies are small
 #: JSON documents (ids, names, metadata of at most 64 KiB, a metric list).
@@ -53,8 +56,9 @@ class BodyLimit:
         more = True
         while more:
             message = await receive()
-            if message["type"] == "http.disconnect":
-                return  # the client went away: nothing to answer
+            if message["type"] == "http.disconnect":  # the client went away: nobody to answer
+                log.info("client disconnected during %s %s", scope["method"], path)
+                return
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.limit:

@@ -21,6 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from uqcore import UQValidationError
 
@@ -35,6 +36,7 @@ CODES = {
     405: "method_not_allowed",
     409: "conflict",
     413: "payload_too_large",
+    499: "client_closed_request",
     415: "unsupported_media_type",
     422: "validation_error",
     429: "too_many_requests",
@@ -180,6 +182,18 @@ async def _store_down(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+#: The status recorded (request metrics) for a request whose client went away before its
+#: body had arrived: nobody reads the answer (nginx's convention).
+CLIENT_CLOSED = 499
+
+
+async def _client_gone(request: Request, exc: Exception) -> JSONResponse:
+    # A client that disconnects mid-upload is no error of the service: no traceback in the
+    # error log, and nothing was stored (the body is read whole before anything is written).
+    log.info("client disconnected during %s %s", request.method, request.url.path)
+    return error_response(ApiError(CLIENT_CLOSED, "the client closed the connection"))
+
+
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     ref = uuid.uuid4().hex[:12]
     log.error("unhandled error %s on %s %s", ref, request.method, request.url.path, exc_info=exc)
@@ -208,6 +222,7 @@ def install(app: FastAPI) -> None:
     from service.store import StoreUnavailable
 
     app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(ClientDisconnect, _client_gone)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _request_validation)
     app.add_exception_handler(StoreUnavailable, _store_down)

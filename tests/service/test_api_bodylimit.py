@@ -5,8 +5,13 @@ the two upload routes keep their own, larger limits."""
 from __future__ import annotations
 
 import json
+import logging
+import socket
+import time
 from collections.abc import Iterator
+from typing import Any
 
+import httpx
 import pytest
 
 from service.api.bodylimit import SMALL_BODY_BYTES
@@ -71,3 +76,27 @@ def test_the_upload_routes_keep_their_own_limit(idle_api: TestClient) -> None:
     r = idle_api.post("/v1/submissions", json=body, headers=ADMIN)
     assert r.status_code == 422, r.text
     assert len(r.request.content) > SMALL_BODY_BYTES
+
+
+def test_a_client_gone_mid_upload_is_no_internal_error(
+    live_server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Half of a declared body, then the connection closes: nothing is stored, and the
+    # service logs no internal error (it is the client's doing).
+    host, port = live_server.url.removeprefix("http://").split(":")
+    body = json.dumps({"model_name": "m", "pad": "x" * 200_000}).encode()
+    caplog.set_level(logging.INFO, logger="uqeval.api")
+    for path in ("/v1/submissions", "/v1/comparisons"):
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            head = (
+                f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: {ADMIN['Authorization']}"
+                f"\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            )
+            sock.sendall(head.encode() + body[: len(body) // 2])
+        deadline = time.monotonic() + 20
+        while not any(path in r.getMessage() for r in caplog.records):
+            assert time.monotonic() < deadline, [r.getMessage() for r in caplog.records]
+            time.sleep(0.05)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    with httpx.Client(base_url=live_server.url, headers=ADMIN) as client:
+        assert client.get("/v1/submissions").json()["total"] == 0
