@@ -22,7 +22,8 @@ so its working width is C) and E the number of elements of the arrays sent, the 
   products, one resample's weighted batch), with ``c = 80`` for regression (the block
   evaluators' columns) and ``c = 16`` for classification (computed chunk by chunk); BCa adds
   the delete-a-block jackknife, ``8N · 4·b_j`` with ``b_j = min(100, 2**23 // N, 256)``;
-- stability: ``8N · (c + 3.5·b_s + W)`` with ``b_s = min(repeats, 2**23 // N, 256)``;
+- stability: ``8N · (c + 3.5·b_s + W)`` with ``b_s = min(repeats, 2**23 // N, 256)``, plus
+  16 MiB (the gathered small subsets and the per-size tables);
 - curves: ``8N · (12 + W)``;
 - bins: ``64 · n_bins · max(b, 1)`` for each binned metric (per-bin tallies of a block);
 - estimators (classification): ``8N · (4 + 8·[B > 0])`` per estimator beyond the metric's own;
@@ -191,7 +192,7 @@ def estimate_job(
     if analyses.stability.enabled:
         s_block = _block(analyses.stability.repeats, n)
         block = max(block, s_block)
-        parts["stability.repeats × N"] = int(row * (columns + 3.5 * s_block + width))
+        parts["stability.repeats × N"] = int(row * (columns + 3.5 * s_block + width)) + (16 << 20)
     if analyses.curves:
         parts["curves × N"] = row * (12 + width)
     bins = _bins(kind, analyses)
