@@ -140,6 +140,16 @@ class Settings(BaseSettings):
         default=1_000_000, gt=0, description="Batches at least this large go to the gpu queue."
     )
     worker_concurrency: int = Field(default=1, ge=1)
+    job_memory_budget_bytes: int | None = Field(
+        default=None,
+        gt=0,
+        description="Memory one job may use (bytes). The API refuses with 422 a submission "
+        "whose estimated memory exceeds it (and a benchmark whose analyses cannot fit at its "
+        "N); the worker checks the estimate again and runs each job under this limit, failing "
+        "a job that goes past it. Unset: derived by each process from its machine at start: "
+        "half of the physical memory (or of the cgroup's memory.max when set and lower) "
+        "divided by worker_concurrency, at least 256 MiB.",
+    )
 
     # --- plots -------------------------------------------------------------------------------
     plot_timeout_s: float = Field(

@@ -106,11 +106,24 @@ def store(session_settings: Settings) -> Iterator[Store]:
 class WorkerProcess:
     """A ``celery -A worker.celery_app worker`` subprocess in its own process group."""
 
-    def __init__(self, settings: Settings, name: str, log_path: Path, pool: str = "solo") -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        name: str,
+        log_path: Path,
+        pool: str = "solo",
+        *,
+        module: str = "celery",
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.settings = settings
         self.name = name
         self.log_path = log_path
         self.pool = pool
+        #: ``python -m <module>`` runs the worker (a wrapper of celery's command line)
+        self.module = module
+        #: variables added to the environment of ``settings``
+        self.env = dict(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, store: Store, timeout_s: float = 30.0) -> WorkerProcess:
@@ -119,7 +132,7 @@ class WorkerProcess:
             [
                 sys.executable,
                 "-m",
-                "celery",
+                self.module,
                 "-A",
                 "worker.celery_app",
                 "worker",
@@ -137,7 +150,7 @@ class WorkerProcess:
                 f"{self.name}@%h",
             ],
             cwd=ROOT,
-            env=settings_env(self.settings),
+            env={**settings_env(self.settings), **self.env},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

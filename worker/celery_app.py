@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import worker_init, worker_ready, worker_shutdown
 
 from service.celery_config import QUEUES, make_celery
 from service.settings import get_settings
@@ -24,6 +24,15 @@ def _consumed_queues(sender: Any) -> list[str]:
         return sorted(q.name for q in sender.task_consumer.queues)
     except AttributeError:
         return list(QUEUES)
+
+
+@worker_init.connect  # type: ignore[untyped-decorator]
+def _record_concurrency(sender: Any = None, **_: Any) -> None:
+    from worker.runtime import set_concurrency
+
+    concurrency = getattr(sender, "concurrency", None)
+    if isinstance(concurrency, int):
+        set_concurrency(concurrency)  # per-job memory budget (derived: divided by it)
 
 
 @worker_ready.connect  # type: ignore[untyped-decorator]

@@ -9,6 +9,11 @@ next checkpoint — or sooner: the heartbeat thread interrupts the computation (
 retry: it would fail the same way); a lost Redis connection is re-raised so that the task
 retries with backoff.
 
+Memory: before it computes, a job's estimate (:func:`service.memory.estimate_job`) is checked
+against this worker's budget (:func:`service.memory.job_memory_budget`), and the computation
+runs under that budget (:func:`service.memory.enforced`); a job over it fails with a reason
+naming the memory budget and is not retried, and the worker goes on with the next job.
+
 The comparison and rank jobs are claimed the same way, with a heartbeat
 (:func:`run_comparison_job`, :func:`run_rank_job`): a comparison whose worker vanished is
 re-queued by the reaper (:func:`service.jobs.reap`), and a rank job's board claim lapses so
@@ -17,16 +22,19 @@ that the next leaderboard read queues it again.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 from celery.exceptions import SoftTimeLimitExceeded
 
-from service.kinds import task_of
+from service.kinds import target_field, task_of
+from service.memory import SETTING, enforced, estimate_job, format_bytes, over_budget
 from service.rest_text import Origin, rest_text
 from service.settings import Settings
 from service.store import Store, StoreUnavailable
@@ -182,7 +190,10 @@ class JobHeartbeat(threading.Thread):
 
     def run(self) -> None:
         while not self.stopped.wait(self.settings.heartbeat_interval_s):
-            self.beat()
+            try:
+                self.beat()
+            except Exception:  # e.g. a MemoryError while the job holds its whole budget
+                log.exception("heartbeat of %s failed", self.sub_id)
 
     def stop(self) -> None:
         self.stopped.set()
@@ -196,11 +207,13 @@ def run_job(
     *,
     token: str,
     worker_name: str,
+    memory_budget: int | None = None,
 ) -> str:
     """Evaluate submission ``sub_id``; returns what happened (for logs and tests).
 
     "succeeded", "failed", "cancelled" — or "skipped:<why>" when the job was not claimed
-    (already ended, held by another delivery, deleted).
+    (already ended, held by another delivery, deleted). ``memory_budget``: the bytes the
+    computation may use (None: not checked nor enforced).
     """
     claim, detail = store.mark_running(
         sub_id, token, settings.heartbeat_ttl_s, settings.max_attempts, worker_name
@@ -234,6 +247,15 @@ def run_job(
                 )
             arrays = {**arrays, **targets}
         load_s = time.perf_counter() - t_start
+        estimate = None
+        if memory_budget is not None:
+            tname = target_field(record.kind)
+            n = int(np.shape(arrays[tname])[0]) if tname in arrays else 0
+            shapes = {k: np.shape(v) for k, v in arrays.items()}
+            estimate = estimate_job(record.kind, n, record.analyses, shapes=shapes)
+            refused = over_budget(estimate, memory_budget)
+            if refused is not None:
+                return store.fail(sub_id, f"refused by this worker: {refused}", system=True)
         task = task_of(record.kind)
         origin: Origin = "submission" if record.benchmark is None else "benchmark"
         asked = record.analyses.metrics
@@ -251,17 +273,18 @@ def run_job(
             try:
                 interrupter.arm()
                 heartbeat.check()
-                doc = compute(
-                    record.kind,
-                    arrays,
-                    record.analyses,
-                    backend=backend,
-                    checkpoint=checkpoint,
-                    input_hash=record.input_hash,
-                    load_s=load_s,
-                    origin=origin,
-                    sub_id=sub_id,
-                )
+                with enforced(memory_budget) if memory_budget is not None else _unlimited():
+                    doc = compute(
+                        record.kind,
+                        arrays,
+                        record.analyses,
+                        backend=backend,
+                        checkpoint=checkpoint,
+                        input_hash=record.input_hash,
+                        load_s=load_s,
+                        origin=origin,
+                        sub_id=sub_id,
+                    )
             finally:
                 interrupter.disarm_now()
             checkpoint(99.0)
@@ -283,9 +306,20 @@ def run_job(
                 system=True,
             )
         except MemoryError:
+            # numpy's allocation failures are MemoryErrors: past the enforced budget, or
+            # (without one) the machine's memory. Not retried: it would fail the same way.
+            if memory_budget is None:
+                reason = "the worker ran out of memory"
+            else:
+                guess = "" if estimate is None else f", estimated {format_bytes(estimate.total)}"
+                reason = (
+                    f"the evaluation went past the job memory budget of "
+                    f"{format_bytes(memory_budget)} ({memory_budget} bytes, setting {SETTING} "
+                    f"of the worker{guess})"
+                )
             return store.fail(
                 sub_id,
-                "the worker ran out of memory; ask for fewer bootstrap resamples or split "
+                f"{reason}; ask for fewer bootstrap resamples or stability repeats, or split "
                 "the batch",
                 system=True,
             )
@@ -322,6 +356,11 @@ def run_job(
         heartbeat.stop()
 
 
+@contextlib.contextmanager
+def _unlimited() -> Iterator[None]:
+    yield None
+
+
 class Beat(threading.Thread):
     """Calls ``beat`` every ``interval_s`` until stopped (the heartbeat of a comparison or
     rank job); a failed call is logged and retried at the next beat."""
@@ -338,6 +377,8 @@ class Beat(threading.Thread):
                 self.beat()
             except StoreUnavailable as exc:  # the TTL decides when the job counts as lost
                 log.warning("%s failed: %s", self.name, exc)
+            except Exception:  # e.g. a MemoryError of the job: the beat must go on
+                log.exception("%s failed", self.name)
 
     def stop(self) -> None:
         self.stopped.set()

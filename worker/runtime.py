@@ -15,12 +15,13 @@ import threading
 from functools import lru_cache
 
 from service.jobs import reap
+from service.memory import job_memory_budget
 from service.settings import Settings, get_settings
 from service.store import Store, StoreUnavailable
 from worker.backend import Backend, select_backend
 from worker.execution import worker_info
 
-__all__ = ["Housekeeping", "backend", "settings", "store"]
+__all__ = ["Housekeeping", "backend", "memory_budget", "set_concurrency", "settings", "store"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,21 @@ def _store(pid: int) -> Store:
 def store() -> Store:
     """The process's store (a new connection pool after a fork)."""
     return _store(os.getpid())
+
+
+#: The worker's concurrency as Celery runs it (the command line may override the setting).
+_concurrency: list[int] = []
+
+
+def set_concurrency(concurrency: int) -> None:
+    """Record the worker's concurrency (before its pool starts: its children inherit it)."""
+    _concurrency[:] = [max(1, int(concurrency))]
+
+
+def memory_budget() -> int:
+    """The memory one job of this worker may use (bytes): the setting, or derived from the
+    machine and the worker's concurrency (:func:`service.memory.job_memory_budget`)."""
+    return job_memory_budget(settings(), _concurrency[0] if _concurrency else None)
 
 
 @lru_cache(maxsize=1)

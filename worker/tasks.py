@@ -45,6 +45,7 @@ def evaluate(self: Any, submission_id: str) -> str:
         submission_id,
         token=str(self.request.id),
         worker_name=str(self.request.hostname or "worker"),
+        memory_budget=runtime.memory_budget(),
     )
 
 

@@ -45,6 +45,7 @@ from service.api.schemas import (
 from service.api.validation import check_params
 from service.kinds import CLASSIFICATION_KINDS, KIND_FIELDS, REGRESSION_KINDS, task_of
 from service.leaderboard import CANONICAL_ESTIMATORS, ESTIMATOR_PARAMS
+from service.memory import estimate_benchmark, job_memory_budget, over_budget
 from service.settings import Settings
 from service.store import BenchmarkRecord, Store, now_iso
 from uqcore import UQValidationError, registry
@@ -348,6 +349,14 @@ def _create(store: Store, settings: Settings, fmt: BodyFormat, raw: bytes) -> Be
         baseline_name=body.baseline_name,
         **classes,
     )
+    refused = over_budget(estimate_benchmark(record), job_memory_budget(settings))
+    if refused is not None:
+        raise ApiError(
+            422,
+            f"even with the narrowest prediction, {refused}",
+            field=f"{where}bootstrap",
+            code="over_memory_budget",
+        )
     return store.create_benchmark(record, arrays)
 
 

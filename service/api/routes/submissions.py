@@ -31,6 +31,7 @@ from service.api.schemas import (
     SubmissionUpdate,
 )
 from service.api.validation import ValidSubmission, validate
+from service.memory import benchmark_shapes, estimate_job, job_memory_budget, over_budget
 from service.settings import Settings
 from service.store import (
     TERMINAL,
@@ -150,7 +151,20 @@ def _check(fmt: BodyFormat, body: bytes, settings: Settings, store: Store) -> Va
         bench = store.get_benchmark(sub.benchmark_id)
         if bench is None:
             raise ApiError(404, f"no benchmark {sub.benchmark_id!r}", field="benchmark_id")
-    return validate(sub, settings, bench)
+    valid = validate(sub, settings, bench)
+    _check_memory(valid, bench, settings)
+    return valid
+
+
+def _check_memory(valid: ValidSubmission, bench: Any, settings: Settings) -> None:
+    """422 when the job's estimated memory exceeds the per-job budget (it could never run)."""
+    shapes = {name: tuple(getattr(a, "shape", ())) for name, a in valid.arrays.items()}
+    if bench is not None:
+        shapes.update(benchmark_shapes(bench))
+    estimate = estimate_job(valid.kind, valid.n, valid.analyses, shapes=shapes)
+    reason = over_budget(estimate, job_memory_budget(settings))
+    if reason is not None:
+        raise ApiError(422, reason, field="analyses", code="over_memory_budget")
 
 
 def _submit(

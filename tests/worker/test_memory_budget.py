@@ -1,0 +1,105 @@
+"""The per-job memory budget in a real Celery worker: a job over the budget fails with a
+reason naming it and is not retried, and the same worker process serves the next job."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from service.settings import Settings
+from service.store import Store
+from tests.factories import gaussian_arrays
+from tests.stack import WorkerProcess, clear_store
+from tests.worker.test_worker import submit, wait_for
+
+#: A budget far below what a bootstrap at N = 200 000 holds (a weight block alone is 64 MiB).
+BUDGET = 48 << 20
+
+
+def _settings(settings: Settings, db: int) -> Settings:
+    assert settings.redis_url is not None
+    url = settings.redis_url.rsplit("/", 1)[0] + f"/{db}"  # a database of its own workers
+    return settings.model_copy(update={"redis_url": url, "job_memory_budget_bytes": BUDGET})
+
+
+@pytest.fixture
+def budget_store(settings: Settings) -> Iterator[tuple[Settings, Store]]:
+    s = _settings(settings, 7)
+    store = Store.from_url(str(s.redis_url), s)
+    store.client.flushdb()
+    try:
+        yield s, store
+    finally:
+        clear_store(store)
+        store.client.flushdb()
+        store.close()
+
+
+def _big_job() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(21)
+    n = 200_000
+    return {"mean": rng.normal(size=n), "std": rng.uniform(0.5, 2.0, n), "y": rng.normal(size=n)}
+
+
+def _assert_served_next(store: Store, settings: Settings, proc: WorkerProcess) -> None:
+    """The same worker process runs a small job to success and is still registered."""
+    small = submit(store, settings, gaussian_arrays(200, seed=4), {"metrics": ["mae", "nll"]})
+    done = wait_for(store, small.id, {"succeeded", "failed"})
+    assert done.status == "succeeded", done.error
+    assert proc.proc is not None and proc.proc.poll() is None
+    assert any(w.startswith(proc.name + "@") for w in store.live_workers())
+
+
+def test_a_job_past_the_budget_fails_and_the_worker_serves_the_next(
+    budget_store: tuple[Settings, Store], tmp_path: Path
+) -> None:
+    """The worker's estimate is scaled down (as a wrong estimate would be), so only the limit
+    enforced while the job runs can stop it: without it the job succeeds."""
+    settings, store = budget_store
+    proc = WorkerProcess(
+        settings,
+        f"budget-{os.getpid()}",
+        tmp_path / "worker.log",
+        module="tests.worker.lowball_worker",
+        env={"UQEVAL_TEST_ESTIMATE_SCALE": "0.001"},
+    )
+    proc.start(store)
+    try:
+        big = submit(
+            store, settings, _big_job(), {"metrics": "all", "bootstrap": {"n_resamples": 300}}
+        )
+        rec = wait_for(store, big.id, {"succeeded", "failed", "cancelled"})
+        assert rec.status == "failed", f"{rec.status}: the job ran past its budget"
+        assert rec.error is not None and "memory budget" in rec.error
+        assert str(BUDGET) in rec.error and "UQEVAL_JOB_MEMORY_BUDGET_BYTES" in rec.error
+        assert rec.attempts == 1  # not retried
+        _assert_served_next(store, settings, proc)
+        assert store.get_submission(big.id).status == "failed"  # type: ignore[union-attr]
+    finally:
+        proc.stop()
+
+
+def test_the_worker_refuses_a_job_whose_estimate_exceeds_its_budget(
+    budget_store: tuple[Settings, Store], tmp_path: Path
+) -> None:
+    """A job the API accepted (its own budget may be larger) is checked again by the worker
+    before it runs."""
+    settings, store = budget_store
+    proc = WorkerProcess(settings, f"budget-check-{os.getpid()}", tmp_path / "worker.log")
+    proc.start(store)
+    try:
+        big = submit(
+            store, settings, _big_job(), {"metrics": "all", "bootstrap": {"n_resamples": 300}}
+        )
+        rec = wait_for(store, big.id, {"succeeded", "failed", "cancelled"})
+        assert rec.status == "failed"
+        assert rec.error is not None and "memory budget" in rec.error
+        assert "bootstrap.n_resamples × N" in rec.error
+        assert rec.attempts == 1
+        _assert_served_next(store, settings, proc)
+    finally:
+        proc.stop()
