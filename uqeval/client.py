@@ -547,10 +547,9 @@ class Client(AdminCalls):
         estimators : list of str, optional
             Classification: also compare under these estimators.
         n_resamples, seed, level, method
-            The bootstrap: B (default 1000), its seed (default: the benchmark's), the
-            interval level (default 0.95) and method (``percentile`` (default) or ``bca``).
-            Only admins choose them: any other key's comparison uses the benchmark's, and a
-            different value is refused (the targets are hidden).
+            The bootstrap: B, its seed, the interval level and method (``percentile`` or
+            ``bca``); each not given is the benchmark's. Only admins choose others: any
+            other key's different value is refused (the targets are hidden).
         wait : bool
             Wait for the comparison to end.
         progress : callable, optional

@@ -1733,28 +1733,24 @@ export interface components {
             estimators?: string[] | null;
             /**
              * N Resamples
-             * @description B. Admins only: other keys get the benchmark's B (1000 when its bootstrap is off), as for seed, level and method; a different value is a 422.
-             * @default 1000
+             * @description B. Default: the benchmark's (1000 when its bootstrap is off). Only admins may choose another (as for seed, level and method: the targets are hidden, and bootstrap draws of one's own choosing would reveal them bit by bit); another value from any other key is a 422.
              */
-            n_resamples?: number;
+            n_resamples?: number | null;
             /**
              * Seed
-             * @description Default: the benchmark's seed. Admins only (the targets are hidden: bootstrap draws of one's own choosing would reveal them bit by bit).
+             * @description Default: the benchmark's seed. Admins only.
              */
             seed?: number | null;
             /**
              * Level
-             * @description Admins only; others: the benchmark's level.
-             * @default 0.95
+             * @description Default: the benchmark's level. Admins only.
              */
-            level?: number;
+            level?: number | null;
             /**
              * Method
-             * @description Admins only; others: the benchmark's method.
-             * @default percentile
-             * @enum {string}
+             * @description Default: the benchmark's method. Admins only.
              */
-            method?: "percentile" | "bca";
+            method?: ("percentile" | "bca") | null;
         };
         /**
          * ComparisonDetail

@@ -55,20 +55,16 @@ def fixed_parameters(bench: BenchmarkRecord) -> dict[str, Any]:
 def _parameters(
     bench: BenchmarkRecord, key: ApiKeyRecord, body: ComparisonCreate
 ) -> dict[str, Any]:
-    """B, seed, level and method of the comparison: an admin's choice (seed default: the
-    benchmark's); for any other key the benchmark's, and a different value given is a 422
-    naming the field (never silently replaced)."""
-    if key.role == "admin":
-        return {
-            "n_resamples": body.n_resamples,
-            "seed": bench.seed if body.seed is None else body.seed,
-            "level": body.level,
-            "method": body.method,
-        }
+    """B, seed, level and method of the comparison: each one not given is the benchmark's
+    (:func:`fixed_parameters`); an admin may give others, any other key only the
+    benchmark's own — another value is a 422 naming the field (never silently replaced)."""
     fixed = fixed_parameters(bench)
+    out = dict(fixed)
     for name in ("n_resamples", "seed", "level", "method"):
         given = getattr(body, name)
-        if name in body.model_fields_set and given is not None and given != fixed[name]:
+        if given is None:
+            continue
+        if key.role != "admin" and given != fixed[name]:
             raise ApiError(
                 422,
                 f"{name} is fixed to {fixed[name]!r} on benchmark {bench.id!r} (its targets "
@@ -76,7 +72,8 @@ def _parameters(
                 "Leave it out.",
                 field=name,
             )
-    return fixed
+        out[name] = given
+    return out
 
 
 def _request(store: Store, key: ApiKeyRecord, body: ComparisonCreate) -> dict[str, Any]:

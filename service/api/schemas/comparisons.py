@@ -47,25 +47,26 @@ class ComparisonCreate(StrictModel):
         "estimator under each of these (the benchmark's estimators or a metric's own); the "
         "entries are named metric[estimator].",
     )
-    n_resamples: int = Field(
-        default=1000,
+    n_resamples: int | None = Field(
+        default=None,
         ge=10,
         le=100_000,
-        description="B. Admins only: other keys get the benchmark's B (1000 when its bootstrap "
-        "is off), as for seed, level and method; a different value is a 422.",
+        description="B. Default: the benchmark's (1000 when its bootstrap is off). Only admins "
+        "may choose another (as for seed, level and method: the targets are hidden, and "
+        "bootstrap draws of one's own choosing would reveal them bit by bit); another value "
+        "from any other key is a 422.",
     )
     seed: int | None = Field(
         default=None,
         ge=0,
         le=2**63 - 1,
-        description="Default: the benchmark's seed. Admins only (the targets are hidden: "
-        "bootstrap draws of one's own choosing would reveal them bit by bit).",
+        description="Default: the benchmark's seed. Admins only.",
     )
-    level: float = Field(
-        default=0.95, gt=0, lt=1, description="Admins only; others: the benchmark's level."
+    level: float | None = Field(
+        default=None, gt=0, lt=1, description="Default: the benchmark's level. Admins only."
     )
-    method: Literal["percentile", "bca"] = Field(
-        default="percentile", description="Admins only; others: the benchmark's method."
+    method: Literal["percentile", "bca"] | None = Field(
+        default=None, description="Default: the benchmark's method. Admins only."
     )
 
     @field_validator("submission_ids")
