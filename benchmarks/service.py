@@ -81,6 +81,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._chaos import children as _children  # noqa: E402
 from benchmarks._results import write_section  # noqa: E402
 from service.redis_server import find_redis_server, free_port  # noqa: E402
 
@@ -128,22 +129,6 @@ JSON = {"Content-Type": "application/json"}
 # ------------------------------------------------------------------------------------------
 # the stack
 # ------------------------------------------------------------------------------------------
-
-
-def _children(pid: int) -> list[int]:
-    """Pids whose parent is ``pid`` (Linux /proc)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid ...: comm may hold spaces, so split after the last ')'.
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            out.append(int(entry.name))
-    return out
 
 
 def _descendants(pid: int) -> list[int]:

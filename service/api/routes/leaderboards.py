@@ -124,18 +124,26 @@ def _entry(
         model_name=record.model_name,
         created_at=record.created_at,
         metadata=record.metadata,
-        value=shown["value"],
-        low=shown.get("low"),
-        high=shown.get("high"),
-        std=shown.get("std"),
-        rank_low=flags.get("rank_low"),
-        rank_high=flags.get("rank_high"),
-        p_best=flags.get("p_best"),
-        separable_from_leader=flags.get("separable_from_leader"),
+        **_values(shown, flags),
         separable_from_baseline=flags.get("separable_from_baseline"),
         p_value_vs_baseline=flags.get("p_value_vs_baseline"),
         is_baseline=record.id == bench.baseline,
     )
+
+
+def _values(shown: dict[str, Any], flags: dict[str, Any]) -> dict[str, Any]:
+    """The fields a team's row and the baseline row share: the value with its interval, and
+    the rank interval and flags of the rank job."""
+    return {
+        "value": shown["value"],
+        "low": shown.get("low"),
+        "high": shown.get("high"),
+        "std": shown.get("std"),
+        "rank_low": flags.get("rank_low"),
+        "rank_high": flags.get("rank_high"),
+        "p_best": flags.get("p_best"),
+        "separable_from_leader": flags.get("separable_from_leader"),
+    }
 
 
 def _baseline(
@@ -169,14 +177,7 @@ def _baseline(
     return BaselineEntry(
         rank=rank,
         model_name=bench.baseline_name or DEFAULT_BASELINE_NAME,
-        value=shown["value"],
-        low=shown.get("low"),
-        high=shown.get("high"),
-        std=shown.get("std"),
-        rank_low=flags.get("rank_low"),
-        rank_high=flags.get("rank_high"),
-        p_best=flags.get("p_best"),
-        separable_from_leader=flags.get("separable_from_leader"),
+        **_values(shown, flags),
     )
 
 
