@@ -1,0 +1,130 @@
+"""A blob store in a local directory (the default of the embedded ``uqeval serve``).
+
+Each key is a file under the root. Writes go to a temporary file in the same directory and
+are renamed into place (atomic on POSIX), so a reader never sees half an object; a killed
+writer leaves only a ``.tmp-`` file, removed by the next :meth:`LocalBlobStore.sweep_temp`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from service.blobs.base import BlobInfo, BlobNotFound, BlobStore, BlobUnavailable, check_key
+
+__all__ = ["LocalBlobStore"]
+
+_TMP = ".tmp-"
+
+
+class LocalBlobStore(BlobStore):
+    """Objects as files under ``root`` (created when missing)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.description = f"local directory {self.root}"
+
+    def _path(self, key: str) -> Path:
+        return self.root / check_key(key)
+
+    def _tmp(self, target: Path) -> Path:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=_TMP, dir=target.parent)
+        os.close(fd)
+        return Path(name)
+
+    def put_file(self, key: str, path: Path, *, move: bool = False) -> None:
+        target = self._path(key)
+        tmp = self._tmp(target)
+        try:
+            if move:
+                try:
+                    os.replace(path, tmp)  # same filesystem: no copy
+                except OSError:
+                    shutil.copyfile(path, tmp)
+                    Path(path).unlink(missing_ok=True)
+            else:
+                shutil.copyfile(path, tmp)
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        target = self._path(key)
+        tmp = self._tmp(target)
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+
+    def get_bytes(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError as exc:
+            raise BlobNotFound(key) from exc
+
+    def local_path(self, key: str, scratch: Path) -> Path:
+        path = self._path(key)
+        if not path.is_file():
+            raise BlobNotFound(key)
+        return path
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).is_file()
+
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
+    def delete_prefix(self, prefix: str) -> int:
+        removed = 0
+        for info in list(self.list(prefix)):
+            self.delete(info.key)
+            removed += 1
+        return removed
+
+    def list(self, prefix: str = "") -> Iterator[BlobInfo]:
+        if not self.root.is_dir():
+            return
+        for dirpath, _dirs, files in os.walk(self.root):
+            for name in files:
+                if name.startswith(_TMP):
+                    continue
+                full = Path(dirpath) / name
+                key = full.relative_to(self.root).as_posix()
+                if not key.startswith(prefix):
+                    continue
+                try:
+                    st = full.stat()
+                except FileNotFoundError:
+                    continue
+                yield BlobInfo(key, st.st_size, st.st_mtime)
+
+    def sweep_temp(self, older_than_s: float = 3600.0) -> int:
+        """Remove temporary files of writers that died more than ``older_than_s`` ago."""
+        removed = 0
+        cutoff = time.time() - older_than_s
+        for dirpath, _dirs, files in os.walk(self.root):
+            for name in files:
+                full = Path(dirpath) / name
+                if name.startswith(_TMP):
+                    try:
+                        if full.stat().st_mtime < cutoff:
+                            full.unlink()
+                            removed += 1
+                    except FileNotFoundError:
+                        continue
+        return removed
+
+    def ping(self) -> bool:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BlobUnavailable(f"blob directory {self.root} is not usable: {exc}") from exc
+        return True
