@@ -74,21 +74,55 @@ class Settings(BaseSettings):
         default=None,
         description="Admin API key; unset: one is generated at first start and printed once.",
     )
+    # The limits hold together: max_elements = 2 × max_points (a prediction of two values a
+    # row), and the body limits leave room for a float32 Gaussian of max_points rows (mean,
+    # std, y: 12 bytes a row, 2.4 GB at 2·10^8) with the archive's overhead.
     max_body_bytes: int = Field(
-        default=1 << 30,
+        default=1 << 32,
         gt=0,
-        description="Largest request body accepted, after gzip decoding (bytes).",
+        description="Largest request body accepted, after gzip decoding (bytes); spooled to "
+        "scratch_dir as it arrives, never held in memory. Keep it >= 12 × max_points (a "
+        "float32 Gaussian of max_points rows: mean, std, y) plus the archive's overhead.",
     )
     max_json_body_bytes: int = Field(
-        default=64 << 20, gt=0, description="Largest JSON request body (bytes)."
+        default=64 << 20,
+        gt=0,
+        description="Largest JSON request body (bytes); JSON bodies are parsed in memory.",
     )
     max_points: int = Field(
-        default=100_000_000, gt=0, description="Largest N (number of targets) per submission."
-    )
-    max_elements: int = Field(
         default=200_000_000,
         gt=0,
-        description="Largest number of prediction values per submission (N×K, N×S or N×Q).",
+        description="Largest N (number of targets) per submission or benchmark.",
+    )
+    max_elements: int = Field(
+        default=400_000_000,
+        gt=0,
+        description="Largest number of prediction values per submission (N×K, N×S or N×Q); "
+        "keep it >= 2 × max_points.",
+    )
+    max_upload_bytes: int = Field(
+        default=1 << 32,
+        gt=0,
+        description="Largest resumable upload (`POST /v1/uploads`, bytes after gzip decoding "
+        "at completion as for a body); as max_body_bytes.",
+    )
+    upload_part_bytes: int = Field(
+        default=64 << 20,
+        ge=1 << 10,
+        le=1 << 30,
+        description="Size of each part of a resumable upload (the last may be shorter, bytes); "
+        "a part is spooled to scratch_dir and stored in the blob store.",
+    )
+    upload_ttl_s: int = Field(
+        default=86_400,
+        gt=0,
+        description="A resumable upload not completed within this many seconds of its "
+        "creation expires and its parts are removed.",
+    )
+    scratch_dir: Path | None = Field(
+        default=None,
+        description="Local directory of spooled upload bodies and downloaded arrays (API and "
+        "worker), removed after use; unset: <data_dir>/scratch.",
     )
     # On by default: one runaway client (a polling loop without a pause, a retry storm) must
     # not starve the other teams. 1200 per minute (20/s on average) leaves a client polling

@@ -37,10 +37,10 @@ import zipfile
 import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import numpy as np
-import numpy.lib.format as npy_format
 from pydantic import BaseModel, ValidationError
 
 from service.api.errors import ApiError, pydantic_error
@@ -52,6 +52,7 @@ from service.api.schemas import (
     SubmissionRequest,
 )
 from service.api.schemas.common import MAX_GROUP, MAX_LABEL, MIN_GROUP
+from service.api.spool import Spool, converted, read_member, release, row_blocks
 from service.kinds import (
     CLASSIFICATION_KINDS,
     CLASSIFICATION_TARGETS,
@@ -357,69 +358,53 @@ def check_integers(name: str, a: np.ndarray) -> None:
     lo, hi = INTEGER_RANGES[name]
     if a.ndim != 1 or a.dtype.kind not in "iuf":
         return  # the shape and dtype rules of the field report it
-    if a.dtype.kind == "u":
-        bad = a > np.uint64(hi)
-    elif a.dtype.kind == "i":
-        info = np.iinfo(a.dtype)
-        bad = (a < max(lo, info.min)) | (a > min(hi, info.max))
-    else:
-        with np.errstate(invalid="ignore"):
-            bad = ~np.isfinite(a) | (a != np.floor(a)) | (a < lo) | (a > hi)
-    hits = np.flatnonzero(bad)
-    if hits.size:
-        i = int(hits[0])
-        raise ApiError(
-            422,
-            f"{name}[{i}] = {a[i].item()!r} is not an integer in [{lo}, {hi}]",
-            field=name,
-            index=i,
-        )
+    for start, stop in row_blocks(a.shape[0]):
+        block = a[start:stop]
+        if a.dtype.kind == "u":
+            bad = block > np.uint64(hi)
+        elif a.dtype.kind == "i":
+            info = np.iinfo(a.dtype)
+            bad = (block < max(lo, info.min)) | (block > min(hi, info.max))
+        else:
+            with np.errstate(invalid="ignore"):
+                bad = ~np.isfinite(block) | (block != np.floor(block)) | (block < lo) | (block > hi)
+        hits = np.flatnonzero(bad)
+        release(a)
+        if hits.size:
+            i = start + int(hits[0])
+            raise ApiError(
+                422,
+                f"{name}[{i}] = {a[i].item()!r} is not an integer in [{lo}, {hi}]",
+                field=name,
+                index=i,
+            )
 
 
-def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> np.ndarray:
-    """One ``.npy`` member, its header checked before any allocation."""
+def _read_member(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, spool: Spool | None = None
+) -> np.ndarray:
+    """One ``.npy`` member, its header checked before any allocation (memory-mapped from a
+    file of ``spool`` when large)."""
+    return read_member(zf, info, name, spool)
+
+
+def _open_zip(body: bytes | Path) -> zipfile.ZipFile:
     try:
-        with zf.open(info) as fp:
-            version = npy_format.read_magic(fp)
-            if version == (1, 0):
-                shape, _fortran, dtype = npy_format.read_array_header_1_0(fp)
-            else:
-                shape, _fortran, dtype = npy_format.read_array_header_2_0(fp)
-    except ValueError as exc:
-        raise ApiError(
-            422, f"NPZ member {name!r} is not a valid .npy array: {exc}", field=name
-        ) from None
-    if dtype.hasobject:
-        raise ApiError(
-            422,
-            f"NPZ member {name!r} holds Python objects (pickled data), which are refused; "
-            "send numeric arrays",
-            field=name,
-        )
-    count = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
-    if count * dtype.itemsize > info.file_size:
-        raise ApiError(
-            422,
-            f"NPZ member {name!r} declares shape {tuple(shape)} of {dtype} but holds only "
-            f"{info.file_size} bytes",
-            field=name,
-        )
-    try:
-        with zf.open(info) as fp:
-            array: np.ndarray = npy_format.read_array(fp, allow_pickle=False)
-            return array
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
-        raise ApiError(422, f"NPZ member {name!r} cannot be read: {exc}", field=name) from None
+        return zipfile.ZipFile(io.BytesIO(body) if isinstance(body, bytes) else body)
+    except (zipfile.BadZipFile, ValueError, OSError) as exc:
+        raise ApiError(400, f"body is not an NPZ (zip) archive: {exc}", field="body") from None
 
 
 def decode_npz(
-    body: bytes, *, max_bytes: int, max_request_bytes: int = MAX_REQUEST_MEMBER_BYTES
+    body: bytes | Path,
+    *,
+    max_bytes: int,
+    max_request_bytes: int = MAX_REQUEST_MEMBER_BYTES,
+    spool: Spool | None = None,
 ) -> DecodedSubmission:
-    """An NPZ archive (see the module docstring for its members) as arrays."""
-    try:
-        zf = zipfile.ZipFile(io.BytesIO(body))
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise ApiError(400, f"body is not an NPZ (zip) archive: {exc}", field="body") from None
+    """An NPZ archive (see the module docstring for its members) as arrays: the bytes, or a
+    spooled file whose large members are extracted to files of ``spool`` and memory-mapped."""
+    zf = _open_zip(body)
     with zf:
         infos: dict[str, zipfile.ZipInfo] = {}
         total = 0
@@ -486,7 +471,7 @@ def decode_npz(
         for f in (*needed, *targets[:1]):
             if f not in infos:
                 raise ApiError(422, f"NPZ upload of kind {kind!r} needs a member {f!r}", field=f)
-        arrays = {name: _read_member(zf, info, name) for name, info in infos.items()}
+        arrays = {name: _read_member(zf, info, name, spool) for name, info in infos.items()}
     for name, a in arrays.items():
         if name == "ood" and a.dtype.kind == "b":
             continue
@@ -535,7 +520,7 @@ BENCHMARK_ARRAYS = ("y", "labels", "soft_labels", "ood", "groups")
 
 
 def decode_benchmark(
-    fmt: BodyFormat, body: bytes, *, max_bytes: int
+    fmt: BodyFormat, body: bytes | Path, *, max_bytes: int, spool: Spool | None = None
 ) -> tuple[BenchmarkRequest, dict[str, np.ndarray]]:
     """A benchmark body as (settings, arrays): a :class:`BenchmarkCreate` JSON document, or an
     NPZ archive with members among ``y`` (regression targets), ``labels``, ``soft_labels``,
@@ -544,6 +529,7 @@ def decode_benchmark(
     holds the members given; which ones the task needs, and their values, are checked by the
     caller (y, when given, is already a non-empty finite vector)."""
     if fmt == "json":
+        assert isinstance(body, bytes), "JSON bodies are read into memory"
         if not body.strip():
             raise ApiError(400, "body is empty; expected a JSON benchmark", field="body")
         doc = parse_json(BenchmarkCreate, body)
@@ -563,10 +549,7 @@ def decode_benchmark(
         if doc.groups is not None:
             arrays["groups"] = np.asarray(doc.groups, dtype=np.int64)
         return req, arrays
-    try:
-        zf = zipfile.ZipFile(io.BytesIO(body))
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise ApiError(400, f"body is not an NPZ (zip) archive: {exc}", field="body") from None
+    zf = _open_zip(body)
     with zf:
         infos = {i.filename.removesuffix(".npy"): i for i in zf.infolist()}
         unexpected = sorted(set(infos) - {*BENCHMARK_ARRAYS, "request"})
@@ -582,7 +565,7 @@ def decode_benchmark(
             raise _too_large("NPZ content (uncompressed)", max_bytes)
         if "request" not in infos:
             raise ApiError(422, "NPZ benchmark upload needs a member 'request'", field="request")
-        arrays = {name: _read_member(zf, info, name) for name, info in infos.items()}
+        arrays = {name: _read_member(zf, info, name, spool) for name, info in infos.items()}
     req_arr = arrays.pop("request")
     if req_arr.ndim != 0 or req_arr.dtype.kind not in "US":
         raise ApiError(422, "NPZ member 'request' must be a 0-d string array", field="request")
@@ -603,11 +586,13 @@ def decode_benchmark(
                 f"{tuple(y.shape)}",
                 field="y",
             )
-        bad = np.flatnonzero(~np.isfinite(y))
-        if bad.size:
-            i = int(bad[0])
-            raise ApiError(422, f"y must be finite; y[{i}] is not", field="y", index=i)
-        arrays["y"] = y.astype(np.float64, copy=False)
+        for start, stop in row_blocks(y.shape[0]):
+            bad = np.flatnonzero(~np.isfinite(y[start:stop]))
+            release(y)
+            if bad.size:
+                i = start + int(bad[0])
+                raise ApiError(422, f"y must be finite; y[{i}] is not", field="y", index=i)
+        arrays["y"] = converted(y, np.float64, spool) if spool is not None else y.astype(np.float64)
     for name in ("labels", "soft_labels", "ood"):
         a = arrays.get(name)
         if a is not None and a.dtype.kind not in ("iufb" if name == "ood" else "iuf"):

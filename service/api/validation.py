@@ -8,16 +8,22 @@ put in the words of the API (:func:`service.rest_text.rest_text`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from service.analyses import Analyses
+from service.api import spool
 from service.api.errors import ApiError, uq_location
 from service.api.payload import DecodedSubmission
+from service.api.spool import release, row_blocks
 from service.kinds import (
     CLASSIFICATION_KINDS,
     ESTIMATE_PREFIX,
     KIND_FIELDS,
+    TENSOR_FIELDS,
     build_prediction,
     target_field,
     task_of,
@@ -103,6 +109,143 @@ def _check_groups(sub: DecodedSubmission, n: int) -> None:
         )
 
 
+# --------------------------------------------------------------------------------------------
+# uqcore's rules in blocks of rows (large submissions)
+# --------------------------------------------------------------------------------------------
+
+
+def _row_axis(name: str, a: Any) -> int | None:
+    """The axis of ``a`` that runs over the N rows (1 for an ensemble's M×N×C arrays), or
+    None for an array without rows (a quantile prediction's levels, a 0-d array)."""
+    if name == "levels" or getattr(a, "ndim", 0) == 0:
+        return None
+    if name in TENSOR_FIELDS:
+        return 1 if a.ndim == 3 else None
+    return 0
+
+
+def _rows(name: str, a: Any, start: int, stop: int) -> Any:
+    axis = _row_axis(name, a)
+    if axis is None:
+        return a
+    return a[start:stop] if axis == 0 else a[:, start:stop]
+
+
+def _shift_message(message: str, argument: str, start: int, axis: int) -> str:
+    """``message`` with the row of ``argument[...]`` moved by ``start`` (a block's rows are
+    numbered from its start; the body's from 0)."""
+    if axis == 0:
+        pattern = re.compile(re.escape(argument) + r"\[(\d+)")
+        return pattern.sub(lambda m: f"{argument}[{int(m.group(1)) + start}", message)
+    pattern = re.compile(re.escape(argument) + r"\[(\d+), (\d+)")
+    return pattern.sub(lambda m: f"{argument}[{m.group(1)}, {int(m.group(2)) + start}", message)
+
+
+def _shifted(exc: UQValidationError, start: int, names: dict[str, str]) -> UQValidationError:
+    """The error of a block starting at row ``start`` as the whole array's error."""
+    arg = exc.argument
+    if start == 0 or arg is None or exc.index is None:
+        return exc
+    field = names.get(arg, arg)
+    axis = 1 if field in TENSOR_FIELDS else 0
+    if field == "levels":
+        return exc
+    index = exc.index
+    if isinstance(index, tuple):
+        index = tuple(v + start if k == axis else v for k, v in enumerate(index))
+    elif axis == 0:
+        index = index + start
+    message = _shift_message(str(exc), arg, start, axis)
+    return UQValidationError(message, argument=arg, index=index, value=exc.value)
+
+
+def _global_weight_rule(exc: UQValidationError) -> bool:
+    """An error about the weights as a whole (not all zero), which one block cannot decide."""
+    return exc.argument == "sample_weight" and exc.index is None
+
+
+def _blockwise(
+    sub: DecodedSubmission, arrays: dict[str, Any], with_targets: bool
+) -> tuple[Any, frozenset[str], int] | None:
+    """uqcore's rules (the prediction's, and with ``with_targets`` the batch's) checked on
+    blocks of :data:`~service.api.spool.CHUNK_ROWS` rows: the prediction built on the first
+    block (for the metric checks), the optional targets given, and N. None when the body is small or its
+    arrays disagree on N (uqcore then checks the whole arrays and names the lengths); a
+    failure is the error of the first bad row of the body, as on the whole arrays."""
+    extra: dict[str, Any] = {}
+    if with_targets:
+        extra = {
+            k: v
+            for k, v in {
+                target_field(sub.kind): sub.targets,
+                "sample_weight": sub.sample_weight,
+                "ood": sub.ood,
+                "soft_labels": sub.soft_labels,
+            }.items()
+            if v is not None
+        }
+    counts = {
+        (a.shape[axis] if (axis := _row_axis(k, a)) is not None else None)
+        for k, a in {**arrays, **extra}.items()
+    }
+    counts.discard(None)
+    if len(counts) != 1:
+        return None
+    n = int(counts.pop())  # type: ignore[arg-type]
+    if n <= spool.CHUNK_ROWS:
+        return None
+    names = {f"estimates[{k[len(ESTIMATE_PREFIX) :]!r}]": k for k in arrays}
+    first: tuple[Any, frozenset[str]] | None = None
+    weight_error: UQValidationError | None = None
+    weights_ok = False
+    for start, stop in row_blocks(n):
+        block = {k: _rows(k, a, start, stop) for k, a in arrays.items()}
+        try:
+            prediction = build_prediction(sub.kind, block)
+            targets: frozenset[str] = frozenset()
+            if with_targets:
+                rows = {k: _rows(k, a, start, stop) for k, a in extra.items()}
+                y = rows.pop(target_field(sub.kind))
+                try:
+                    batch = make_batch(prediction, y, rows.pop("sample_weight", None), **rows)
+                    weights_ok = weights_ok or "sample_weight" in extra
+                except UQValidationError as exc:
+                    if not _global_weight_rule(exc):
+                        raise
+                    weight_error = weight_error or exc
+                    batch = make_batch(prediction, y, None, **rows)
+                targets = getattr(batch, "targets", frozenset())
+        except UQValidationError as exc:
+            raise _uq_error(_shifted(exc, start, names), sub) from None
+        finally:
+            release(*arrays.values(), *extra.values())
+        if first is None:
+            first = (prediction, targets)
+    if weight_error is not None and not weights_ok:
+        raise _uq_error(weight_error, sub)
+    assert first is not None
+    return first[0], first[1], n
+
+
+def _why_not(
+    spec: Any, prediction: Any, targets: frozenset[str], weights: Any, params: Any
+) -> str | None:
+    """``spec.why_not`` with large weights read in blocks (the integer-weights rule looks at
+    every weight) and the first fractional weight named by its row in the body."""
+    if weights is None or weights.shape[0] <= spool.CHUNK_ROWS:
+        why: str | None = spec.why_not(prediction, targets, weights, params)
+        return why
+    why = spec.why_not(prediction, targets, None, params)
+    if why is not None:
+        return why
+    for start, stop in row_blocks(int(weights.shape[0])):
+        why = spec.why_not(prediction, targets, np.asarray(weights[start:stop]), params)
+        release(weights)
+        if why is not None:
+            return _shift_message(why, "sample_weight", start, 0)
+    return None
+
+
 def check_params(spec: Any, params: dict[str, Any], where: str, n: int | None = None) -> None:
     """The parameters of metric ``spec`` as uqcore checks them before it computes anything
     (known names, each value in its option's domain, rules across options, one value per row
@@ -151,7 +294,7 @@ def _check_estimators(sub: DecodedSubmission, prediction: Any) -> None:
 
 
 def _check_analyses(
-    sub: DecodedSubmission, prediction: Any, targets: frozenset[str] = frozenset()
+    sub: DecodedSubmission, prediction: Any, targets: frozenset[str], n: int
 ) -> Analyses:
     analyses = sub.analyses
     task = task_of(sub.kind)
@@ -164,7 +307,7 @@ def _check_analyses(
                 raise ApiError(
                     422, str(exc), field="analyses.metrics", index=i, code="unknown_metric"
                 ) from None
-            why = spec.why_not(prediction, targets, sub.sample_weight, analyses.params.get(name))
+            why = _why_not(spec, prediction, targets, sub.sample_weight, analyses.params.get(name))
             if why is not None:
                 why = rest_text(why, task=task, metric=name)
                 raise ApiError(
@@ -186,7 +329,7 @@ def _check_analyses(
                 f"parameters are given for metric {name!r}, which analyses.metrics does not list",
                 field=where,
             )
-        check_params(spec, params, where, int(prediction.n))
+        check_params(spec, params, where, n)
         est = params.get("estimator")
         if task == "classification" and est is not None:
             available = prediction.estimator_names()
@@ -213,16 +356,21 @@ def validate(
     assert targets is not None, "the request models require targets without a benchmark_id"
     _check_sizes(sub, settings)
     estimates = {f"{ESTIMATE_PREFIX}{k}": v for k, v in sub.estimates.items()}
-    try:
-        prediction = build_prediction(sub.kind, {**sub.prediction, **estimates})
-        batch = make_batch(
-            prediction, targets, sub.sample_weight, ood=sub.ood, soft_labels=sub.soft_labels
-        )
-    except UQValidationError as exc:
-        raise _uq_error(exc, sub) from None
-    n = int(prediction.n)
+    checked = _blockwise(sub, {**sub.prediction, **estimates}, with_targets=True)
+    if checked is not None:
+        prediction, given, n = checked
+    else:
+        try:
+            prediction = build_prediction(sub.kind, {**sub.prediction, **estimates})
+            batch = make_batch(
+                prediction, targets, sub.sample_weight, ood=sub.ood, soft_labels=sub.soft_labels
+            )
+        except UQValidationError as exc:
+            raise _uq_error(exc, sub) from None
+        n = int(prediction.n)
+        given = getattr(batch, "targets", frozenset())
     _check_groups(sub, n)
-    analyses = _check_analyses(sub, prediction, getattr(batch, "targets", frozenset()))
+    analyses = _check_analyses(sub, prediction, given, n)
     arrays: dict[str, Any] = {**sub.prediction, **estimates, tname: targets}
     for name in ("sample_weight", "groups", "soft_labels", "ood"):
         value = getattr(sub, name)
@@ -300,11 +448,15 @@ def _validate_for_benchmark(
         )
     _check_sizes(sub, settings)
     estimates = {f"{ESTIMATE_PREFIX}{k}": v for k, v in sub.estimates.items()}
-    try:
-        prediction = build_prediction(sub.kind, {**sub.prediction, **estimates})
-    except UQValidationError as exc:
-        raise _uq_error(exc, sub) from None
-    n = int(prediction.n)
+    checked = _blockwise(sub, {**sub.prediction, **estimates}, with_targets=False)
+    if checked is not None:
+        prediction, _, n = checked
+    else:
+        try:
+            prediction = build_prediction(sub.kind, {**sub.prediction, **estimates})
+        except UQValidationError as exc:
+            raise _uq_error(exc, sub) from None
+        n = int(prediction.n)
     if n != bench.n:
         first = next(iter(sub.prediction), KIND_FIELDS[sub.kind][0])
         raise ApiError(

@@ -17,6 +17,7 @@ does not provide it is not ranked on that estimator's boards.
 
 from __future__ import annotations
 
+import pathlib
 import secrets
 from typing import Annotated, Any
 
@@ -42,6 +43,8 @@ from service.api.schemas import (
     BenchmarkUpdate,
     QuotaOptions,
 )
+from service.api.spool import Spool, spool_body
+from service.api.upload_blobs import stored_arrays
 from service.api.validation import check_params
 from service.kinds import CLASSIFICATION_KINDS, KIND_FIELDS, REGRESSION_KINDS, task_of
 from service.leaderboard import CANONICAL_ESTIMATORS, ESTIMATOR_PARAMS
@@ -267,8 +270,18 @@ def _classification_targets(
     }
 
 
-def _create(store: Store, settings: Settings, fmt: BodyFormat, raw: bytes) -> BenchmarkRecord:
-    body, arrays = decode_benchmark(fmt, raw, max_bytes=settings.max_body_bytes)
+def create_from(
+    store: Store,
+    settings: Settings,
+    fmt: BodyFormat,
+    raw: bytes | pathlib.Path,
+    spool: Spool | None = None,
+    max_bytes: int | None = None,
+) -> BenchmarkRecord:
+    """Validate and store a benchmark body: JSON bytes, or an NPZ archive (bytes, or a
+    spooled file whose large members are memory-mapped from files of ``spool``)."""
+    limit = settings.max_body_bytes if max_bytes is None else max_bytes
+    body, arrays = decode_benchmark(fmt, raw, max_bytes=limit, spool=spool)
     where = "request." if fmt == "npz" else ""
     task = body.task
     target, optional = TASK_ARRAYS[task]
@@ -357,6 +370,8 @@ def _create(store: Store, settings: Settings, fmt: BodyFormat, raw: bytes) -> Be
             field=f"{where}bootstrap",
             code="over_memory_budget",
         )
+    if spool is not None:
+        arrays = stored_arrays(arrays, spool)
     return store.create_benchmark(record, arrays)
 
 
@@ -388,14 +403,34 @@ async def create_benchmark(
     estimators with their own leaderboards (classification), the ranking rule and the quota.
     The targets are never readable again through the API."""
     fmt = media_type(request.headers.get("content-type"))
-    limit = settings.max_json_body_bytes if fmt == "json" else settings.max_body_bytes
-    raw = await read_limited(
-        request.stream(),
-        content_length=request.headers.get("content-length"),
-        limit=limit,
-        gzip=content_encoding(request.headers.get("content-encoding")),
-    )
-    record = await run_in_threadpool(_create, store, settings, fmt, raw)
+    gzip = content_encoding(request.headers.get("content-encoding"))
+    if fmt == "json":
+        raw = await read_limited(
+            request.stream(),
+            content_length=request.headers.get("content-length"),
+            limit=settings.max_json_body_bytes,
+            gzip=gzip,
+        )
+        record = await run_in_threadpool(create_from, store, settings, fmt, raw)
+        return created(record)
+    spool = Spool(settings)
+    try:
+        path = spool.path(".npz")
+        await spool_body(
+            request.stream(),
+            path,
+            content_length=request.headers.get("content-length"),
+            limit=settings.max_body_bytes,
+            gzip=gzip,
+        )
+        record = await run_in_threadpool(create_from, store, settings, fmt, path, spool)
+        return created(record)
+    finally:
+        await run_in_threadpool(spool.close)
+
+
+def created(record: BenchmarkRecord) -> JSONResponse:
+    """The 201 answer of ``POST /v1/benchmarks``."""
     return JSONResponse(info(record, admin=True).model_dump(mode="json"), status_code=201)
 
 

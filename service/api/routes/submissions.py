@@ -8,6 +8,8 @@ exactly like an unknown id; an admin key reads and changes every submission.
 
 from __future__ import annotations
 
+import pathlib
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response
@@ -20,7 +22,15 @@ from service.api import access
 from service.api.auth import admitted, ensure_admin_key, key_required, run_read
 from service.api.deps import KeyDep, SettingsDep, StoreDep, TokenDep, get_settings, get_store
 from service.api.errors import ApiError
-from service.api.payload import BodyFormat, content_encoding, decode, media_type, read_limited
+from service.api.payload import (
+    DecodedSubmission,
+    body_hash,
+    content_encoding,
+    decode_json,
+    decode_npz,
+    media_type,
+    read_limited,
+)
 from service.api.routes.common import errors, links
 from service.api.schemas import (
     Status,
@@ -30,6 +40,8 @@ from service.api.schemas import (
     SubmissionSummary,
     SubmissionUpdate,
 )
+from service.api.spool import Spool, spool_body
+from service.api.upload_blobs import stored_arrays
 from service.api.validation import ValidSubmission, validate
 from service.memory import benchmark_shapes, estimate_job, job_memory_budget, over_budget
 from service.settings import Settings
@@ -144,8 +156,29 @@ def _detail(
     )
 
 
-def _check(fmt: BodyFormat, body: bytes, settings: Settings, store: Store) -> ValidSubmission:
-    sub = decode(fmt, body, max_bytes=settings.max_body_bytes)
+def _check_json(body: bytes, settings: Settings, store: Store) -> ValidSubmission:
+    sub = decode_json(body)
+    sub.body_hash = body_hash("json", body)
+    return _check(sub, settings, store)
+
+
+def check_npz(
+    path: pathlib.Path,
+    digest: str,
+    settings: Settings,
+    store: Store,
+    spool: Spool,
+    max_bytes: int,
+) -> ValidSubmission:
+    """The spooled NPZ body at ``path`` (whose body hash is ``digest``) decoded and validated,
+    its large arrays memory-mapped from files of ``spool``."""
+    sub = decode_npz(path, max_bytes=max_bytes, spool=spool)
+    sub.body_hash = digest
+    valid = _check(sub, settings, store)
+    return replace(valid, arrays=stored_arrays(valid.arrays, spool))
+
+
+def _check(sub: DecodedSubmission, settings: Settings, store: Store) -> ValidSubmission:
     bench = None
     if sub.benchmark_id is not None:
         bench = store.get_benchmark(sub.benchmark_id)
@@ -269,15 +302,44 @@ async def create_submission(
     """
     fmt = media_type(request.headers.get("content-type"))
     gzip = content_encoding(request.headers.get("content-encoding"))
-    limit = settings.max_json_body_bytes if fmt == "json" else settings.max_body_bytes
-    body = await read_limited(
-        request.stream(),
-        content_length=request.headers.get("content-length"),
-        limit=limit,
-        gzip=gzip,
-    )
-    valid = await run_in_threadpool(_check, fmt, body, settings, store)
-    del body  # the arrays live on in ``valid``; the raw bytes can go
+    if fmt == "json":
+        body = await read_limited(
+            request.stream(),
+            content_length=request.headers.get("content-length"),
+            limit=settings.max_json_body_bytes,
+            gzip=gzip,
+        )
+        valid = await run_in_threadpool(_check_json, body, settings, store)
+        del body  # the arrays live on in ``valid``; the raw bytes can go
+        return await accept(request, store, settings, key, valid, idempotency_key)
+    spool = Spool(settings)
+    try:
+        path = spool.path(".npz")
+        _size, digest = await spool_body(
+            request.stream(),
+            path,
+            content_length=request.headers.get("content-length"),
+            limit=settings.max_body_bytes,
+            gzip=gzip,
+            prefix=b"npz\0",
+        )
+        valid = await run_in_threadpool(
+            check_npz, path, digest, settings, store, spool, settings.max_body_bytes
+        )
+        return await accept(request, store, settings, key, valid, idempotency_key)
+    finally:
+        await run_in_threadpool(spool.close)
+
+
+async def accept(
+    request: Request,
+    store: Store,
+    settings: Settings,
+    key: ApiKeyRecord,
+    valid: ValidSubmission,
+    idempotency_key: str | None,
+) -> JSONResponse:
+    """Store and queue ``valid``: the 202 answer of ``POST /v1/submissions``."""
     record, created, position = await run_in_threadpool(
         _submit, store, settings, key, valid, idempotency_key
     )
