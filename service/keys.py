@@ -73,6 +73,15 @@ key                                             type       holds
                                                            start time (the reaper's list)
 ``cmps:resend``                                 zset       re-queued comparison ids whose task
                                                            message is still to be published
+``upload:{id}``                                  hash       a resumable upload in progress:
+                                                           owner, size, part_size, parts,
+                                                           sha256, content_type/encoding,
+                                                           purpose, expires_at, ``part:{n}``
+                                                           -> "{size}:{sha256}" per part
+                                                           received, ``answer`` (JSON) once
+                                                           completed; expires after
+                                                           ``upload_ttl_s`` (parts: blob store
+                                                           ``uploads/{id}/part-{n}``)
 ``sub:{id}:plots``                               hash       rendered plots: ``{name}.{format}``
                                                            -> PNG/SVG bytes, or ``error:{status}:
                                                            {reason}`` (not applicable, failed);
@@ -272,6 +281,10 @@ def resend() -> str:
 
 def idempotency(key_id: str, key_hash: str) -> str:
     return f"{PREFIX}idem:{key_id}:{key_hash}"
+
+
+def upload(upload_id: str) -> str:
+    return f"{PREFIX}upload:{upload_id}"
 
 
 def api_key(key_id: str) -> str:

@@ -36,6 +36,7 @@ from service.api.routes import (
     plots,
     sharelinks,
     submissions,
+    uploads,
 )
 from service.api.schemas import (
     BenchmarkCreate,
@@ -183,6 +184,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     for router in (
         catalogue.router,
         submissions.router,
+        uploads.router,
         benchmarks.router,
         leaderboards.router,
         sharelinks.router,

@@ -1,8 +1,9 @@
 """A cap on the request bodies that FastAPI reads whole into memory.
 
-The two upload routes (``POST /v1/submissions`` and ``POST /v1/benchmarks``) stream their
-bodies through :mod:`service.api.payload`, which refuses more than ``max_body_bytes`` /
-``max_json_body_bytes`` as the bytes arrive. Every other route that takes a body (a PATCH,
+The upload routes (``POST /v1/submissions``, ``POST /v1/benchmarks`` and the parts of a
+resumable upload, ``PUT /v1/uploads/{id}/parts/{n}``) stream their bodies through
+:mod:`service.api.spool` and :mod:`service.api.payload`, which refuse more than their limit
+(``max_body_bytes``, ``max_json_body_bytes``, the part size) as the bytes arrive. Every other route that takes a body (a PATCH,
 a comparison, a team, a key, the web UI's login form) is parsed by FastAPI or Starlette,
 which read the body whole first — with no limit, one request could fill the API's memory.
 This ASGI middleware reads such a body itself, at most :data:`SMALL_BODY_BYTES` of it, and
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -30,6 +32,8 @@ SMALL_BODY_BYTES = 1 << 20
 
 #: (method, path) of the routes that stream and bound their own bodies.
 STREAMED = frozenset({("POST", "/v1/submissions"), ("POST", "/v1/benchmarks")})
+#: The parts of resumable uploads, bounded by their part size.
+STREAMED_PATHS = re.compile(r"^/v1/uploads/[^/]+/parts/[^/]+$")
 
 
 class BodyLimit:
@@ -44,7 +48,9 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         path = str(scope.get("path", "")).rstrip("/") or "/"
-        if (scope["method"], path) in STREAMED:
+        if (scope["method"], path) in STREAMED or (
+            scope["method"] == "PUT" and STREAMED_PATHS.match(path)
+        ):
             await self.app(scope, receive, send)
             return
         declared = _content_length(scope)

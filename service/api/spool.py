@@ -31,6 +31,8 @@ from service.settings import Settings
 
 __all__ = [
     "CHUNK_ROWS",
+    "GunzipTo",
+    "Sink",
     "Spool",
     "release",
     "row_blocks",
@@ -92,7 +94,7 @@ def declared_length(content_length: str | None, limit: int) -> int | None:
     return declared
 
 
-class _Sink:
+class Sink:
     """Where decoded bytes go: a file, counted against ``limit`` and hashed."""
 
     def __init__(self, fh: Any, limit: int, what: str, digest: Any) -> None:
@@ -107,10 +109,10 @@ class _Sink:
         self.fh.write(data)
 
 
-class _GunzipTo:
+class GunzipTo:
     """Incremental gzip decoding into a sink (concatenated members are one body)."""
 
-    def __init__(self, sink: _Sink) -> None:
+    def __init__(self, sink: Sink) -> None:
         self.sink = sink
         self._d = zlib.decompressobj(16 + zlib.MAX_WBITS)
 
@@ -151,8 +153,8 @@ async def spool_body(
     digest = hashlib.sha256(prefix)
     received = 0
     with open(path, "wb") as fh:
-        sink = _Sink(fh, limit, "decompressed body" if gzip else "body", digest)
-        gunzip = _GunzipTo(sink) if gzip else None
+        sink = Sink(fh, limit, "decompressed body" if gzip else "body", digest)
+        gunzip = GunzipTo(sink) if gzip else None
         async for chunk in chunks:
             if not chunk:
                 continue
@@ -172,8 +174,8 @@ def gunzip_file(src: Path, dst: Path, *, limit: int, prefix: bytes = b"") -> tup
     """:func:`spool_body` for a body already on disk (a completed resumable upload)."""
     digest = hashlib.sha256(prefix)
     with open(src, "rb") as fin, open(dst, "wb") as fout:
-        sink = _Sink(fout, limit, "decompressed body", digest)
-        gunzip = _GunzipTo(sink)
+        sink = Sink(fout, limit, "decompressed body", digest)
+        gunzip = GunzipTo(sink)
         while block := fin.read(COPY_BYTES):
             gunzip.feed(block)
         gunzip.finish()

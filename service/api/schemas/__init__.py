@@ -85,6 +85,7 @@ from service.api.schemas.submissions import (
     SubmissionSummary,
     SubmissionUpdate,
 )
+from service.api.schemas.uploads import UploadCreate, UploadInfo, UploadPart
 from service.store import Status
 
 __all__ = [
@@ -151,6 +152,9 @@ __all__ = [
     "TeamInfo",
     "TeamList",
     "Tensor",
+    "UploadCreate",
+    "UploadInfo",
+    "UploadPart",
     "Vector",
     "Visibility",
 ]

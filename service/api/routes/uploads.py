@@ -1,0 +1,482 @@
+"""Resumable uploads: a large NPZ body sent in parts, then completed into a submission or a
+benchmark.
+
+``POST /v1/uploads`` declares the body (its size, optionally its SHA-256, gzip or not, and
+whether it makes a submission or a benchmark) and answers the part size and the number of
+parts. Each part is ``PUT`` with its SHA-256 in a ``Content-Digest`` header (RFC 9530) and
+stored in the blob store under ``uploads/<id>/part-<n>``, so any API process can take any
+part; a part whose bytes do not match their digest is refused and can be sent again.
+``GET`` tells which parts the service holds: an interrupted client resumes from there.
+``POST .../complete`` joins the parts into the body and answers exactly what
+``POST /v1/submissions`` (202) or ``POST /v1/benchmarks`` (201) answers for it; a repeated
+completion answers the same again. The metadata is a Redis hash that expires
+``upload_ttl_s`` after the creation; the parts of expired, completed and aborted uploads are
+removed. Only the key that created an upload may use it: to any other key it does not exist.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import math
+import secrets
+import threading
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path as FilePath
+from typing import Annotated, Any, cast
+
+from fastapi import APIRouter, Header, Path, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from service import keys as schema_keys
+from service.api.deps import KeyDep, SettingsDep, StoreDep
+from service.api.errors import ApiError
+from service.api.routes import benchmarks as benchmark_routes
+from service.api.routes import submissions as submission_routes
+from service.api.routes.common import errors, links
+from service.api.schemas import (
+    BenchmarkInfo,
+    SubmissionAccepted,
+    UploadCreate,
+    UploadInfo,
+    UploadPart,
+)
+from service.api.spool import COPY_BYTES, GunzipTo, Sink, Spool, spool_body
+from service.api.upload_blobs import part_key, upload_blobs, upload_prefix
+from service.blobs import BlobStore
+from service.store import ApiKeyRecord, Store
+
+router = APIRouter(tags=["uploads"])
+
+UploadId = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=100,
+        pattern=r"^upl_[0-9a-f]+$",
+        description="The upload id (from POST /v1/uploads).",
+    ),
+]
+PartNumber = Annotated[
+    int, Path(ge=1, le=1_000_000, description="The part number, 1-based (1 to parts).")
+]
+
+_UPLOAD_ID = {"upload_id": "$response.body#/id"}
+
+#: Only when the key exists: a part stored after its upload expired must not bring the
+#: upload back without its expiry.
+_SET_IF_EXISTS = """
+if redis.call('exists', KEYS[1]) == 1 then
+  return redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
+end
+return -1
+"""
+
+#: Seconds between two sweeps of the parts of expired uploads by one API process.
+SWEEP_INTERVAL_S = 60.0
+_sweep_lock = threading.Lock()
+_last_sweep = 0.0
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _iso(t: datetime) -> str:
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _record(store: Store, key: ApiKeyRecord, upload_id: str) -> dict[str, str]:
+    raw = store.client.hgetall(schema_keys.upload(upload_id))
+    rec = {_text(k): _text(v) for k, v in raw.items()}
+    if not rec or rec.get("owner") != key.key_id:
+        raise ApiError(404, f"no upload {upload_id!r}", field="upload_id")
+    return rec
+
+
+def _received(rec: dict[str, str]) -> dict[int, tuple[int, str]]:
+    out: dict[int, tuple[int, str]] = {}
+    for name, value in rec.items():
+        if name.startswith("part:"):
+            size, _, digest = value.partition(":")
+            out[int(name[5:])] = (int(size), digest)
+    return out
+
+
+def _info(request: Request, upload_id: str, rec: dict[str, str]) -> UploadInfo:
+    return UploadInfo(
+        id=upload_id,
+        size=int(rec["size"]),
+        part_size=int(rec["part_size"]),
+        parts=int(rec["parts"]),
+        received=sorted(_received(rec)),
+        expires_at=rec["expires_at"],
+        url=str(request.app.url_path_for("get_upload", upload_id=upload_id)),
+    )
+
+
+def _part_size(rec: dict[str, str], n: int) -> int:
+    size, part, parts = int(rec["size"]), int(rec["part_size"]), int(rec["parts"])
+    return part if n < parts else size - part * (parts - 1)
+
+
+def sweep(store: Store, blobs: BlobStore, *, force: bool = False) -> int:
+    """Remove the parts of every upload whose record is gone (expired, completed or aborted);
+    at most once per :data:`SWEEP_INTERVAL_S` per process unless ``force``. The number of
+    uploads whose parts were removed."""
+    global _last_sweep
+    with _sweep_lock:
+        if not force and time.monotonic() - _last_sweep < SWEEP_INTERVAL_S:
+            return 0
+        _last_sweep = time.monotonic()
+    ids = {info.key.split("/")[1] for info in blobs.list("uploads/") if info.key.count("/") >= 2}
+    removed = 0
+    for upload_id in sorted(ids):
+        if not store.client.exists(schema_keys.upload(upload_id)):
+            blobs.delete_prefix(upload_prefix(upload_id))
+            removed += 1
+    return removed
+
+
+@router.post(
+    "/v1/uploads",
+    operation_id="createUpload",
+    summary="Start a resumable upload of a large NPZ body",
+    status_code=201,
+    response_model=UploadInfo,
+    responses={
+        **errors(400, 401, 403, 413, 422, 503),
+        **links(
+            201,
+            getUpload=_UPLOAD_ID,
+            putUploadPart=_UPLOAD_ID,
+            completeUpload=_UPLOAD_ID,
+            abortUpload=_UPLOAD_ID,
+        ),
+    },
+)
+def create_upload(
+    request: Request, body: UploadCreate, key: KeyDep, store: StoreDep, settings: SettingsDep
+) -> JSONResponse:
+    """Declare a body of ``size`` bytes to be sent in parts of ``part_size`` bytes (the last
+    holds the rest). Send each part with ``PUT /v1/uploads/{upload_id}/parts/{n}``, then
+    ``POST /v1/uploads/{upload_id}/complete``. A benchmark upload needs an admin key. The
+    upload expires (its parts removed) ``expires_at`` if not completed."""
+    if body.size > settings.max_upload_bytes:
+        raise ApiError(
+            413,
+            f"size {body.size} exceeds the limit of {settings.max_upload_bytes} bytes of an upload",
+            field="size",
+        )
+    if body.purpose == "benchmark" and key.role != "admin":
+        raise ApiError(403, "creating a benchmark needs an admin key", field="purpose")
+    sweep(store, upload_blobs(settings))
+    upload_id = "upl_" + secrets.token_hex(12)
+    part_size = settings.upload_part_bytes
+    now = _now()
+    rec: dict[str, str] = {
+        "owner": key.key_id,
+        "size": str(body.size),
+        "sha256": body.sha256 or "",
+        "content_type": body.content_type,
+        "content_encoding": body.content_encoding or "",
+        "purpose": body.purpose,
+        "part_size": str(part_size),
+        "parts": str(math.ceil(body.size / part_size)),
+        "created_at": _iso(now),
+        "expires_at": _iso(now + timedelta(seconds=settings.upload_ttl_s)),
+    }
+    k = schema_keys.upload(upload_id)
+    pipe = store.client.pipeline()
+    pipe.hset(k, mapping=cast("Mapping[Any, Any]", rec))
+    pipe.expire(k, settings.upload_ttl_s)
+    pipe.execute()
+    info = _info(request, upload_id, rec)
+    return JSONResponse(
+        info.model_dump(mode="json"), status_code=201, headers={"Location": info.url}
+    )
+
+
+@router.get(
+    "/v1/uploads/{upload_id}",
+    operation_id="getUpload",
+    summary="An upload's parts: which ones the service holds",
+    response_model=UploadInfo,
+    responses=errors(401, 404, 422, 503),
+)
+def get_upload(request: Request, upload_id: UploadId, key: KeyDep, store: StoreDep) -> UploadInfo:
+    """The upload's size, part size, number of parts and the parts received: a client that
+    was interrupted sends the others, then completes."""
+    return _info(request, upload_id, _record(store, key, upload_id))
+
+
+def _digest(header: str | None) -> str:
+    """The SHA-256 (hex) named by a ``Content-Digest`` header (``sha-256=:<base64>:``)."""
+    if header is None:
+        raise ApiError(
+            422,
+            "a part needs its checksum: header Content-Digest: sha-256=:<base64 of SHA-256>:",
+            field="Content-Digest",
+        )
+    for item in header.split(","):
+        algo, _, value = item.strip().partition("=")
+        if algo.strip().lower() != "sha-256":
+            continue
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] == ":":
+            try:
+                raw = base64.b64decode(value[1:-1], validate=True)
+            except (binascii.Error, ValueError):
+                raw = b""
+            if len(raw) == 32:
+                return raw.hex()
+        break
+    raise ApiError(
+        422,
+        "Content-Digest must hold sha-256=:<base64 of the part's 32-byte SHA-256>:",
+        field="Content-Digest",
+    )
+
+
+@router.put(
+    "/v1/uploads/{upload_id}/parts/{n}",
+    operation_id="putUploadPart",
+    summary="Send one part of an upload",
+    response_model=UploadPart,
+    responses=errors(401, 404, 409, 413, 422, 503),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": "The bytes of part n: part_size bytes (the last part: the rest).",
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
+        }
+    },
+)
+async def put_upload_part(
+    request: Request,
+    upload_id: UploadId,
+    n: PartNumber,
+    key: KeyDep,
+    store: StoreDep,
+    settings: SettingsDep,
+    content_digest: Annotated[
+        str | None,
+        Header(
+            alias="Content-Digest",
+            max_length=200,
+            description="The part's SHA-256 as RFC 9530 writes it: sha-256=:<base64>:. "
+            "Required; a part whose bytes do not match it is refused (422) and not stored.",
+        ),
+    ] = None,
+) -> UploadPart:
+    """Store part ``n`` (sending it again replaces it: a retry is harmless)."""
+    wanted = _digest(content_digest)
+    rec = await run_in_threadpool(_record, store, key, upload_id)
+    if "answer" in rec:
+        raise ApiError(409, f"upload {upload_id!r} is already complete", field="upload_id")
+    parts = int(rec["parts"])
+    if n > parts:
+        raise ApiError(422, f"part {n} is out of range: this upload has {parts} part(s)", field="n")
+    expected = _part_size(rec, n)
+    spool = Spool(settings)
+    try:
+        path = spool.path(".part")
+        size, digest = await spool_body(
+            request.stream(),
+            path,
+            content_length=request.headers.get("content-length"),
+            limit=expected,
+            gzip=False,
+        )
+        if size != expected:
+            raise ApiError(
+                422,
+                f"part {n} of {parts} must hold {expected} bytes; found {size}",
+                field="body",
+            )
+        if digest != wanted:
+            raise ApiError(
+                422,
+                f"part {n} does not match its Content-Digest (sha-256 of the bytes received: "
+                f"{digest}); send it again",
+                field="Content-Digest",
+                code="digest_mismatch",
+            )
+        blobs = upload_blobs(settings)
+        await run_in_threadpool(blobs.put_file, part_key(upload_id, n), path, move=True)
+    finally:
+        await run_in_threadpool(spool.close)
+    stored = await run_in_threadpool(
+        store.client.eval,
+        _SET_IF_EXISTS,
+        1,
+        schema_keys.upload(upload_id),
+        f"part:{n}",
+        f"{size}:{digest}",
+    )
+    if int(stored) < 0:
+        raise ApiError(404, f"no upload {upload_id!r}", field="upload_id")
+    return UploadPart(part=n, size=size, sha256=digest)
+
+
+def _assemble(
+    rec: dict[str, str], upload_id: str, blobs: BlobStore, spool: Spool, limit: int
+) -> tuple[FilePath, str]:
+    """The parts joined (and gzip decoded) into one body file of ``spool``; its body hash.
+    409 when parts are missing, 422 when the whole does not match the declared SHA-256."""
+    received = _received(rec)
+    parts = int(rec["parts"])
+    missing = [n for n in range(1, parts + 1) if n not in received]
+    if missing:
+        shown = ", ".join(map(str, missing[:20])) + (", ..." if len(missing) > 20 else "")
+        raise ApiError(
+            409,
+            f"upload {upload_id!r} lacks {len(missing)} of its {parts} parts ({shown}); "
+            "send them, then complete",
+            field="upload_id",
+            code="upload_incomplete",
+        )
+    path = spool.path(".npz")
+    whole = hashlib.sha256()
+    body = hashlib.sha256(b"npz\0")
+    with open(path, "wb") as out:
+        sink = Sink(out, limit, "decompressed body", body)
+        gunzip = GunzipTo(sink) if rec["content_encoding"] == "gzip" else None
+        for n in range(1, parts + 1):
+            local = blobs.local_path(part_key(upload_id, n), spool.dir)
+            with open(local, "rb") as fh:
+                while block := fh.read(COPY_BYTES):
+                    whole.update(block)
+                    if gunzip is not None:
+                        gunzip.feed(block)
+                    else:
+                        sink.write(block)
+            if local.parent == spool.dir:  # a download: not needed any more
+                local.unlink(missing_ok=True)
+        if gunzip is not None:
+            gunzip.finish()
+    if rec["sha256"] and whole.hexdigest() != rec["sha256"]:
+        raise ApiError(
+            422,
+            f"the parts of upload {upload_id!r} joined have SHA-256 {whole.hexdigest()}, not the "
+            f"declared {rec['sha256']}; send the wrong parts again",
+            field="sha256",
+            code="digest_mismatch",
+        )
+    return path, body.hexdigest()
+
+
+def _replay(answer: str) -> JSONResponse:
+    saved = json.loads(answer)
+    return JSONResponse(saved["body"], status_code=saved["status"], headers=saved["headers"])
+
+
+@router.post(
+    "/v1/uploads/{upload_id}/complete",
+    operation_id="completeUpload",
+    summary="Complete an upload: submit its body",
+    status_code=202,
+    response_model=SubmissionAccepted,
+    responses={
+        201: {
+            "model": BenchmarkInfo,
+            "description": "A benchmark upload: the created benchmark, as POST /v1/benchmarks "
+            "answers.",
+        },
+        **errors(400, 401, 403, 404, 409, 413, 415, 422, 503),
+    },
+)
+async def complete_upload(
+    request: Request,
+    upload_id: UploadId,
+    key: KeyDep,
+    store: StoreDep,
+    settings: SettingsDep,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=200,
+            description="As for POST /v1/submissions.",
+        ),
+    ] = None,
+) -> JSONResponse:
+    """Join the parts into the body and submit it: a submission upload answers exactly what
+    ``POST /v1/submissions`` answers for the body (202, the same checks and 422s), a
+    benchmark upload what ``POST /v1/benchmarks`` answers (201). Completing again answers the
+    same; a refused body (4xx) leaves the upload as it is, to be aborted."""
+    rec = await run_in_threadpool(_record, store, key, upload_id)
+    if "answer" in rec:
+        return _replay(rec["answer"])
+    if rec["purpose"] == "benchmark" and key.role != "admin":
+        raise ApiError(403, "creating a benchmark needs an admin key", field="purpose")
+    blobs = upload_blobs(settings)
+    spool = Spool(settings)
+    try:
+        limit = settings.max_upload_bytes
+        path, digest = await run_in_threadpool(_assemble, rec, upload_id, blobs, spool, limit)
+        answer: JSONResponse
+        if rec["purpose"] == "benchmark":
+            record = await run_in_threadpool(
+                benchmark_routes.create_from, store, settings, "npz", path, spool, limit
+            )
+            answer = benchmark_routes.created(record)
+        else:
+            valid = await run_in_threadpool(
+                submission_routes.check_npz, path, digest, settings, store, spool, limit
+            )
+            answer = await submission_routes.accept(
+                request, store, settings, key, valid, idempotency_key
+            )
+    finally:
+        await run_in_threadpool(spool.close)
+    saved = {
+        "status": answer.status_code,
+        "body": json.loads(bytes(answer.body)),
+        "headers": {
+            k: v
+            for k, v in answer.headers.items()
+            if k.lower() not in ("content-length", "content-type")
+        },
+    }
+    await run_in_threadpool(
+        store.client.eval,
+        _SET_IF_EXISTS,
+        1,
+        schema_keys.upload(upload_id),
+        "answer",
+        json.dumps(saved),
+    )
+    await run_in_threadpool(blobs.delete_prefix, upload_prefix(upload_id))
+    return answer
+
+
+@router.delete(
+    "/v1/uploads/{upload_id}",
+    operation_id="abortUpload",
+    summary="Abort an upload and remove its parts",
+    status_code=204,
+    response_class=Response,
+    responses=errors(401, 404, 422, 503),
+)
+def abort_upload(
+    upload_id: UploadId, key: KeyDep, store: StoreDep, settings: SettingsDep
+) -> Response:
+    """Remove the upload and the parts received (a completed upload: only its record; what it
+    created stays)."""
+    _record(store, key, upload_id)
+    store.client.delete(schema_keys.upload(upload_id))
+    upload_blobs(settings).delete_prefix(upload_prefix(upload_id))
+    return Response(status_code=204)
