@@ -23,6 +23,9 @@ class AdminCalls(ClientBase):
     def _json(self, call: Call) -> Any:
         return self._send(call).json()
 
+    def _post_body(self, call: Call, purpose: str, upload_id: str | None = None) -> Any:
+        raise NotImplementedError
+
     # -- benchmarks ------------------------------------------------------------------------
 
     def benchmarks(self) -> list[Benchmark]:
@@ -74,7 +77,7 @@ class AdminCalls(ClientBase):
         targets = {"y": y, "labels": labels, "soft_labels": soft_labels, "ood": ood}
         targets["groups"] = groups
         call = self._create_benchmark_call(name, task, targets, primary_metric, metrics, settings)
-        return Benchmark.from_json(self._json(call))
+        return Benchmark.from_json(self._post_body(call, "benchmark"))
 
     def update_benchmark(self, id: Any, **changes: Any) -> Benchmark:
         """Change a benchmark's settings (admin): ``name``, ``description``,

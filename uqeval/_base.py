@@ -4,8 +4,12 @@ sent and how they wait."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import os
 import uuid
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -28,6 +32,50 @@ from uqeval.models import (
 
 SubmissionProgress = Callable[[Submission], None]
 ComparisonProgress = Callable[[Comparison], None]
+
+#: Above this many bytes a body goes by the resumable upload (``POST /v1/uploads``).
+UPLOAD_THRESHOLD_BYTES = 64 << 20
+NPZ_MEDIA = "application/x-npz"
+
+
+class UploadBody:
+    """The bytes of a resumable upload: in memory, or a file read one part at a time."""
+
+    def __init__(self, body: bytes | str | os.PathLike[str]) -> None:
+        if isinstance(body, (bytes, bytearray, memoryview)):
+            self.data: bytes | None = bytes(body)
+            self.path: Path | None = None
+            self.size = len(self.data)
+        else:
+            self.data, self.path = None, Path(body)
+            self.size = self.path.stat().st_size
+        self._sha256: str | None = None
+
+    @property
+    def source(self) -> bytes | Path:
+        return self.data if self.data is not None else Path(str(self.path))
+
+    def read(self, offset: int, length: int) -> bytes:
+        if self.data is not None:
+            return self.data[offset : offset + length]
+        assert self.path is not None
+        with open(self.path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(length)
+
+    def sha256(self) -> str:
+        if self._sha256 is None:
+            h = hashlib.sha256()
+            for offset in range(0, self.size, 1 << 24):
+                h.update(self.read(offset, 1 << 24))
+            self._sha256 = h.hexdigest()
+        return self._sha256
+
+
+def content_digest(data: bytes) -> str:
+    """The ``Content-Digest`` header of ``data`` (RFC 9530, sha-256)."""
+    return f"sha-256=:{base64.b64encode(hashlib.sha256(data).digest()).decode()}:"
+
 
 #: The wait between polls grows from the first value to the second.
 POLL_START_S = 0.25
@@ -96,8 +144,10 @@ class ClientBase:
         backoff: float = 0.5,
         max_retry_wait: float = 60.0,
         npz_threshold: int = 64 * 1024,
+        upload_threshold_bytes: int = UPLOAD_THRESHOLD_BYTES,
     ) -> None:
         self.url, self._key = resolve(url, key)
+        self.upload_threshold_bytes = int(upload_threshold_bytes)
         self.timeout = timeout
         self.retries = max(0, int(retries))
         self.backoff = backoff
@@ -112,6 +162,85 @@ class ClientBase:
         if self._key:
             out["Authorization"] = f"Bearer {self._key}"
         return out
+
+    # -- resumable uploads ---------------------------------------------------------------
+
+    def _resumable(self, call: Call) -> bool:
+        """Whether ``call`` (a submission or benchmark POST) goes by the resumable upload: an
+        NPZ body of at least ``upload_threshold_bytes``."""
+        return (
+            call.content is not None
+            and len(call.content) >= self.upload_threshold_bytes
+            and call.headers.get("Content-Type") == NPZ_MEDIA
+        )
+
+    @staticmethod
+    def _upload_create_call(body: UploadBody, *, purpose: str, encoding: str | None) -> Call:
+        # Repeating a create after a lost answer only leaves an unused upload, which expires.
+        doc = {
+            "size": body.size,
+            "sha256": body.sha256(),
+            "content_type": NPZ_MEDIA,
+            "content_encoding": encoding,
+            "purpose": purpose,
+        }
+        return Call("POST", "/v1/uploads", policy="submit", json=doc, ok=(201,))
+
+    @staticmethod
+    def _upload_status_call(upload_id: str) -> Call:
+        return Call("GET", f"/v1/uploads/{quote(upload_id, safe='')}")
+
+    @staticmethod
+    def _upload_part_call(upload_id: str, n: int, data: bytes, progress: ProgressFn | None) -> Call:
+        return Call(
+            "PUT",
+            f"/v1/uploads/{quote(upload_id, safe='')}/parts/{n}",
+            policy="read",  # a part sent again replaces itself
+            content=data,
+            headers={
+                "Content-Type": "application/octet-stream",
+                "Content-Digest": content_digest(data),
+            },
+            upload_progress=progress,
+        )
+
+    @staticmethod
+    def _upload_complete_call(upload_id: str, idempotency_key: str) -> Call:
+        return Call(
+            "POST",
+            f"/v1/uploads/{quote(upload_id, safe='')}/complete",
+            policy="submit",  # completing again answers the same
+            headers={"Idempotency-Key": idempotency_key},
+            ok=(201, 202),
+        )
+
+    @staticmethod
+    def _parts_to_send(info: dict[str, Any], body: UploadBody) -> list[tuple[int, int, int]]:
+        """(part number, offset, length) of every part the server does not hold yet."""
+        if int(info["size"]) != body.size:
+            raise BadRequest(
+                f"upload {info['id']} is of {info['size']} bytes; the body given has "
+                f"{body.size}: resume it with the same body",
+                field="upload_id",
+            )
+        part, received = int(info["part_size"]), set(info["received"])
+        return [
+            (n, (n - 1) * part, min(part, body.size - (n - 1) * part))
+            for n in range(1, int(info["parts"]) + 1)
+            if n not in received
+        ]
+
+    @staticmethod
+    def _interrupted(upload_id: str, body: UploadBody, exc: Exception) -> Exception:
+        from uqeval.errors import UploadInterrupted
+
+        return UploadInterrupted(
+            f"the upload {upload_id} stopped before all its parts were sent ({exc}); resume it "
+            f"with client.resume_upload({upload_id!r}, body) or `uqeval submit FILE "
+            f"--resume-upload {upload_id}` with the same file and options",
+            upload_id=upload_id,
+            upload_body=body.source,
+        )
 
     # -- submissions ---------------------------------------------------------------------
 

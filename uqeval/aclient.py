@@ -8,7 +8,9 @@ as coroutines on an ``httpx.AsyncClient``.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,9 +19,11 @@ import httpx
 from uqeval._base import (
     POLL_MAX_S,
     POLL_START_S,
+    UPLOAD_THRESHOLD_BYTES,
     ClientBase,
     ComparisonProgress,
     SubmissionProgress,
+    UploadBody,
     _id,
 )
 from uqeval._http import (
@@ -34,7 +38,7 @@ from uqeval._http import (
     too_long_wait,
     unavailable,
 )
-from uqeval.errors import NotFound
+from uqeval.errors import BadRequest, NotFound, RateLimited, ServerUnavailable
 from uqeval.models import (
     ApiKey,
     Benchmark,
@@ -64,6 +68,7 @@ class AsyncClient(ClientBase):
         backoff: float = 0.5,
         max_retry_wait: float = 60.0,
         npz_threshold: int = 64 * 1024,
+        upload_threshold_bytes: int = UPLOAD_THRESHOLD_BYTES,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__(
@@ -74,6 +79,7 @@ class AsyncClient(ClientBase):
             backoff=backoff,
             max_retry_wait=max_retry_wait,
             npz_threshold=npz_threshold,
+            upload_threshold_bytes=upload_threshold_bytes,
         )
         self._http = httpx.AsyncClient(
             base_url=self.url,
@@ -134,6 +140,87 @@ class AsyncClient(ClientBase):
     async def _json(self, call: Call) -> Any:
         return (await self._send(call)).json()
 
+    async def _post_body(self, call: Call, purpose: str, upload_id: str | None = None) -> Any:
+        """As :meth:`uqeval.Client._post_body`, awaited."""
+        if upload_id is None and not self._resumable(call):
+            return await self._json(call)
+        assert call.content is not None
+        answer = await self._upload(
+            UploadBody(call.content),
+            purpose=purpose,
+            encoding=call.headers.get("Content-Encoding"),
+            idempotency_key=call.headers.get("Idempotency-Key") or uuid.uuid4().hex,
+            progress=call.upload_progress,
+            upload_id=upload_id,
+        )
+        return answer.json()
+
+    async def _upload(
+        self,
+        body: UploadBody,
+        *,
+        purpose: str,
+        encoding: str | None,
+        idempotency_key: str,
+        progress: ProgressFn | None,
+        upload_id: str | None = None,
+    ) -> httpx.Response:
+        """As :meth:`uqeval.Client._upload`, awaited."""
+        if upload_id is None:
+            call = self._upload_create_call(body, purpose=purpose, encoding=encoding)
+        else:
+            call = self._upload_status_call(upload_id)
+        info = await self._json(call)
+        upload_id = str(info["id"])
+        todo = self._parts_to_send(info, body)
+        done = body.size - sum(length for _, _, length in todo)
+        if progress is not None:
+            progress(done, body.size)
+        try:
+            for n, offset, length in todo:
+                data = body.read(offset, length)
+                shown = None if progress is None else _offset(progress, done, body.size)
+                for attempt in range(self.retries + 1):
+                    try:
+                        await self._send(self._upload_part_call(upload_id, n, data, shown))
+                        break
+                    except BadRequest as exc:  # damaged on the way: send it again
+                        if exc.code != "digest_mismatch" or attempt >= self.retries:
+                            raise
+                done += length
+        except (ServerUnavailable, RateLimited) as exc:
+            raise self._interrupted(upload_id, body, exc) from exc
+        return await self._send(self._upload_complete_call(upload_id, idempotency_key))
+
+    async def resume_upload(
+        self,
+        upload_id: str,
+        body: bytes | str | os.PathLike[str],
+        *,
+        idempotency_key: str | None = None,
+        upload_progress: ProgressFn | None = None,
+        wait: bool = False,
+        progress: SubmissionProgress | None = None,
+        timeout: float | None = None,
+    ) -> Submission | Benchmark:
+        """As :meth:`uqeval.Client.resume_upload`, awaited."""
+        key = idempotency_key or uuid.uuid4().hex
+        answer = await self._upload(
+            UploadBody(body),
+            purpose="submission",
+            encoding=None,
+            idempotency_key=key,
+            progress=upload_progress,
+            upload_id=upload_id,
+        )
+        if answer.status_code == 201:
+            return Benchmark.from_json(answer.json())
+        sub = Submission.from_json(answer.json(), idempotency_key=key)
+        if not wait:
+            return sub
+        final = await self.wait(sub.id, progress=progress, timeout=timeout)
+        return Submission.from_json(final.raw, idempotency_key=key, replayed=sub.replayed)
+
     # -- submissions -----------------------------------------------------------------------
 
     async def submit(
@@ -165,6 +252,7 @@ class AsyncClient(ClientBase):
         wait: bool = False,
         progress: SubmissionProgress | None = None,
         timeout: float | None = None,
+        upload_id: str | None = None,
     ) -> Submission:
         """As :meth:`uqeval.Client.submit`, awaited."""
         call, extra = self._submission_call(
@@ -192,7 +280,7 @@ class AsyncClient(ClientBase):
             format=format,
             upload_progress=upload_progress,
         )
-        sub = self._accepted(await self._json(call), extra)
+        sub = self._accepted(await self._post_body(call, "submission", upload_id), extra)
         if not wait:
             return sub
         final = await self.wait(sub.id, progress=progress, timeout=timeout)
@@ -399,7 +487,7 @@ class AsyncClient(ClientBase):
         targets = {"y": y, "labels": labels, "soft_labels": soft_labels, "ood": ood}
         targets["groups"] = groups
         call = self._create_benchmark_call(name, task, targets, primary_metric, metrics, settings)
-        return Benchmark.from_json(await self._json(call))
+        return Benchmark.from_json(await self._post_body(call, "benchmark"))
 
     async def update_benchmark(self, id: Any, **changes: Any) -> Benchmark:
         """As :meth:`uqeval.Client.update_benchmark`, awaited."""
@@ -455,3 +543,8 @@ class AsyncClient(ClientBase):
         """As :meth:`uqeval.Client.ready`, awaited."""
         response = await self._send(Call("GET", "/readyz", ok=(200, 503), policy="write"))
         return dict(response.json())
+
+
+def _offset(progress: ProgressFn, done: int, total: int) -> ProgressFn:
+    """``progress`` of one part as progress of the whole body (``done`` bytes before it)."""
+    return lambda sent, _part: progress(done + sent, total)

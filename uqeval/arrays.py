@@ -12,10 +12,12 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import zipfile
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import numpy.lib.format as npy_format
 
 from service.kinds import (
     CLASSIFICATION_KINDS,
@@ -202,7 +204,13 @@ def encode_npz(arrays: Mapping[str, np.ndarray], request: Mapping[str, Any]) -> 
     buf = io.BytesIO()
     members: dict[str, Any] = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
     members["request"] = np.array(json.dumps(dict(request), allow_nan=False))
-    np.savez(buf, **members)
+    # As numpy.savez writes it, but with a fixed member time: the same arrays and request
+    # give the same bytes, so an interrupted resumable upload can be resumed from them.
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, a in members.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            with zf.open(info, "w", force_zip64=True) as fh:
+                npy_format.write_array(fh, a, allow_pickle=False)
     return buf.getvalue()
 
 

@@ -9,7 +9,9 @@ leaderboards, compare submissions, and the admin calls.
 
 from __future__ import annotations
 
+import os
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,8 +21,10 @@ from uqeval._admin import AdminCalls
 from uqeval._base import (
     POLL_MAX_S,
     POLL_START_S,
+    UPLOAD_THRESHOLD_BYTES,
     ComparisonProgress,
     SubmissionProgress,
+    UploadBody,
     _id,
 )
 from uqeval._http import (
@@ -35,8 +39,9 @@ from uqeval._http import (
     too_long_wait,
     unavailable,
 )
-from uqeval.errors import NotFound
+from uqeval.errors import BadRequest, NotFound, RateLimited, ServerUnavailable
 from uqeval.models import (
+    Benchmark,
     Comparison,
     Leaderboard,
     Result,
@@ -73,6 +78,11 @@ class Client(AdminCalls):
         quota) raises :class:`~uqeval.errors.RateLimited` at once.
     npz_threshold : int
         ``format="auto"`` sends NPZ when the arrays take this many bytes or more.
+    upload_threshold_bytes : int
+        An NPZ body of this many bytes or more (default 64 MiB) goes by the resumable upload
+        (``POST /v1/uploads``): sent in parts, each checked by its SHA-256 and sent again
+        (up to ``retries`` times) when it fails; an upload that stops midway raises
+        :class:`~uqeval.errors.UploadInterrupted`, and :meth:`resume_upload` sends the rest.
     transport : httpx.BaseTransport, optional
         An httpx transport (for proxies, custom TLS or tests).
 
@@ -93,6 +103,7 @@ class Client(AdminCalls):
         backoff: float = 0.5,
         max_retry_wait: float = 60.0,
         npz_threshold: int = 64 * 1024,
+        upload_threshold_bytes: int = UPLOAD_THRESHOLD_BYTES,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         super().__init__(
@@ -103,6 +114,7 @@ class Client(AdminCalls):
             backoff=backoff,
             max_retry_wait=max_retry_wait,
             npz_threshold=npz_threshold,
+            upload_threshold_bytes=upload_threshold_bytes,
         )
         self._http = httpx.Client(
             base_url=self.url,
@@ -163,6 +175,104 @@ class Client(AdminCalls):
     def _json(self, call: Call) -> Any:
         return self._send(call).json()
 
+    def _post_body(self, call: Call, purpose: str, upload_id: str | None = None) -> Any:
+        """The answer to ``call`` (a submission or benchmark POST): sent as it is, or by the
+        resumable upload when its body is large (or ``upload_id`` names one to resume)."""
+        if upload_id is None and not self._resumable(call):
+            return self._json(call)
+        assert call.content is not None
+        return self._upload(
+            UploadBody(call.content),
+            purpose=purpose,
+            encoding=call.headers.get("Content-Encoding"),
+            idempotency_key=call.headers.get("Idempotency-Key") or uuid.uuid4().hex,
+            progress=call.upload_progress,
+            upload_id=upload_id,
+        ).json()
+
+    def _upload(
+        self,
+        body: UploadBody,
+        *,
+        purpose: str,
+        encoding: str | None,
+        idempotency_key: str,
+        progress: ProgressFn | None,
+        upload_id: str | None = None,
+    ) -> httpx.Response:
+        """Send ``body`` by the resumable upload (a new one, or the parts ``upload_id`` lacks)
+        and complete it: the answer of the completion."""
+        if upload_id is None:
+            info = self._json(self._upload_create_call(body, purpose=purpose, encoding=encoding))
+        else:
+            info = self._json(self._upload_status_call(upload_id))
+        upload_id = str(info["id"])
+        todo = self._parts_to_send(info, body)
+        done = body.size - sum(length for _, _, length in todo)
+        if progress is not None:
+            progress(done, body.size)
+        try:
+            for n, offset, length in todo:
+                data = body.read(offset, length)
+                shown = None if progress is None else _offset(progress, done, body.size)
+                for attempt in range(self.retries + 1):
+                    try:
+                        self._send(self._upload_part_call(upload_id, n, data, shown))
+                        break
+                    except BadRequest as exc:  # damaged on the way: send it again
+                        if exc.code != "digest_mismatch" or attempt >= self.retries:
+                            raise
+                done += length
+        except (ServerUnavailable, RateLimited) as exc:
+            raise self._interrupted(upload_id, body, exc) from exc
+        return self._send(self._upload_complete_call(upload_id, idempotency_key))
+
+    def resume_upload(
+        self,
+        upload_id: str,
+        body: bytes | str | os.PathLike[str],
+        *,
+        idempotency_key: str | None = None,
+        upload_progress: ProgressFn | None = None,
+        wait: bool = False,
+        progress: SubmissionProgress | None = None,
+        timeout: float | None = None,
+    ) -> Submission | Benchmark:
+        """Send the parts of an interrupted resumable upload that the server lacks, then
+        complete it.
+
+        Parameters
+        ----------
+        upload_id : str
+            The upload (:attr:`uqeval.errors.UploadInterrupted.upload_id`).
+        body : bytes or path
+            The whole body being uploaded (``UploadInterrupted.upload_body``), or the file
+            holding it.
+        idempotency_key, upload_progress, wait, progress, timeout
+            As for :meth:`submit`.
+
+        Returns
+        -------
+        Submission or Benchmark
+            What the completed upload created.
+        """
+        key = idempotency_key or uuid.uuid4().hex
+        answer = self._upload(
+            UploadBody(body),
+            purpose="submission",
+            encoding=None,
+            idempotency_key=key,
+            progress=upload_progress,
+            upload_id=upload_id,
+        )
+        if answer.status_code == 201:
+            return Benchmark.from_json(answer.json())
+        sub = Submission.from_json(answer.json(), idempotency_key=key)
+        if not wait:
+            return sub
+        final = self.wait(sub.id, progress=progress, timeout=timeout)
+        return Submission.from_json(final.raw, idempotency_key=key, replayed=sub.replayed)
+
     # -- submissions -----------------------------------------------------------------------
 
     def submit(
@@ -194,6 +304,7 @@ class Client(AdminCalls):
         wait: bool = False,
         progress: SubmissionProgress | None = None,
         timeout: float | None = None,
+        upload_id: str | None = None,
     ) -> Submission:
         """Submit a prediction for evaluation.
 
@@ -253,6 +364,9 @@ class Client(AdminCalls):
             With ``wait``: ``progress(submission)`` whenever its status or progress changes.
         timeout : float, optional
             With ``wait``: the longest wait in seconds (TimeoutError after it).
+        upload_id : str, optional
+            Resume this interrupted resumable upload of the same submission (the same arrays
+            and options give the same body) instead of starting a new one.
 
         Returns
         -------
@@ -294,7 +408,7 @@ class Client(AdminCalls):
             format=format,
             upload_progress=upload_progress,
         )
-        sub = self._accepted(self._json(call), extra)
+        sub = self._accepted(self._post_body(call, "submission", upload_id), extra)
         if not wait:
             return sub
         final = self.wait(sub.id, progress=progress, timeout=timeout)
@@ -617,3 +731,8 @@ class Client(AdminCalls):
                 raise TimeoutError(f"comparison {cmp.id} is still {cmp.status} after {timeout} s")
             time.sleep(interval)
             interval = min(max(POLL_MAX_S, poll_interval), interval * 1.5)
+
+
+def _offset(progress: ProgressFn, done: int, total: int) -> ProgressFn:
+    """``progress`` of one part as progress of the whole body (``done`` bytes before it)."""
+    return lambda sent, _part: progress(done + sent, total)

@@ -23,6 +23,7 @@ __all__ = [
     "RateLimited",
     "ServerUnavailable",
     "UQEvalError",
+    "UploadInterrupted",
     "exit_code",
     "from_response",
 ]
@@ -131,6 +132,26 @@ class ServerUnavailable(UQEvalError):
     try."""
 
     exit_code = 6
+
+
+class UploadInterrupted(ServerUnavailable):
+    """A resumable upload stopped before all its parts were sent (the server went away, or
+    kept refusing a part); the parts already sent are kept by the server until it expires.
+
+    Attributes
+    ----------
+    upload_id : str
+        The upload to resume: ``client.resume_upload(err.upload_id, err.upload_body)``, or
+        on the command line ``uqeval submit FILE --resume-upload ID`` with the same file and
+        options.
+    upload_body : bytes or path
+        What was being uploaded.
+    """
+
+    def __init__(self, message: str, *, upload_id: str, upload_body: Any, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.upload_id = upload_id
+        self.upload_body = upload_body
 
 
 class RateLimited(UQEvalError):

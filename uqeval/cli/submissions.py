@@ -199,6 +199,22 @@ def submit(
         typer.Option("--wait", help="Show the upload and the job's progress; print the result."),
     ] = False,
     json_: JSON = False,
+    upload_threshold: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Bodies of this many bytes or more go by the resumable upload (in parts, "
+            "each checked and sent again on failure).",
+        ),
+    ] = 64 << 20,
+    resume_upload: Annotated[
+        str | None,
+        typer.Option(
+            metavar="UPLOAD_ID",
+            help="Resume this interrupted upload (give the same file and options): only the "
+            "parts the server lacks are sent.",
+        ),
+    ] = None,
     col: O.Col = None,
     columns: O.Columns = None,
     prefix: O.Prefix = None,
@@ -265,6 +281,7 @@ def submit(
     if estimators is not None:
         options["estimators"] = "all" if estimators.strip() == "all" else split_list(estimators)
     client = st.client()
+    client.upload_threshold_bytes = upload_threshold
     with upload_progress(wait) as on_upload:
         sub = client.submit(
             arrays,
@@ -275,6 +292,7 @@ def submit(
             visibility="public" if public else "private",
             idempotency_key=idempotency_key,
             upload_progress=on_upload,
+            upload_id=resume_upload,
             **options,
         )
     if getattr(sub, "replayed", False):
