@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+import numpy.lib.format as npy_format
 
 from service.analyses import Analyses
-from service.api import spool
+from service.api import spool as spooling
 from service.api.errors import ApiError, uq_location
 from service.api.payload import DecodedSubmission
 from service.api.spool import release, row_blocks
@@ -192,7 +193,7 @@ def _blockwise(
     if len(counts) != 1:
         return None
     n = int(counts.pop())  # type: ignore[arg-type]
-    if n <= spool.CHUNK_ROWS:
+    if n <= spooling.CHUNK_ROWS:
         return None
     names = {f"estimates[{k[len(ESTIMATE_PREFIX) :]!r}]": k for k in arrays}
     first: tuple[Any, frozenset[str]] | None = None
@@ -227,12 +228,39 @@ def _blockwise(
     return first[0], first[1], n
 
 
+def convert_blockwise(
+    a: Any, n: int, convert: Any, spool: Any, names: dict[str, str] | None = None
+) -> Any:
+    """``convert(block, rows)`` (a uqcore validator returning the checked array) applied to
+    ``a`` in blocks of rows, the results written to a memory-mapped ``.npy`` file of
+    ``spool``; a failure names the body's row. Small or in-memory arrays are converted
+    whole."""
+    if spool is None or n <= spooling.CHUNK_ROWS or not spooling.is_mapped(a):
+        return convert(a, n)
+    out: Any = None
+    path = spool.path(".npy")
+    for start, stop in row_blocks(n):
+        try:
+            block = convert(a[start:stop], stop - start)
+        except UQValidationError as exc:
+            raise _shifted(exc, start, names or {}) from None
+        if out is None:
+            out = npy_format.open_memmap(
+                path, mode="w+", dtype=block.dtype, shape=(n, *block.shape[1:])
+            )
+        out[start:stop] = block
+        release(a, out)
+    out.flush()
+    del out
+    return np.load(path, mmap_mode="r")
+
+
 def _why_not(
     spec: Any, prediction: Any, targets: frozenset[str], weights: Any, params: Any
 ) -> str | None:
     """``spec.why_not`` with large weights read in blocks (the integer-weights rule looks at
     every weight) and the first fractional weight named by its row in the body."""
-    if weights is None or weights.shape[0] <= spool.CHUNK_ROWS:
+    if weights is None or weights.shape[0] <= spooling.CHUNK_ROWS:
         why: str | None = spec.why_not(prediction, targets, weights, params)
         return why
     why = spec.why_not(prediction, targets, None, params)

@@ -197,3 +197,47 @@ def test_benchmark_targets_in_blocks(idle_api: TestClient):
     held = store.load_benchmark_arrays(made.json()["id"])
     assert held["y"].dtype == np.float64  # targets are kept as float64, as before
     np.testing.assert_array_equal(held["y"], y.astype(np.float64))
+
+
+@pytest.mark.parametrize(
+    ("field", "row"), [("labels", 2500), ("soft_labels", 1700), ("ood", 3999), (None, None)]
+)
+def test_classification_benchmark_targets_in_blocks(
+    idle_api: TestClient, field: str | None, row: int | None
+):
+    rng = np.random.default_rng(8)
+    c = 3
+    labels = rng.integers(0, c, size=N)
+    soft = rng.dirichlet(np.ones(c), size=N)
+    ood = rng.integers(0, 2, size=N).astype(np.int8)
+    if field == "labels":
+        labels[row] = -1
+    elif field == "soft_labels":
+        soft[row] = [0.9, 0.9, -0.8]
+    elif field == "ood":
+        ood[row] = 7
+    req = {"name": "cls", "task": "classification", "primary_metric": "nll"}
+    body = npz_bytes(req, labels=labels, soft_labels=soft, ood=ood)
+    answers = []
+    for blocks in (False, True):
+        mp = pytest.MonkeyPatch()
+        try:
+            mp.setattr(spool, "CHUNK_ROWS", BLOCK if blocks else 10**9)
+            mp.setattr(spool, "INLINE_MEMBER_BYTES", 1 if blocks else 10**12)
+            answers.append(idle_api.post("/v1/benchmarks", content=body, headers={**ADMIN, **NPZ}))
+        finally:
+            mp.undo()
+    whole, blocked = answers
+    if field is None:
+        assert whole.status_code == blocked.status_code == 201, blocked.text
+        store = idle_api.app.state.store  # type: ignore[attr-defined]
+        held = store.load_benchmark_arrays(blocked.json()["id"])
+        expected = store.load_benchmark_arrays(whole.json()["id"])
+        assert set(held) == set(expected) == {"labels", "soft_labels", "ood"}
+        for name in held:
+            assert held[name].dtype == expected[name].dtype
+            np.testing.assert_array_equal(held[name], expected[name])
+        return
+    assert whole.status_code == blocked.status_code == 422
+    assert (error_of(whole)["field"], error_of(whole)["index"]) == (field, row)
+    assert error_of(blocked) == error_of(whole)

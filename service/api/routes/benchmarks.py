@@ -43,9 +43,9 @@ from service.api.schemas import (
     BenchmarkUpdate,
     QuotaOptions,
 )
-from service.api.spool import Spool, spool_body
+from service.api.spool import Spool, release, row_blocks, spool_body
 from service.api.upload_blobs import stored_arrays
-from service.api.validation import check_params
+from service.api.validation import check_params, convert_blockwise
 from service.kinds import CLASSIFICATION_KINDS, KIND_FIELDS, REGRESSION_KINDS, task_of
 from service.leaderboard import CANONICAL_ESTIMATORS, ESTIMATOR_PARAMS
 from service.memory import estimate_benchmark, job_memory_budget, over_budget
@@ -232,7 +232,7 @@ def _kinds(body: BenchmarkRequest, where: str) -> list[str]:
 
 
 def _classification_targets(
-    body: BenchmarkRequest, arrays: dict[str, np.ndarray[Any, Any]]
+    body: BenchmarkRequest, arrays: dict[str, np.ndarray[Any, Any]], spool: Spool | None = None
 ) -> dict[str, Any]:
     """Check the labels, soft labels and OOD flags (uqcore's rules) and return the class
     metadata of the record: n_classes, label_max, has_soft_labels, has_ood."""
@@ -250,11 +250,23 @@ def _classification_targets(
                 argument="labels",
             )
         # Without a declared C any non-negative integer is a class; C is checked per submission.
-        checked = validate_labels(labels, n, c if c is not None else np.iinfo(np.int64).max)
+        top = c if c is not None else np.iinfo(np.int64).max
+        checked = convert_blockwise(labels, n, lambda a, m: validate_labels(a, m, top), spool)
         if soft is not None:
-            arrays["soft_labels"] = validate_soft_labels(soft, n, int(c or 0))
+            width = int(c or 0)
+            rows = n if soft.shape == (n, width) else 0  # else uqcore names the shapes
+            arrays["soft_labels"] = convert_blockwise(
+                soft,
+                rows or n,
+                lambda a, m: validate_soft_labels(a, m, width),
+                spool if rows else None,
+            )
         if "ood" in arrays:
-            arrays["ood"] = validate_ood(arrays["ood"], n)
+            ood = arrays["ood"]
+            rows = n if ood.shape == (n,) else 0
+            arrays["ood"] = convert_blockwise(
+                ood, n, lambda a, m: validate_ood(a, m), spool if rows else None
+            )
     except UQValidationError as exc:
         message = str(exc)
         field, index = uq_location(exc, {t: t for t in ("labels", "soft_labels", "ood")})
@@ -264,10 +276,21 @@ def _classification_targets(
     arrays["labels"] = checked
     return {
         "n_classes": c,
-        "label_max": int(checked.max()),
+        "label_max": _max(checked),
         "has_soft_labels": soft is not None,
         "has_ood": "ood" in arrays,
     }
+
+
+def _max(a: np.ndarray[Any, Any]) -> int:
+    """The largest entry, read block by block (a memory-mapped array's pages given back)."""
+    top = None
+    for start, stop in row_blocks(a.shape[0]):
+        m = int(a[start:stop].max())
+        top = m if top is None else max(top, m)
+        release(a)
+    assert top is not None
+    return top
 
 
 def create_from(
@@ -316,7 +339,7 @@ def create_from(
             422, "n_classes applies to classification benchmarks only", field=f"{where}n_classes"
         )
     kinds = _kinds(body, where)
-    classes = _classification_targets(body, arrays) if task == "classification" else {}
+    classes = _classification_targets(body, arrays, spool) if task == "classification" else {}
     estimators = _estimators(task, body.estimators, f"{where}estimators")
     held = frozenset(t for t in ("ood", "soft_labels") if t in arrays)
     names = _metrics(body.primary_metric, body.metrics, task, held, where)
