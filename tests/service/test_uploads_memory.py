@@ -24,6 +24,9 @@ from service.store import Store
 from tests.service._api import NPZ, error_of, new_key
 from tests.stack import settings_env
 
+# ~20-25 s on 2 shared cores (uvicorn's start, a 240 MB body written and posted): in CI.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 N = 20_000_000
 BLOCK = 1 << 20

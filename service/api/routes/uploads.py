@@ -138,7 +138,15 @@ def sweep(store: Store, blobs: BlobStore, *, force: bool = False) -> int:
         if not force and time.monotonic() - _last_sweep < SWEEP_INTERVAL_S:
             return 0
         _last_sweep = time.monotonic()
-    ids = {info.key.split("/")[1] for info in blobs.list("uploads/") if info.key.count("/") >= 2}
+    # Only the parts of uploads (uploads/upl_<hex>/part-<n>): anything else kept under the
+    # prefix is not this sweep's to remove.
+    ids = {
+        parts[1]
+        for info in blobs.list("uploads/")
+        if len(parts := info.key.split("/")) == 3
+        and parts[1].startswith("upl_")
+        and parts[2].startswith("part-")
+    }
     removed = 0
     for upload_id in sorted(ids):
         if not store.client.exists(schema_keys.upload(upload_id)):
