@@ -7,6 +7,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service.api.schemas import Health, Readiness
+from service.blobs import BlobUnavailable
 from service.settings import Settings
 from service.store import Store, StoreUnavailable
 from service.supervision import read_state
@@ -28,13 +29,14 @@ def healthz() -> Health:
     responses={
         503: {
             "model": Readiness,
-            "description": "Redis unreachable or no live worker (or all of them being "
-            "restarted by `uqeval serve`).",
+            "description": "Redis or the blob store unreachable, or no live worker (or all of "
+            "them being restarted by `uqeval serve`).",
         }
     },
 )
 def readyz(request: Request) -> JSONResponse:
-    """Ready when Redis answers and at least one worker is alive (heartbeat within its TTL).
+    """Ready when Redis and the blob store answer and at least one worker is alive (heartbeat
+    within its TTL).
 
     Under ``uqeval serve`` the supervisor's state file (``UQEVAL_SUPERVISOR_STATE_FILE``)
     adds the children being restarted: not ready while the managed Redis or every worker is
@@ -54,6 +56,11 @@ def readyz(request: Request) -> JSONResponse:
             workers = store.live_workers()
         except StoreUnavailable:
             reason = "Redis is unreachable"
+        if reason is None:
+            try:
+                store.blobs.ping()
+            except BlobUnavailable as exc:
+                reason = f"the blob store is unreachable: {exc}"
     if supervisor is not None and reason is None and "redis" in restarting:
         reason = "Redis is restarting"  # it answers, but is not yet back for the supervisor
     if reason is None and (not workers or (supervisor and supervisor.all_down("worker"))):
