@@ -113,6 +113,7 @@ class S3Server:
 
     def __init__(self, workdir: Path, port: int | None = None) -> None:
         self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
         self.recording = workdir / "recording.jsonl"
         self.log_path = workdir / "moto.log"
