@@ -83,7 +83,10 @@ key                                             type       holds
                                                            applies, written at job end (a
                                                            submission outside benchmarks, sent
                                                            without ``analyses.curves``): its curve
-                                                           plots outlive the raw arrays
+                                                           plots outlive the raw arrays. Now the
+                                                           blob ``curves/{id}/curves.json.zz``;
+                                                           this key (earlier versions) is still
+                                                           read
 ``cmp:{id}:plots``                              hash       the same, of a comparison
 ``lb:{bench}:plots:{digest}``                   hash       the same, of one leaderboard answer
                                                            (``digest``: of its JSON bytes), and
@@ -372,3 +375,9 @@ def submission_blobs(sub_id: str) -> str:
 def benchmark_blobs(bench_id: str) -> str:
     """The blob-store prefix of a benchmark's arrays (not a Redis key)."""
     return f"benchmarks/{bench_id}/"
+
+
+def curves_blobs(sub_id: str) -> str:
+    """The blob-store prefix of a submission's kept curves (not a Redis key): they live as
+    long as the submission, past its arrays."""
+    return f"curves/{sub_id}/"

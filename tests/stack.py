@@ -103,13 +103,9 @@ S3_BUCKET = "uqeval-test"
 
 
 class S3Server:
-    """moto's standalone S3-compatible server (``python -m moto.server``) as a subprocess on a
-    loopback port, in its own process group.
-
-    moto keeps objects in memory; with its request recorder on, every request is appended to
-    a file, and :meth:`start` replays that file into a restarted server, so that a server
-    stopped and started again (an outage) still holds what was written before.
-    """
+    """moto's S3-compatible server as a subprocess on a loopback port, in its own process
+    group (:mod:`tests.s3server`: a server stopped and started again, an outage, still holds
+    what was written before)."""
 
     def __init__(self, workdir: Path, port: int | None = None) -> None:
         self.workdir = workdir
@@ -123,11 +119,10 @@ class S3Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def _get(self, path: str, method: str = "GET") -> int:
+    def _get(self, path: str) -> int:
         import urllib.request
 
-        req = urllib.request.Request(self.url + path, method=method)
-        with urllib.request.urlopen(req, timeout=30) as resp:
+        with urllib.request.urlopen(self.url + path, timeout=30) as resp:
             return int(resp.status)
 
     def start(self, timeout_s: float = 60.0) -> S3Server:
@@ -138,8 +133,10 @@ class S3Server:
             "MOTO_ENABLE_RECORDING": "1",
             "MOTO_RECORDER_FILEPATH": str(self.recording),
         }
+        env["PYTHONPATH"] = str(ROOT)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            [sys.executable, "-m", "tests.s3server", str(self.port)],
+            cwd=ROOT,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -159,8 +156,6 @@ class S3Server:
                     tail = self.log_path.read_text()[-3000:]
                     raise RuntimeError(f"moto did not start: {tail}") from exc
                 time.sleep(0.1)
-        if self.recording.exists() and self.recording.stat().st_size:
-            self._get("/moto-api/recorder/replay-recording", method="POST")
         return self
 
     def stop(self) -> None:

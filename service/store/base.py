@@ -131,6 +131,11 @@ class StoreBase:
 
     # --- blobs ---------------------------------------------------------------------------------
 
+    def ping_blobs(self) -> bool:
+        """True when the blob store answers; raises :class:`StoreUnavailable` otherwise (a
+        worker asks before it claims a job, so that an outage does not use up attempts)."""
+        return self._call(self.blobs.ping)
+
     def track_blobs(self, prefix: str, due: float) -> None:
         """Record the blob prefix ``prefix`` (``submissions/<id>/``) in ``blobs:due`` with the
         time ``due`` at which the sweep looks at it: called before its objects are written, so

@@ -14,6 +14,10 @@ TTL of each manifest:
 - kept without expiry (a job not ended yet, a succeeded benchmark submission, a benchmark):
   due again after ``blob_grace_s`` (a job that ends later is seen then).
 
+The curves a submission keeps for its plots (``curves/<id>/``) follow the submission record
+itself: once it is seen, the prefix leaves the zset, and the submission's deletion puts it
+back, due at once.
+
 So an object is never deleted while its manifest exists (nothing lost early), and every
 object written after its prefix was recorded is deleted at most ``blob_grace_s`` plus one
 sweep interval after its manifest went (nothing orphaned forever). Deletion of a submission or
@@ -40,9 +44,14 @@ log = logging.getLogger(__name__)
 SWEEP_BATCH = 200
 
 
+#: The top-level folders of the blob store that the sweep follows.
+FOLDERS = ("submissions/", "benchmarks/", "curves/")
+
+
 def manifest_key(prefix: str) -> str | None:
-    """The Redis hash of the manifest of the blob prefix ``submissions/<id>/`` or
-    ``benchmarks/<id>/``; None for any other prefix."""
+    """The Redis key whose life the objects under a blob prefix follow: the manifest hash of
+    ``submissions/<id>/`` or ``benchmarks/<id>/``, the submission record of ``curves/<id>/``
+    (kept curves live as long as the submission); None for any other prefix."""
     parts = prefix.rstrip("/").split("/")
     if len(parts) != 2 or not parts[1]:
         return None
@@ -50,6 +59,8 @@ def manifest_key(prefix: str) -> str | None:
         return keys.arrays(parts[1])
     if parts[0] == "benchmarks":
         return keys.benchmark_arrays(parts[1])
+    if parts[0] == "curves":
+        return keys.submission(parts[1])
     return None
 
 
@@ -85,6 +96,9 @@ class BlobSweepStore(StoreBase):
             elif int(pttl) == -2:  # the manifest is gone: so go the objects
                 deleted += self._call(lambda p=prefix: self.blobs.delete_prefix(p))  # type: ignore[misc]
                 self._call(lambda p=prefix: self.client.zrem(due_key, p))  # type: ignore[misc]
+            elif int(pttl) == -1 and prefix.startswith("curves/"):
+                # A submission record never expires; its deletion makes the prefix due again.
+                self._call(lambda p=prefix: self.client.zrem(due_key, p))  # type: ignore[misc]
             elif int(pttl) == -1:
                 self._reschedule(prefix, now + self.blob_grace_s)
             else:
@@ -96,14 +110,14 @@ class BlobSweepStore(StoreBase):
         self._call(lambda: self.client.zadd(keys.blobs_due(), {prefix: due}, xx=True))
 
     def reconcile_blobs(self, older_than_s: float | None = None, now: float | None = None) -> int:
-        """Delete the objects under ``submissions/`` and ``benchmarks/`` that no manifest and
+        """Delete the objects under :data:`FOLDERS` that no manifest (or record) and
         no ``blobs:due`` entry account for and that were written more than ``older_than_s``
         (default ``blob_grace_s``) ago — what is left when Redis lost its data. Returns the
         number deleted. Lists the whole store: run it rarely."""
         now = time.time() if now is None else float(now)
         cutoff = now - (self.blob_grace_s if older_than_s is None else float(older_than_s))
         deleted = 0
-        for top in ("submissions/", "benchmarks/"):
+        for top in FOLDERS:
             groups: dict[str, list[Any]] = {}
             for info in self._call(lambda t=top: list(self.blobs.list(t))):  # type: ignore[misc]
                 parts = info.key.split("/")

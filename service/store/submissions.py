@@ -320,7 +320,7 @@ class SubmissionStore(StoreBase):
             blob_keys.extend(codec.blob_keys(self.client.hget(keys.arrays(sub_id), "manifest")))
             pipe = self.client.pipeline(transaction=True)
             # Due now: should the blob store be down below, the sweep removes them later.
-            pipe.zadd(keys.blobs_due(), {prefix: 0})
+            pipe.zadd(keys.blobs_due(), {prefix: 0, keys.curves_blobs(sub_id): 0})
             if idem_key is not None:
                 mapping = self.client.get(decode(idem_key))
                 if mapping is not None and json.loads(mapping).get("id") == sub_id:
@@ -350,6 +350,7 @@ class SubmissionStore(StoreBase):
         deleted = self._call(write)
         if deleted:
             self.discard_blobs(prefix, blob_keys, forget=True)
+            self.discard_blobs(keys.curves_blobs(sub_id), [], forget=True)
         return deleted
 
     def forget_idempotency(self, owner: str, idempotency_key: str) -> None:

@@ -125,7 +125,8 @@ def test_deletion_while_the_blob_store_is_down_is_finished_by_the_sweep(
         assert bstore.delete_submission(sub)  # Redis' part is done
     assert objects(bstore, sub) == 3
     assert bstore.client.zscore(keys.blobs_due(), keys.submission_blobs(sub)) == 0
-    assert bstore.sweep_blobs() == (1, 3)  # due at once, not after the grace period
+    # Due at once, not after the grace period (with the curves' prefix, empty here).
+    assert bstore.sweep_blobs() == (2, 3)
     assert objects(bstore, sub) == 0
 
 
@@ -150,3 +151,30 @@ def test_one_sweeper_per_interval(bstore: Store) -> None:
     assert bstore.sweep_blobs_if_due(30.0) == (0, 0)
     assert bstore.sweep_blobs_if_due(30.0) is None
     assert 0 < bstore.client.pttl(keys.blobs_sweep_lock()) <= 30_000
+
+
+def test_kept_curves_live_in_the_blob_store_as_long_as_the_submission(bstore: Store) -> None:
+    bstore.retention_s = 0
+    sub = submit(bstore)
+    bstore.put_curves(sub, b"zlib bytes")
+    assert not bstore.client.exists(keys.submission_curves(sub))  # not in Redis
+    assert bstore.get_curves(sub) == b"zlib bytes"
+    bstore.mark_running(sub, "w1", 5.0, 3)
+    bstore.fail(sub, "bad input")  # the arrays go at once, the curves stay
+    bstore.sweep_blobs(now=later(bstore))
+    assert objects(bstore, sub) == 0
+    assert bstore.get_curves(sub) == b"zlib bytes"
+    # Seen with its record: no longer followed (no hourly look for each submission) ...
+    assert bstore.client.zscore(keys.blobs_due(), keys.curves_blobs(sub)) is None
+    # ... until the submission is deleted, which deletes them.
+    assert bstore.delete_submission(sub)
+    assert bstore.get_curves(sub) is None
+    assert list(bstore.blobs.list(keys.curves_blobs(sub))) == []
+
+
+def test_curves_kept_in_redis_by_earlier_versions_are_still_read(bstore: Store) -> None:
+    sub = submit(bstore)
+    bstore.client.set(keys.submission_curves(sub), b"old curves")
+    assert bstore.get_curves(sub) == b"old curves"
+    bstore.drop_curves(sub)
+    assert bstore.get_curves(sub) is None
