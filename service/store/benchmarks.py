@@ -111,7 +111,7 @@ class BenchmarkStore(StoreBase):
             if not self.client.exists(keys.benchmark(bench_id)):
                 return False
             manifest = self.client.hget(keys.benchmark_arrays(bench_id), "manifest")
-            blob_keys.extend(codec.blob_keys(manifest))
+            blob_keys.extend(codec.blob_keys(manifest, prefix))
             quota_keys = list(self.client.scan_iter(match=keys.quota(bench_id, "*"), count=1000))
             quota_keys += list(
                 self.client.scan_iter(match=keys.leaderboard_pattern(bench_id), count=1000)
@@ -134,6 +134,10 @@ class BenchmarkStore(StoreBase):
         read-only and memory-mapped (see :meth:`load_arrays`)."""
         return self._call(
             lambda: codec.read_arrays(
-                self.client, keys.benchmark_arrays(bench_id), self.blobs, self.scratch
+                self.client,
+                keys.benchmark_arrays(bench_id),
+                self.blobs,
+                self.scratch,
+                keys.benchmark_blobs(bench_id),
             )
         )

@@ -3,8 +3,8 @@
 Each array is one uncompressed ``.npy`` object in the blob store (:mod:`service.blobs`), under
 ``submissions/<id>/<name>.npy`` or ``benchmarks/<id>/<name>.npy``, read back memory-mapped.
 Redis keeps only a small manifest in the hash :func:`service.keys.arrays` /
-:func:`service.keys.benchmark_arrays` (field ``manifest``: per array its object key, dtype,
-shape and codec ``npy``), so that the hash's TTL still says how long the arrays live.
+:func:`service.keys.benchmark_arrays` (field ``manifest``: per array its dtype, shape, codec ``npy``
+and, for a referenced :class:`~service.blobs.StoredArray`, its object key), so that the hash's TTL still says how long the arrays live.
 
 The previous codec kept the arrays themselves in that hash: ``np.save`` bytes cut into chunks
 of at most :data:`CHUNK_BYTES`, zlib-compressed where that pays, as fields ``{name}:{i}``
@@ -165,9 +165,9 @@ def write_blobs(
                 blobs.put_file(key, Path(tmp), move=True)
             finally:
                 Path(tmp).unlink(missing_ok=True)
+            # No "key": it is the default one (bytes of Redis per submission).
             manifest[name] = {
                 "codec": BLOB_CODEC,
-                "key": key,
                 "dtype": str(array.dtype),
                 "shape": [int(n) for n in array.shape],
             }
@@ -181,16 +181,29 @@ def write_blobs(
     return manifest, written
 
 
-def blob_keys(manifest_raw: Any) -> list[str]:
-    """The object keys a stored manifest refers to (none for the in-Redis codec)."""
+def blob_keys(manifest_raw: Any, prefix: str) -> list[str]:
+    """The object keys a stored manifest under ``prefix`` refers to (none for the in-Redis
+    codec)."""
     if manifest_raw is None:
         return []
     manifest = json.loads(manifest_raw)
-    return [str(m["key"]) for m in manifest.values() if m.get("codec") == BLOB_CODEC]
+    return [
+        _key_of(prefix, name, meta)
+        for name, meta in manifest.items()
+        if meta.get("codec") == BLOB_CODEC
+    ]
 
 
-def _load_blob(blobs: BlobStore, meta: Mapping[str, Any], scratch: Path) -> np.ndarray[Any, Any]:
-    path = blobs.local_path(str(meta["key"]), scratch)
+def _key_of(prefix: str, name: str, meta: Mapping[str, Any]) -> str:
+    """The object of one manifest entry: its ``key`` (a :class:`StoredArray`), or by default
+    the array's name under the manifest's prefix."""
+    return str(meta["key"]) if "key" in meta else blob_name(prefix, name)
+
+
+def _load_blob(
+    blobs: BlobStore, key: str, meta: Mapping[str, Any], scratch: Path
+) -> np.ndarray[Any, Any]:
+    path = blobs.local_path(key, scratch)
     try:
         out: np.ndarray[Any, Any] = np.load(path, mmap_mode="r", allow_pickle=False)
     finally:
@@ -199,7 +212,7 @@ def _load_blob(blobs: BlobStore, meta: Mapping[str, Any], scratch: Path) -> np.n
             path.unlink(missing_ok=True)
     if list(out.shape) != list(meta["shape"]) or str(out.dtype) != str(meta["dtype"]):
         raise ValueError(
-            f"blob {meta['key']} holds {out.dtype}{list(out.shape)}, "
+            f"blob {key} holds {out.dtype}{list(out.shape)}, "
             f"the manifest says {meta['dtype']}{list(meta['shape'])}"
         )
     return out
@@ -210,10 +223,11 @@ def read_arrays(
     arr_key: str,
     blobs: BlobStore | None = None,
     scratch: Path | None = None,
+    prefix: str = "",
 ) -> dict[str, np.ndarray[Any, Any]] | None:
-    """The arrays of the hash ``arr_key``, read-only: memory-mapped from the blob store, or
-    decoded from the hash's chunks for data of the previous codec. None when the hash, one of
-    its chunks or one of its objects is gone."""
+    """The arrays of the hash ``arr_key`` (objects under ``prefix``), read-only:
+    memory-mapped from the blob store, or decoded from the hash's chunks for data of the
+    previous codec. None when the hash, one of its chunks or one of its objects is gone."""
     manifest_raw = client.hget(arr_key, "manifest")
     if manifest_raw is None:
         return None
@@ -224,7 +238,7 @@ def read_arrays(
             if blobs is None or scratch is None:
                 raise ValueError("arrays in the blob store need a blob store to be read")
             try:
-                out[name] = _load_blob(blobs, meta, scratch)
+                out[name] = _load_blob(blobs, _key_of(prefix, name, meta), meta, scratch)
             except BlobNotFound:
                 return None
             continue

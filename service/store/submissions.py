@@ -291,7 +291,13 @@ class SubmissionStore(StoreBase):
         retention."""
 
         return self._call(
-            lambda: codec.read_arrays(self.client, keys.arrays(sub_id), self.blobs, self.scratch)
+            lambda: codec.read_arrays(
+                self.client,
+                keys.arrays(sub_id),
+                self.blobs,
+                self.scratch,
+                keys.submission_blobs(sub_id),
+            )
         )
 
     def delete_submission(self, sub_id: str, *, refund: bool = False) -> bool:
@@ -317,7 +323,8 @@ class SubmissionStore(StoreBase):
             )
             if owner is None:
                 return False
-            blob_keys.extend(codec.blob_keys(self.client.hget(keys.arrays(sub_id), "manifest")))
+            manifest = self.client.hget(keys.arrays(sub_id), "manifest")
+            blob_keys.extend(codec.blob_keys(manifest, prefix))
             pipe = self.client.pipeline(transaction=True)
             # Due now: should the blob store be down below, the sweep removes them later.
             pipe.zadd(keys.blobs_due(), {prefix: 0, keys.curves_blobs(sub_id): 0})

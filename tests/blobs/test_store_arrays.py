@@ -11,7 +11,7 @@ import pytest
 from service import keys
 from service.analyses import Analyses
 from service.blobs import StoredArray
-from service.store import IdempotencyConflict, Quota, QuotaExceeded, Store
+from service.store import IdempotencyConflict, Quota, QuotaExceeded, Store, codec
 from tests.factories import submission_record
 from tests.service.test_store_benchmarks import benchmark
 
@@ -50,7 +50,8 @@ def test_arrays_go_to_the_blob_store_and_come_back_read_only(bstore: Store) -> N
     assert {m["codec"] for m in manifest.values()} == {"npy"}
     # Each object is the array's plain .npy file.
     for name in data:
-        raw = bstore.blobs.get_bytes(manifest[name]["key"])
+        assert "key" not in manifest[name]  # the default key, not repeated in Redis
+        raw = bstore.blobs.get_bytes(codec.blob_name(prefix, name))
         assert raw[:6] == b"\x93NUMPY"
     loaded = bstore.load_arrays(rec.id)
     assert loaded is not None and set(loaded) == set(data)
@@ -78,6 +79,8 @@ def test_stored_array_references_are_recorded_not_copied(bstore: Store) -> None:
     assert blob_keys(bstore, keys.submission_blobs(rec.id)) == sorted(
         [key, f"{keys.submission_blobs(rec.id)}mean.npy"]
     )
+    manifest = json.loads(bstore.client.hget(keys.arrays(rec.id), "manifest"))
+    assert manifest["y"]["key"] == key and "key" not in manifest["mean"]
     loaded = bstore.load_arrays(rec.id)
     assert loaded is not None
     np.testing.assert_array_equal(loaded["y"], y)
