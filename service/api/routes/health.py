@@ -29,14 +29,13 @@ def healthz() -> Health:
     responses={
         503: {
             "model": Readiness,
-            "description": "Redis or the blob store unreachable, or no live worker (or all of "
-            "them being restarted by `uqeval serve`).",
+            "description": "Redis unreachable or no live worker (or all of them being "
+            "restarted by `uqeval serve`).",
         }
     },
 )
 def readyz(request: Request) -> JSONResponse:
-    """Ready when Redis and the blob store answer and at least one worker is alive (heartbeat
-    within its TTL).
+    """Ready when Redis answers and at least one worker is alive (heartbeat within its TTL).
 
     Under ``uqeval serve`` the supervisor's state file (``UQEVAL_SUPERVISOR_STATE_FILE``)
     adds the children being restarted: not ready while the managed Redis or every worker is
@@ -56,7 +55,7 @@ def readyz(request: Request) -> JSONResponse:
             workers = store.live_workers()
         except StoreUnavailable:
             reason = "Redis is unreachable"
-        if reason is None:
+        if reason is None:  # the arrays' store too (its reason says so; the schema is Redis')
             try:
                 store.blobs.ping()
             except BlobUnavailable as exc:
