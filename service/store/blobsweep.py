@@ -33,6 +33,7 @@ import time
 from typing import Any
 
 from service import keys
+from service.blobs import LocalBlobStore
 from service.store.base import StoreBase
 from service.store.records import decode
 
@@ -161,6 +162,8 @@ class BlobSweepStore(StoreBase):
         reconcile = keys.blobs_reconcile_lock()
         if self._call(lambda: self.client.set(reconcile, "1", nx=True, ex=self.blob_grace_s)):
             deleted += self.reconcile_blobs()
+            if isinstance(self.blobs, LocalBlobStore):  # temporary files of killed writers
+                self.blobs.sweep_temp(older_than_s=self.blob_grace_s)
         if deleted:
             log.info("blob sweep: %d prefixes looked at, %d objects deleted", looked, deleted)
         return looked, deleted

@@ -145,3 +145,19 @@ def test_an_object_gone_before_its_manifest_reads_as_gone(bstore: Store) -> None
     rec, _ = bstore.create_submission(record(), arrays())
     bstore.blobs.delete(f"{keys.submission_blobs(rec.id)}y.npy")
     assert bstore.load_arrays(rec.id) is None
+
+
+def test_benchmark_targets_of_the_previous_codec_are_still_read(bstore: Store) -> None:
+    bench = benchmark("bench_old")
+    bstore.create_benchmark(bench, {"y": np.zeros(2)})
+    y = np.random.default_rng(4).normal(size=300)
+    bstore.client.delete(keys.benchmark_arrays(bench.id))
+    pipe = bstore.client.pipeline(transaction=True)
+    codec.put_arrays(pipe, keys.benchmark_arrays(bench.id), codec.array_fields({"y": y}))
+    pipe.execute()
+    loaded = bstore.load_benchmark_arrays(bench.id)
+    assert loaded is not None
+    np.testing.assert_array_equal(loaded["y"], y)
+    assert not loaded["y"].flags.writeable
+    assert bstore.delete_benchmark(bench.id)
+    assert list(bstore.blobs.list("benchmarks/")) == []
