@@ -13,8 +13,10 @@ key                                             type       holds
                                                            a succeeded benchmark submission's
                                                            board entries as ``ranking``, JSON,
                                                            kept whatever its visibility)
-``sub:{id}:arrays``                             hash       ``manifest`` (JSON: name -> dtype,
-                                                           shape, chunk count, codec) and the
+``sub:{id}:arrays``                             hash       ``manifest`` (JSON: name -> blob
+                                                           key, dtype, shape, codec ``npy``;
+                                                           the arrays are in the blob store);
+                                                           data of the previous codec: the
                                                            compressed chunks ``{name}:{i}``;
                                                            expires after the job, except for a
                                                            succeeded benchmark submission
@@ -90,7 +92,10 @@ key                                             type       holds
                                                            applies, written at job end (a
                                                            submission outside benchmarks, sent
                                                            without ``analyses.curves``): its curve
-                                                           plots outlive the raw arrays
+                                                           plots outlive the raw arrays. Now the
+                                                           blob ``curves/{id}/curves.json.zz``;
+                                                           this key (earlier versions) is still
+                                                           read
 ``cmp:{id}:plots``                              hash       the same, of a comparison
 ``lb:{bench}:plots:{digest}``                   hash       the same, of one leaderboard answer
                                                            (``digest``: of its JSON bytes), and
@@ -117,6 +122,14 @@ key                                             type       holds
 ``workers``                                     zset       worker name -> last seen (unix s)
 ``worker:{name}``                               string     JSON {queues, backend, device, pid}
                                                            (expires when the worker stops)
+``blobs:due``                                   zset       blob prefixes (``submissions/{id}/``,
+                                                           ``benchmarks/{id}/``) -> when the
+                                                           blob sweep next looks at them
+                                                           (:mod:`service.store.blobsweep`)
+``blobs:sweep``                                 string     held by the worker sweeping blobs
+                                                           (expires)
+``blobs:reconcile``                             string     set when the blob store was last
+                                                           listed for orphans (expires)
 ``stats``                                       hash       job counters (succeeded, failed,
                                                            cancelled, requeued)
 ``stats:duration:{queue}``                      hash       duration histogram: ``le:{bound}``
@@ -353,3 +366,31 @@ def plot_claim(plots_key: str, field: str) -> str:
 
 def plot_renders() -> str:
     return f"{PREFIX}stats:plots"
+
+
+def blobs_due() -> str:
+    return f"{PREFIX}blobs:due"
+
+
+def blobs_sweep_lock() -> str:
+    return f"{PREFIX}blobs:sweep"
+
+
+def blobs_reconcile_lock() -> str:
+    return f"{PREFIX}blobs:reconcile"
+
+
+def submission_blobs(sub_id: str) -> str:
+    """The blob-store prefix of a submission's arrays (not a Redis key)."""
+    return f"submissions/{sub_id}/"
+
+
+def benchmark_blobs(bench_id: str) -> str:
+    """The blob-store prefix of a benchmark's arrays (not a Redis key)."""
+    return f"benchmarks/{bench_id}/"
+
+
+def curves_blobs(sub_id: str) -> str:
+    """The blob-store prefix of a submission's kept curves (not a Redis key): they live as
+    long as the submission, past its arrays."""
+    return f"curves/{sub_id}/"

@@ -38,6 +38,36 @@ class Settings(BaseSettings):
         default=3.0, gt=0, description="Socket connect/read timeout for Redis calls (s)."
     )
 
+    # --- blob store (raw arrays) -----------------------------------------------------------
+    blob_url: str | None = Field(
+        default=None,
+        description="Where raw arrays are stored: unset: the directory <data_dir>/blobs; "
+        "'file:///dir' or a plain path: that directory; 's3://bucket/prefix': an S3 bucket "
+        "(credentials: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION).",
+    )
+    blob_endpoint_url: str | None = Field(
+        default=None,
+        description="Endpoint of an S3-compatible server (e.g. http://minio:9000); unset: AWS.",
+    )
+    scratch_dir: Path | None = Field(
+        default=None,
+        description="Local files of downloaded arrays and spooled uploads (removed after use); "
+        "unset: <data_dir>/scratch.",
+    )
+    blob_sweep_interval_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="How often one of the workers deletes the blobs whose arrays expired or "
+        "were deleted (s).",
+    )
+    blob_grace_s: int = Field(
+        default=3600,
+        gt=0,
+        description="Blobs written for a submission or benchmark that Redis never recorded are "
+        "deleted this long after their write began; arrays kept without expiry are looked at "
+        "again at this interval (s).",
+    )
+
     # --- API ---------------------------------------------------------------------------------
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=0, le=65535)

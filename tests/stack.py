@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from service import keys
-from service.redis_server import ManagedRedis
+from service.redis_server import ManagedRedis, free_port
 from service.settings import Settings
 from service.store import Store
 
@@ -81,8 +81,107 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def session_settings(redis_server: str) -> Settings:
-    return Settings(redis_url=redis_server, **TEST_SETTINGS)
+def session_settings(redis_server: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    # The arrays of this process' tests (and of its worker and API subprocesses) in one
+    # temporary directory, never under the repository.
+    data = tmp_path_factory.mktemp("data")
+    return Settings(
+        redis_url=redis_server,
+        blob_url=str(data / "blobs"),
+        scratch_dir=data / "scratch",
+        **TEST_SETTINGS,
+    )
+
+
+#: Credentials of the test S3 server (it accepts any); the region boto3 needs.
+S3_ENV = {
+    "AWS_ACCESS_KEY_ID": "uqeval-test",
+    "AWS_SECRET_ACCESS_KEY": "uqeval-test-secret",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+S3_BUCKET = "uqeval-test"
+
+
+class S3Server:
+    """moto's S3-compatible server as a subprocess on a loopback port, in its own process
+    group (:mod:`tests.s3server`: a server stopped and started again, an outage, still holds
+    what was written before)."""
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.recording = workdir / "recording.jsonl"
+        self.log_path = workdir / "moto.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _get(self, path: str) -> int:
+        import urllib.request
+
+        with urllib.request.urlopen(self.url + path, timeout=30) as resp:
+            return int(resp.status)
+
+    def start(self, timeout_s: float = 60.0) -> S3Server:
+        log = self.log_path.open("ab")
+        env = {
+            **os.environ,
+            **S3_ENV,
+            "MOTO_ENABLE_RECORDING": "1",
+            "MOTO_RECORDER_FILEPATH": str(self.recording),
+        }
+        env["PYTHONPATH"] = str(ROOT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.s3server", str(self.port)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"moto exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                self._get("/moto-api/data.json")
+                break
+            except OSError as exc:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    tail = self.log_path.read_text()[-3000:]
+                    raise RuntimeError(f"moto did not start: {tail}") from exc
+                time.sleep(0.1)
+        return self
+
+    def stop(self) -> None:
+        """Kill the server (an outage: connections are refused until :meth:`start`)."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+        self.proc = None
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A real S3-compatible server process on loopback, with the bucket ``S3_BUCKET``; the
+    test process (and the subprocesses it starts) get its credentials."""
+    for name, value in S3_ENV.items():
+        os.environ[name] = value
+    server = S3Server(tmp_path_factory.mktemp("s3")).start()
+    from service.blobs.s3 import S3BlobStore
+
+    S3BlobStore(S3_BUCKET, endpoint_url=server.url).create_bucket()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

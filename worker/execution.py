@@ -215,6 +215,9 @@ def run_job(
     (already ended, held by another delivery, deleted). ``memory_budget``: the bytes the
     computation may use (None: not checked nor enforced).
     """
+    # A blob store that is down is retried (StoreUnavailable) before the claim: a claim counts
+    # an attempt, and an outage of the arrays' store is not the job's fault.
+    store.ping_blobs()
     claim, detail = store.mark_running(
         sub_id, token, settings.heartbeat_ttl_s, settings.max_attempts, worker_name
     )

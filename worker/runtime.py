@@ -65,7 +65,8 @@ def backend() -> Backend:
 
 
 class Housekeeping(threading.Thread):
-    """Announces the worker and reaps orphaned jobs, every ``heartbeat_interval_s``."""
+    """Announces the worker and reaps orphaned jobs, every ``heartbeat_interval_s``; sweeps
+    the blob store every ``blob_sweep_interval_s`` (see :mod:`service.store.blobsweep`)."""
 
     def __init__(self, name: str, queues: list[str]) -> None:
         super().__init__(name="uqeval-housekeeping", daemon=True)
@@ -83,6 +84,8 @@ class Housekeeping(threading.Thread):
                 s.heartbeat_ttl_s,
             )
             reap(st, s)
+            # One worker at a time (a lock in Redis) deletes the blobs whose arrays are gone.
+            st.sweep_blobs_if_due(s.blob_sweep_interval_s)
         except StoreUnavailable as exc:
             log.warning("housekeeping: %s", exc)
         except Exception:  # the thread must survive anything (e.g. a broker hiccup)

@@ -177,9 +177,12 @@ async def _request_validation(request: Request, exc: Exception) -> JSONResponse:
 
 async def _store_down(request: Request, exc: Exception) -> JSONResponse:
     log.warning("store unavailable on %s %s: %s", request.method, request.url.path, exc)
-    return error_response(
-        ApiError(503, "the job store (Redis) is unavailable; retry later", headers=RETRY_AFTER)
-    )
+    from service.blobs import BlobUnavailable
+
+    what = "the job store (Redis)"
+    if isinstance(exc, BlobUnavailable) or isinstance(exc.__cause__, BlobUnavailable):
+        what = "the blob store"
+    return error_response(ApiError(503, f"{what} is unavailable; retry later", headers=RETRY_AFTER))
 
 
 #: The status recorded (request metrics) for a request whose client went away before its
@@ -219,6 +222,7 @@ def uq_location(exc: UQValidationError, fields: Mapping[str, str]) -> tuple[str 
 
 def install(app: FastAPI) -> None:
     """Register the handlers that give every error the one JSON shape."""
+    from service.blobs import BlobUnavailable
     from service.store import StoreUnavailable
 
     app.add_exception_handler(ApiError, _api_error)
@@ -226,6 +230,7 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _request_validation)
     app.add_exception_handler(StoreUnavailable, _store_down)
+    app.add_exception_handler(BlobUnavailable, _store_down)  # as transient as Redis down
     app.add_exception_handler(redis.exceptions.ConnectionError, _store_down)
     app.add_exception_handler(redis.exceptions.TimeoutError, _store_down)
     app.add_exception_handler(Exception, _unexpected)

@@ -13,7 +13,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BlobInfo", "BlobNotFound", "BlobStore", "BlobUnavailable", "check_key"]
+__all__ = [
+    "BlobInfo",
+    "BlobNotFound",
+    "BlobStore",
+    "BlobUnavailable",
+    "StoredArray",
+    "check_key",
+]
 
 #: What a key may hold: path segments of letters, digits and ``._:-``, joined by ``/``.
 _KEY = re.compile(r"^[A-Za-z0-9._:-]+(/[A-Za-z0-9._:-]+)*$")
@@ -34,6 +41,16 @@ class BlobInfo:
     key: str
     size: int
     modified: float
+
+
+@dataclass(frozen=True)
+class StoredArray:
+    """An array already written as an ``.npy`` object under ``key`` (e.g. by the upload path):
+    passed to the store instead of the array, which then only records the reference."""
+
+    key: str
+    dtype: str
+    shape: tuple[int, ...]
 
 
 def check_key(key: str) -> str:

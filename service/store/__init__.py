@@ -4,9 +4,9 @@ Keys are those of :mod:`service.keys`. State changes of a submission (start, pro
 fail, cancel, requeue) are Lua scripts (``lua/*.lua``, see :mod:`service.store.scripts`), so
 each is atomic and conditional on the current status: a worker never overwrites a job that was
 cancelled, deleted or finished elsewhere, and the result document is written together with the
-``succeeded`` status (one script, one transaction). Arrays are stored as ``np.save`` bytes cut
-into chunks of at most :data:`CHUNK_BYTES`, zlib-compressed where that pays (see
-:mod:`service.store.codec`) — never as JSON.
+``succeeded`` status (one script, one transaction). Arrays are ``.npy`` objects in the blob
+store (:mod:`service.blobs`), Redis keeping their manifests (see :mod:`service.store.codec`;
+data of the previous in-Redis codec is still read) — never JSON.
 
 :class:`Store` is made of one part per resource, each in its module:
 
@@ -19,6 +19,7 @@ into chunks of at most :data:`CHUNK_BYTES`, zlib-compressed where that pays (see
 - :mod:`~service.store.sharelinks`: read-only share links of benchmark boards;
 - :mod:`~service.store.workers`: the worker registry and job counters;
 - :mod:`~service.store.plots`: rendered plots and their claims;
+- :mod:`~service.store.blobsweep`: the blob objects follow the retention of their manifests;
 
 over :class:`~service.store.base.StoreBase` (the client, the retry wrapper, the scripts). The
 records, statuses and exceptions are in :mod:`~service.store.records`.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from service.store.apikeys import ENV_ADMIN_NAME, ApiKeyStore
 from service.store.benchmarks import BenchmarkStore
+from service.store.blobsweep import BlobSweepStore
 from service.store.codec import CHUNK_BYTES
 from service.store.comparisons import ComparisonStore
 from service.store.jobs import JobStore
@@ -93,6 +95,7 @@ class Store(
     PlotStore,
     ShareLinkStore,
     WorkerStore,
+    BlobSweepStore,
 ):
     """Typed access to the Redis data of uq-eval (see :mod:`service.keys`).
 

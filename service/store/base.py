@@ -8,7 +8,10 @@ turns Redis' connection errors into :class:`StoreUnavailable`, and runs the Lua 
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 import redis
@@ -16,6 +19,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from service import keys
+from service.blobs import BlobStore, BlobUnavailable, open_blob_store, scratch_dir
 from service.store import codec, scripts
 from service.store.records import BoardDeps, StoreUnavailable, decode
 
@@ -26,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["StoreBase", "remember"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 #: Entries kept in a store's memo of key ids and of the dependencies of cached pages (a hint
 #: only: a wrong or missing entry costs a round trip or a cache miss, never a wrong answer).
@@ -49,10 +54,30 @@ class StoreBase:
     encode_array = staticmethod(codec.encode_array)
     decode_array = staticmethod(codec.decode_array)
 
-    def __init__(self, client: redis.Redis, *, retention_s: int = 7 * 24 * 3600) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        retention_s: int = 7 * 24 * 3600,
+        blobs: BlobStore | None = None,
+        scratch: Path | None = None,
+        blob_grace_s: int = 3600,
+    ) -> None:
         self.client = client
         #: Seconds raw arrays are kept after a job ends (results stay); 0 deletes them at once.
         self.retention_s = int(retention_s)
+        if blobs is None or scratch is None:
+            from service.settings import Settings
+
+            defaults = Settings()
+            blobs = blobs if blobs is not None else open_blob_store(defaults)
+            scratch = scratch if scratch is not None else scratch_dir(defaults)
+        #: Where the arrays are (Redis keeps their manifests): see :mod:`service.blobs`.
+        self.blobs: BlobStore = blobs
+        #: Local directory of downloaded arrays (removed once mapped).
+        self.scratch: Path = Path(scratch)
+        #: Blobs that Redis never recorded are removed this long after their write began.
+        self.blob_grace_s = int(blob_grace_s)
         self._scripts = {
             name: client.register_script(scripts.source(name)) for name in scripts.names()
         }
@@ -76,7 +101,15 @@ class StoreBase:
             ),
             health_check_interval=30,
         )
-        return cls(client, retention_s=settings.raw_retention_s if settings else 7 * 24 * 3600)
+        if settings is None:
+            return cls(client)
+        return cls(
+            client,
+            retention_s=settings.raw_retention_s,
+            blobs=open_blob_store(settings),
+            scratch=scratch_dir(settings),
+            blob_grace_s=settings.blob_grace_s,
+        )
 
     def close(self) -> None:
         self.client.close()
@@ -88,10 +121,44 @@ class StoreBase:
             raise StoreUnavailable(f"Redis unavailable: {exc}") from exc
         except redis.BusyLoadingError as exc:  # pragma: no cover - depends on server timing
             raise StoreUnavailable(f"Redis is loading its data: {exc}") from exc
+        except BlobUnavailable as exc:
+            # As transient as a Redis outage: the API answers 503, a worker retries the job.
+            raise StoreUnavailable(f"blob store unavailable: {exc}") from exc
 
     def ping(self) -> bool:
         """True when Redis answers; raises :class:`StoreUnavailable` otherwise."""
         return bool(self._call(self.client.ping))
+
+    # --- blobs ---------------------------------------------------------------------------------
+
+    def ping_blobs(self) -> bool:
+        """True when the blob store answers; raises :class:`StoreUnavailable` otherwise (a
+        worker asks before it claims a job, so that an outage does not use up attempts)."""
+        return self._call(self.blobs.ping)
+
+    def track_blobs(self, prefix: str, due: float) -> None:
+        """Record the blob prefix ``prefix`` (``submissions/<id>/``) in ``blobs:due`` with the
+        time ``due`` at which the sweep looks at it: called before its objects are written, so
+        that none can be orphaned for good (see :mod:`service.store.blobsweep`)."""
+        self._call(lambda: self.client.zadd(keys.blobs_due(), {prefix: due}))
+
+    def discard_blobs(self, prefix: str, blob_keys: Iterable[str], *, forget: bool = False) -> bool:
+        """Remove the objects ``blob_keys`` (a best effort: False when the blob store is down,
+        the sweep then removes them later). With ``forget`` (Redis no longer records them),
+        everything under ``prefix`` goes too and the prefix leaves ``blobs:due``."""
+        try:
+            for key in blob_keys:
+                self.blobs.delete(key)
+            if forget:
+                self.blobs.delete_prefix(prefix)
+        except BlobUnavailable as exc:
+            log.warning("blobs under %s left to the sweep: %s", prefix, exc)
+            return False
+        if forget:
+            # Should Redis be down now, the sweep finds the prefix empty and removes the entry.
+            with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+                self.client.zrem(keys.blobs_due(), prefix)
+        return True
 
     # --- the scripts of a submission ------------------------------------------------------------
 

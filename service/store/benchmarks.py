@@ -1,8 +1,14 @@
-"""Benchmarks: their records and hidden targets (the targets only ever reach the workers)."""
+"""Benchmarks: their records and hidden targets (the targets only ever reach the workers).
+
+The targets are written to the blob store (``benchmarks/<id>/``) before the record, their
+prefix recorded in ``blobs:due`` first (see :mod:`service.store.blobsweep`); Redis keeps their
+manifest in ``bench:{id}:arrays`` (no expiry: a benchmark keeps its targets until deleted).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -11,6 +17,7 @@ import numpy as np
 import redis
 
 from service import keys
+from service.blobs import StoredArray
 from service.store import codec
 from service.store.base import StoreBase
 from service.store.records import BenchmarkRecord, decode, now_iso
@@ -22,19 +29,35 @@ class BenchmarkStore(StoreBase):
     """Benchmark records and targets (a part of :class:`service.store.Store`)."""
 
     def create_benchmark(
-        self, record: BenchmarkRecord, arrays: Mapping[str, np.ndarray[Any, Any]]
+        self,
+        record: BenchmarkRecord,
+        arrays: Mapping[str, np.ndarray[Any, Any] | StoredArray],
     ) -> BenchmarkRecord:
         """Store a benchmark and its hidden targets (``y`` or ``labels``, optionally
-        ``soft_labels``, ``ood`` and ``groups``) at once."""
+        ``soft_labels``, ``ood`` and ``groups``) at once: the arrays to the blob store under
+        ``benchmarks/<id>/``, then the record and their manifest in one transaction."""
+        prefix = keys.benchmark_blobs(record.id)
+        self.track_blobs(prefix, time.time() + self.blob_grace_s)
+        manifest, written = self._call(
+            lambda: codec.write_blobs(self.blobs, prefix, arrays, self.scratch)
+        )
 
         def write() -> None:
             pipe = self.client.pipeline(transaction=True)
-            codec.put_arrays(pipe, keys.benchmark_arrays(record.id), codec.array_fields(arrays))
+            pipe.hset(
+                keys.benchmark_arrays(record.id),
+                "manifest",
+                json.dumps(manifest, separators=(",", ":")),
+            )
             pipe.set(keys.benchmark(record.id), record.to_json())
             pipe.zadd(keys.benchmarks(), {record.id: time.time()})
             pipe.execute()
 
-        self._call(write)
+        try:
+            self._call(write)
+        except BaseException:
+            self.discard_blobs(prefix, written)
+            raise
         return record
 
     def get_benchmark(self, bench_id: str) -> BenchmarkRecord | None:
@@ -81,9 +104,14 @@ class BenchmarkStore(StoreBase):
     def delete_benchmark(self, bench_id: str) -> bool:
         """Remove a benchmark, its targets and its quota counters (its submissions stay)."""
 
+        prefix = keys.benchmark_blobs(bench_id)
+        blob_keys: list[str] = []
+
         def write() -> bool:
             if not self.client.exists(keys.benchmark(bench_id)):
                 return False
+            manifest = self.client.hget(keys.benchmark_arrays(bench_id), "manifest")
+            blob_keys.extend(codec.blob_keys(manifest, prefix))
             quota_keys = list(self.client.scan_iter(match=keys.quota(bench_id, "*"), count=1000))
             quota_keys += list(
                 self.client.scan_iter(match=keys.leaderboard_pattern(bench_id), count=1000)
@@ -91,11 +119,25 @@ class BenchmarkStore(StoreBase):
             pipe = self.client.pipeline(transaction=True)
             pipe.delete(keys.benchmark(bench_id), keys.benchmark_arrays(bench_id), *quota_keys)
             pipe.zrem(keys.benchmarks(), bench_id)
+            # Due now: should the blob store be down below, the sweep removes them later.
+            pipe.zadd(keys.blobs_due(), {prefix: 0})
             pipe.execute()
             return True
 
-        return self._call(write)
+        deleted = self._call(write)
+        if deleted:
+            self.discard_blobs(prefix, blob_keys, forget=True)
+        return deleted
 
     def load_benchmark_arrays(self, bench_id: str) -> dict[str, np.ndarray[Any, Any]] | None:
-        """The hidden targets of a benchmark (for the worker only; no route returns them)."""
-        return self._call(lambda: codec.read_arrays(self.client, keys.benchmark_arrays(bench_id)))
+        """The hidden targets of a benchmark (for the worker only; no route returns them),
+        read-only and memory-mapped (see :meth:`load_arrays`)."""
+        return self._call(
+            lambda: codec.read_arrays(
+                self.client,
+                keys.benchmark_arrays(bench_id),
+                self.blobs,
+                self.scratch,
+                keys.benchmark_blobs(bench_id),
+            )
+        )

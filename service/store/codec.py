@@ -1,31 +1,52 @@
-"""The array codec of the store: how arrays are kept in Redis, written and read back.
+"""The array codec of the store: where the arrays of a submission or a benchmark are kept.
 
-An array is its ``np.save`` bytes (no pickle) cut into chunks of at most :data:`CHUNK_BYTES`,
-each zlib-compressed where that pays — never JSON. The arrays of a submission or a benchmark
-share one Redis hash (:func:`service.keys.arrays`, :func:`service.keys.benchmark_arrays`):
-``manifest`` (JSON: per array its dtype, shape, chunk count and codec) and the chunks
-``{name}:{i}``.
+Each array is one uncompressed ``.npy`` object in the blob store (:mod:`service.blobs`), under
+``submissions/<id>/<name>.npy`` or ``benchmarks/<id>/<name>.npy``, read back memory-mapped.
+Redis keeps only a small manifest in the hash :func:`service.keys.arrays` /
+:func:`service.keys.benchmark_arrays` (field ``manifest``: per array its dtype, shape, codec ``npy``
+and, for a referenced :class:`~service.blobs.StoredArray`, its object key), so that the hash's TTL still says how long the arrays live.
+
+The previous codec kept the arrays themselves in that hash: ``np.save`` bytes cut into chunks
+of at most :data:`CHUNK_BYTES`, zlib-compressed where that pays, as fields ``{name}:{i}``
+(codec ``npy+zlib``). Data written that way is still read (:func:`read_arrays` reads both), so
+nothing stored before the blob store is lost; :func:`array_fields` still writes it, for tests
+of that path only.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import os
+import re
+import tempfile
 import zlib
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from service.blobs import BlobNotFound, BlobStore, StoredArray
+
 __all__ = [
+    "BLOB_CODEC",
     "CHUNK_BYTES",
     "CODEC",
     "array_fields",
+    "blob_keys",
+    "blob_name",
     "decode_array",
     "encode_array",
     "put_arrays",
     "read_arrays",
+    "write_blobs",
 ]
+
+#: An array stored as one ``.npy`` object in the blob store.
+BLOB_CODEC = "npy"
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9._:-]+$")
 
 #: Largest raw (uncompressed) piece of an array stored in one Redis value.
 CHUNK_BYTES = 16 << 20
@@ -102,17 +123,130 @@ def put_arrays(pipe: Any, arr_key: str, fields: Mapping[str, Any]) -> None:
         pipe.hset(arr_key, name, value)
 
 
-def read_arrays(client: Any, arr_key: str) -> dict[str, np.ndarray[Any, Any]] | None:
-    """The arrays of the hash ``arr_key``; None when it or one of its chunks is gone."""
+def blob_name(prefix: str, name: str) -> str:
+    """The object key of array ``name`` under ``prefix`` (``submissions/<id>/``): the name
+    itself when it is a valid key segment, else a safe spelling of it plus a hash (distinct
+    names never share a key)."""
+    if _SAFE_NAME.match(name) and name not in (".", ".."):
+        return f"{prefix}{name}.npy"
+    safe = re.sub(r"[^A-Za-z0-9._:-]", "_", name)[:64]
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    return f"{prefix}{safe}-{digest}.npy"
+
+
+def write_blobs(
+    blobs: BlobStore, prefix: str, arrays: Mapping[str, Any], scratch: Path
+) -> tuple[dict[str, Any], list[str]]:
+    """Write each array of ``arrays`` as ``.npy`` under ``prefix`` (a :class:`StoredArray` is
+    only referenced: it is already stored); the manifest (the value of the hash's ``manifest``
+    field, as a dict) and the keys written here (to remove them should the record not be
+    stored)."""
+    manifest: dict[str, Any] = {}
+    written: list[str] = []
+    scratch = Path(scratch)
+    try:
+        for name, value in arrays.items():
+            if isinstance(value, StoredArray):
+                manifest[name] = {
+                    "codec": BLOB_CODEC,
+                    "key": value.key,
+                    "dtype": str(np.dtype(value.dtype)),
+                    "shape": [int(n) for n in value.shape],
+                }
+                continue
+            array = np.asarray(value)
+            key = blob_name(prefix, name)
+            scratch.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix="put-", suffix=".npy", dir=scratch)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    np.save(fh, array, allow_pickle=False)
+                written.append(key)
+                blobs.put_file(key, Path(tmp), move=True)
+            finally:
+                Path(tmp).unlink(missing_ok=True)
+            # No "key": it is the default one (bytes of Redis per submission).
+            manifest[name] = {
+                "codec": BLOB_CODEC,
+                "dtype": str(array.dtype),
+                "shape": [int(n) for n in array.shape],
+            }
+    except BaseException:
+        for key in written:
+            try:
+                blobs.delete(key)
+            except Exception:  # the sweep removes what is left: this is a best effort
+                break
+        raise
+    return manifest, written
+
+
+def blob_keys(manifest_raw: Any, prefix: str) -> list[str]:
+    """The object keys a stored manifest under ``prefix`` refers to (none for the in-Redis
+    codec)."""
+    if manifest_raw is None:
+        return []
+    manifest = json.loads(manifest_raw)
+    return [
+        _key_of(prefix, name, meta)
+        for name, meta in manifest.items()
+        if meta.get("codec") == BLOB_CODEC
+    ]
+
+
+def _key_of(prefix: str, name: str, meta: Mapping[str, Any]) -> str:
+    """The object of one manifest entry: its ``key`` (a :class:`StoredArray`), or by default
+    the array's name under the manifest's prefix."""
+    return str(meta["key"]) if "key" in meta else blob_name(prefix, name)
+
+
+def _load_blob(
+    blobs: BlobStore, key: str, meta: Mapping[str, Any], scratch: Path
+) -> np.ndarray[Any, Any]:
+    path = blobs.local_path(key, scratch)
+    try:
+        out: np.ndarray[Any, Any] = np.load(path, mmap_mode="r", allow_pickle=False)
+    finally:
+        # A download is mapped, then unlinked: the mapping keeps the data until it is freed.
+        if path.resolve().is_relative_to(Path(scratch).resolve()):
+            path.unlink(missing_ok=True)
+    if list(out.shape) != list(meta["shape"]) or str(out.dtype) != str(meta["dtype"]):
+        raise ValueError(
+            f"blob {key} holds {out.dtype}{list(out.shape)}, "
+            f"the manifest says {meta['dtype']}{list(meta['shape'])}"
+        )
+    return out
+
+
+def read_arrays(
+    client: Any,
+    arr_key: str,
+    blobs: BlobStore | None = None,
+    scratch: Path | None = None,
+    prefix: str = "",
+) -> dict[str, np.ndarray[Any, Any]] | None:
+    """The arrays of the hash ``arr_key`` (objects under ``prefix``), read-only:
+    memory-mapped from the blob store, or decoded from the hash's chunks for data of the
+    previous codec. None when the hash, one of its chunks or one of its objects is gone."""
     manifest_raw = client.hget(arr_key, "manifest")
     if manifest_raw is None:
         return None
     manifest = json.loads(manifest_raw)
     out: dict[str, np.ndarray[Any, Any]] = {}
     for name, meta in manifest.items():
+        if meta.get("codec") == BLOB_CODEC:
+            if blobs is None or scratch is None:
+                raise ValueError("arrays in the blob store need a blob store to be read")
+            try:
+                out[name] = _load_blob(blobs, _key_of(prefix, name, meta), meta, scratch)
+            except BlobNotFound:
+                return None
+            continue
         fields = [f"{name}:{i}" for i in range(int(meta["chunks"]))]
         chunks = client.hmget(arr_key, fields)
         if any(c is None for c in chunks):
             return None
-        out[name] = decode_array(meta, chunks)
+        array = decode_array(meta, chunks)
+        array.flags.writeable = False  # as the memory-mapped arrays: callers only read
+        out[name] = array
     return out

@@ -4,14 +4,17 @@ one render, and the source document of a leaderboard's plot.
 A plot lives in a hash per document (``keys.submission_plots``, ``keys.comparison_plots``,
 ``keys.leaderboard_plots``) under the field ``{name}.{format}``: the PNG or SVG bytes, or
 ``error:{status}:{reason}`` when it cannot be drawn (not applicable: 404; failed: 500). The
-hash expires ``ttl_s`` after its last write; a submission's is deleted with it.
+hash expires ``ttl_s`` after its last write; a submission's is deleted with it. The curves a
+submission's plots are drawn from once its arrays are gone are kept in the blob store.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from service import keys
+from service.blobs import BlobNotFound
 from service.store.base import StoreBase
 
 __all__ = ["ERROR_PREFIX", "PlotStore", "plot_error"]
@@ -21,6 +24,10 @@ ERROR_PREFIX = b"error:"
 
 #: The field of a leaderboard plot hash that holds the leaderboard's JSON bytes.
 SOURCE_FIELD = "source"
+
+
+def _curves_blob(sub_id: str) -> str:
+    return f"{keys.curves_blobs(sub_id)}curves.json.zz"
 
 
 def plot_error(status: int, reason: str) -> bytes:
@@ -84,15 +91,24 @@ class PlotStore(StoreBase):
         return None if data is None else bytes(data)
 
     def put_curves(self, sub_id: str, data: bytes) -> None:
-        """Keep the curves a submission's plots are drawn from (zlib-compressed JSON)."""
-        self._call(lambda: self.client.set(keys.submission_curves(sub_id), data))
+        """Keep the curves a submission's plots are drawn from (zlib-compressed JSON), in the
+        blob store (tens of kB: too much for Redis' budget per submission); they live as long
+        as the submission (see :mod:`service.store.blobsweep`)."""
+        self.track_blobs(keys.curves_blobs(sub_id), time.time() + self.blob_grace_s)
+        self._call(lambda: self.blobs.put_bytes(_curves_blob(sub_id), data))
 
     def get_curves(self, sub_id: str) -> bytes | None:
+        try:
+            return self._call(lambda: self.blobs.get_bytes(_curves_blob(sub_id)))
+        except BlobNotFound:
+            pass
+        # Kept in Redis by earlier versions.
         data: Any = self._call(lambda: self.client.get(keys.submission_curves(sub_id)))
         return None if data is None else bytes(data)
 
     def drop_curves(self, sub_id: str) -> None:
         self._call(lambda: self.client.delete(keys.submission_curves(sub_id)))
+        self.discard_blobs(keys.curves_blobs(sub_id), [], forget=True)
 
     def plots_rendered(self) -> int:
         """How many plots were rendered (the counter of ``keys.plot_renders``)."""

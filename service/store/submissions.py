@@ -1,8 +1,10 @@
 """Submissions: stored with their arrays and indexes, read, listed and deleted.
 
-A submission is stored at once with its arrays, its indexes, its idempotency mapping and its
-place in its team's benchmark :class:`Quota` (one transaction); its job's life after that is
-:mod:`service.store.jobs`.
+A submission is stored at once with its arrays' manifest, its indexes, its idempotency mapping
+and its place in its team's benchmark :class:`Quota` (one transaction); its job's life after
+that is :mod:`service.store.jobs`. The arrays themselves are written to the blob store first
+(``submissions/<id>/``), their prefix recorded in ``blobs:due`` before that, so that the
+blob sweep (:mod:`service.store.blobsweep`) removes them should the transaction never happen.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 import redis
 
 from service import keys
+from service.blobs import StoredArray
 from service.store import codec
 from service.store.base import StoreBase
 from service.store.records import (
@@ -74,7 +77,7 @@ class SubmissionStore(StoreBase):
     def create_submission(
         self,
         record: SubmissionRecord,
-        arrays: Mapping[str, np.ndarray[Any, Any]],
+        arrays: Mapping[str, np.ndarray[Any, Any] | StoredArray],
         *,
         idempotency_key: str | None = None,
         body_hash: str = "",
@@ -90,8 +93,49 @@ class SubmissionStore(StoreBase):
         With a ``quota``, the submission is counted in it, or :class:`QuotaExceeded` is raised
         when the team already has ``per_day`` counted submissions in the last 24 h or
         ``total`` in all (checked and counted in the same transaction).
+
+        ``arrays`` are written to the blob store under ``submissions/<id>/`` before the
+        transaction (a :class:`StoredArray` is only referenced; it should lie under that
+        prefix too, so that the sweep and deletion find it); when the transaction does not
+        happen (replay, conflict, quota, Redis down) the objects written here are removed,
+        and the sweep removes anything left after ``blob_grace_s``.
         """
-        array_fields = codec.array_fields(arrays)
+        prefix = keys.submission_blobs(record.id)
+        self.track_blobs(prefix, time.time() + self.blob_grace_s)
+        started = time.monotonic()
+        manifest, written = self._call(
+            lambda: codec.write_blobs(self.blobs, prefix, arrays, self.scratch)
+        )
+        if deadline is not None:
+            # The budget is Redis': writing the arrays (their size's business) does not use it.
+            deadline += time.monotonic() - started
+        stored = False
+        try:
+            out = self._create_submission(
+                record,
+                manifest,
+                idempotency_key=idempotency_key,
+                body_hash=body_hash,
+                deadline=deadline,
+                quota=quota,
+            )
+            stored = out[1]
+            return out
+        finally:
+            if not stored:
+                self.discard_blobs(prefix, written)
+
+    def _create_submission(
+        self,
+        record: SubmissionRecord,
+        manifest: dict[str, Any],
+        *,
+        idempotency_key: str | None,
+        body_hash: str,
+        deadline: float | None,
+        quota: Quota | None,
+    ) -> tuple[SubmissionRecord, bool]:
+        array_fields = {"manifest": json.dumps(manifest, separators=(",", ":"))}
         idem_key = (
             keys.idempotency(record.owner, sha256_hex(idempotency_key))
             if idempotency_key is not None
@@ -242,9 +286,19 @@ class SubmissionStore(StoreBase):
         return None if raw is None else json.loads(raw)
 
     def load_arrays(self, sub_id: str) -> dict[str, np.ndarray[Any, Any]] | None:
-        """The stored arrays of a submission; None once deleted or past their retention."""
+        """The stored arrays of a submission, read-only (memory-mapped from the blob store, or
+        decoded from Redis for data of the previous codec); None once deleted or past their
+        retention."""
 
-        return self._call(lambda: codec.read_arrays(self.client, keys.arrays(sub_id)))
+        return self._call(
+            lambda: codec.read_arrays(
+                self.client,
+                keys.arrays(sub_id),
+                self.blobs,
+                self.scratch,
+                keys.submission_blobs(sub_id),
+            )
+        )
 
     def delete_submission(self, sub_id: str, *, refund: bool = False) -> bool:
         """Remove the record, arrays, result, heartbeat, every index entry and the
@@ -260,13 +314,20 @@ class SubmissionStore(StoreBase):
             if isinstance(metrics, list):
                 self.leaderboard_forget(record.benchmark, sub_id, metrics)
 
+        prefix = keys.submission_blobs(sub_id)
+        blob_keys: list[str] = []
+
         def write() -> bool:
             owner, idem_key, team, quota_key = self.client.hmget(
                 keys.submission(sub_id), ["owner", "idem_key", "team", "quota_key"]
             )
             if owner is None:
                 return False
+            manifest = self.client.hget(keys.arrays(sub_id), "manifest")
+            blob_keys.extend(codec.blob_keys(manifest, prefix))
             pipe = self.client.pipeline(transaction=True)
+            # Due now: should the blob store be down below, the sweep removes them later.
+            pipe.zadd(keys.blobs_due(), {prefix: 0, keys.curves_blobs(sub_id): 0})
             if idem_key is not None:
                 mapping = self.client.get(decode(idem_key))
                 if mapping is not None and json.loads(mapping).get("id") == sub_id:
@@ -293,7 +354,11 @@ class SubmissionStore(StoreBase):
             pipe.execute()
             return True
 
-        return self._call(write)
+        deleted = self._call(write)
+        if deleted:
+            self.discard_blobs(prefix, blob_keys, forget=True)
+            self.discard_blobs(keys.curves_blobs(sub_id), [], forget=True)
+        return deleted
 
     def forget_idempotency(self, owner: str, idempotency_key: str) -> None:
         """Drop an idempotency mapping (rollback of a submission that was never enqueued)."""

@@ -51,7 +51,7 @@ def flags(command: list[str]) -> dict[str, str]:
 
 
 def test_services_present(compose: dict[str, Any]) -> None:
-    assert set(compose["services"]) == {"redis", "api", "worker-cpu", "worker-gpu"}
+    assert set(compose["services"]) == {"redis", "minio", "api", "worker-cpu", "worker-gpu"}
 
 
 def test_redis_is_durable_and_never_evicts(compose: dict[str, Any]) -> None:
@@ -67,12 +67,31 @@ def test_redis_is_durable_and_never_evicts(compose: dict[str, Any]) -> None:
     assert "redis-cli" in redis["healthcheck"]["test"]
 
 
+#: The services that store data (the others are the app's processes).
+STORAGE = {"redis", "minio"}
+
+
 def test_every_service_has_a_healthcheck_and_waits_for_redis(compose: dict[str, Any]) -> None:
     for name, service in compose["services"].items():
         assert "healthcheck" in service, name
-        if name != "redis":
+        if name not in STORAGE:
             assert service["depends_on"]["redis"]["condition"] == "service_healthy", name
+            assert service["depends_on"]["minio"]["condition"] == "service_healthy", name
             assert service["environment"]["REDIS_URL"] == "redis://redis:6379/0", name
+
+
+def test_the_app_keeps_its_arrays_in_the_minio_bucket(compose: dict[str, Any]) -> None:
+    minio = compose["services"]["minio"]
+    assert any(v.endswith(":/data") for v in minio["volumes"])
+    assert "mc mb --ignore-existing local/uqeval" in minio["command"][0]
+    assert "local/uqeval" in " ".join(minio["healthcheck"]["test"])
+    for name in ("api", "worker-cpu", "worker-gpu"):
+        env = compose["services"][name]["environment"]
+        assert env["UQEVAL_BLOB_URL"].startswith("s3://uqeval/"), name
+        assert env["UQEVAL_BLOB_ENDPOINT_URL"] == "http://minio:9000", name
+        # the app's credentials are those the server was started with
+        assert env["AWS_ACCESS_KEY_ID"] == minio["environment"]["MINIO_ROOT_USER"], name
+        assert env["AWS_SECRET_ACCESS_KEY"] == minio["environment"]["MINIO_ROOT_PASSWORD"], name
 
 
 def seconds(duration: str) -> float:
@@ -96,7 +115,8 @@ def test_every_service_restarts_and_checks_its_health_in_bounded_time(
         assert seconds(check.get("start_period", "0s")) <= 60, name
     for name in ("api", "worker-cpu", "worker-gpu"):
         assert compose["services"][name]["depends_on"] == {
-            "redis": {"condition": "service_healthy"}
+            "redis": {"condition": "service_healthy"},
+            "minio": {"condition": "service_healthy"},
         }, name
 
 
@@ -157,7 +177,10 @@ def test_commands_are_accepted_by_the_cli(compose: dict[str, Any]) -> None:
 
 def test_environment_names_are_settings(compose: dict[str, Any]) -> None:
     known = {"REDIS_URL"} | {f"UQEVAL_{f.upper()}" for f in Settings.model_fields}
+    known |= {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"}  # boto3's
     for name, service in compose["services"].items():
+        if name in STORAGE:
+            continue
         for var in service.get("environment", {}):
             assert var in known, f"{name}: {var} is not a setting"
     env = compose["services"]["worker-cpu"]["environment"]

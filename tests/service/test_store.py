@@ -183,13 +183,18 @@ def test_array_codec_round_trip(array: np.ndarray) -> None:
     np.testing.assert_array_equal(out, array)
 
 
-def test_arrays_are_stored_as_compressed_binary_chunks(
+def test_arrays_of_the_previous_codec_in_redis_are_still_read(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Data stored before the blob store: compressed binary chunks in the arrays hash.
     monkeypatch.setattr(codec, "CHUNK_BYTES", 1000)
     rng = np.random.default_rng(0)
     big = {"noise": rng.normal(size=1000), "y": np.ones(1000)}
-    rec, _ = store.create_submission(make_record(n=1000), big)
+    rec, _ = store.create_submission(make_record(n=1000), {"y": np.zeros(3)})
+    store.client.delete(keys.arrays(rec.id))
+    pipe = store.client.pipeline(transaction=True)
+    codec.put_arrays(pipe, keys.arrays(rec.id), codec.array_fields(big))
+    pipe.execute()
     stored = store.client.hgetall(keys.arrays(rec.id))
     manifest = json.loads(stored.pop(b"manifest"))
     assert manifest["y"]["chunks"] == 9  # 8000 bytes + the .npy header, 1000 per chunk
@@ -204,6 +209,7 @@ def test_arrays_are_stored_as_compressed_binary_chunks(
     assert loaded is not None
     np.testing.assert_array_equal(loaded["noise"], big["noise"])
     np.testing.assert_array_equal(loaded["y"], big["y"])
+    assert not loaded["y"].flags.writeable
 
 
 def test_load_arrays_of_unknown_submission_is_none(store: Store) -> None:

@@ -7,6 +7,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from service.api.schemas import Health, Readiness
+from service.blobs import BlobUnavailable
 from service.settings import Settings
 from service.store import Store, StoreUnavailable
 from service.supervision import read_state
@@ -54,6 +55,11 @@ def readyz(request: Request) -> JSONResponse:
             workers = store.live_workers()
         except StoreUnavailable:
             reason = "Redis is unreachable"
+        if reason is None:  # the arrays' store too (its reason says so; the schema is Redis')
+            try:
+                store.blobs.ping()
+            except BlobUnavailable as exc:
+                reason = f"the blob store is unreachable: {exc}"
     if supervisor is not None and reason is None and "redis" in restarting:
         reason = "Redis is restarting"  # it answers, but is not yet back for the supervisor
     if reason is None and (not workers or (supervisor and supervisor.all_down("worker"))):

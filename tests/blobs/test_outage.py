@@ -1,0 +1,172 @@
+"""A blob store (a real S3 server process) that is briefly down: the API answers 503 with
+Retry-After and /readyz says why, a worker's job is retried and succeeds once the server is
+back, and a worker killed mid-job finds the arrays in the blob store again."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from service import keys
+from service.api.app import create_app
+from service.blobs.s3 import S3BlobStore
+from service.redis_server import ManagedRedis
+from service.settings import Settings
+from service.store import Store
+from tests.factories import gaussian_npz
+from tests.service._api import NPZ, TestClient, error_of, new_key, wait_terminal
+from tests.stack import S3_BUCKET, S3_ENV, TEST_SETTINGS, S3Server, WorkerProcess
+
+
+@pytest.fixture
+def outage(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A Redis, an S3 server and an API of this test alone (the server gets stopped); the
+    test starts its workers (``stack["workers"]``, stopped at the end)."""
+    import os
+
+    for name, value in S3_ENV.items():
+        os.environ[name] = value
+    redis_server = ManagedRedis(tmp_path / "redis").start()
+    s3 = S3Server(tmp_path / "s3").start()
+    S3BlobStore(S3_BUCKET, endpoint_url=s3.url).create_bucket()
+    settings = Settings(
+        redis_url=redis_server.url,
+        blob_url=f"s3://{S3_BUCKET}/outage",
+        blob_endpoint_url=s3.url,
+        scratch_dir=tmp_path / "scratch",
+        **{**TEST_SETTINGS, "blob_sweep_interval_s": 0.5},
+    )
+    store = Store.from_url(redis_server.url, settings)
+    stack: dict[str, Any] = {"store": store, "settings": settings, "s3": s3, "workers": []}
+    try:
+        with TestClient(create_app(settings, store=store)) as api:
+            stack["api"] = api
+            yield stack
+    finally:
+        for worker in stack["workers"]:
+            worker.stop()
+        store.close()
+        s3.stop()
+        redis_server.stop()
+
+
+def start_worker(stack: dict[str, Any], name: str, tmp_path: Path) -> WorkerProcess:
+    worker = WorkerProcess(stack["settings"], name, tmp_path / f"{name}.log", env=S3_ENV)
+    stack["workers"].append(worker)
+    return worker.start(stack["store"])
+
+
+def wait_for(check: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_api_answers_503_and_worker_retries_while_the_blob_store_is_down(
+    outage: dict[str, Any], tmp_path: Path
+) -> None:
+    api: TestClient = outage["api"]
+    s3: S3Server = outage["s3"]
+    store: Store = outage["store"]
+    headers = new_key(api)
+    # Stored while the server is up; no worker yet, so the job waits in its queue.
+    r = api.post("/v1/submissions", content=gaussian_npz(200, seed=1), headers={**headers, **NPZ})
+    assert r.status_code == 202, r.text
+    sub_id = r.json()["id"]
+    assert len(list(store.blobs.list(keys.submission_blobs(sub_id)))) == 3
+
+    s3.stop()
+    r = api.post("/v1/submissions", content=gaussian_npz(200, seed=2), headers={**headers, **NPZ})
+    assert r.status_code == 503, r.text
+    assert int(r.headers["Retry-After"]) > 0
+    assert "blob store" in error_of(r)["message"]
+    worker = start_worker(outage, "w-outage", tmp_path)
+    ready = api.get("/readyz")
+    assert ready.status_code == 503 and "blob store" in ready.json()["reason"]
+
+    # The worker takes the job, cannot read its arrays, and retries instead of failing it.
+    def retried() -> bool:
+        lines = worker.log_path.read_text(errors="replace").splitlines()
+        return any(
+            "uqeval.evaluate[" in ln and "retry:" in ln and "blob store" in ln for ln in lines
+        )
+
+    wait_for(retried, 60, "the worker never tried to read the arrays")
+    assert store.get_submission(sub_id).status in ("queued", "running")  # type: ignore[union-attr]
+
+    s3.start()  # same port, same objects (replayed)
+    doc = wait_terminal(api, headers, sub_id, timeout_s=120)
+    assert doc["status"] == "succeeded", doc
+    assert api.get("/readyz").status_code == 200
+    r = api.post("/v1/submissions", content=gaussian_npz(200, seed=2), headers={**headers, **NPZ})
+    assert r.status_code == 202, r.text
+
+
+@pytest.mark.slow
+def test_the_worker_sweep_removes_blobs_of_deleted_and_orphaned_arrays(
+    outage: dict[str, Any], tmp_path: Path
+) -> None:
+    api: TestClient = outage["api"]
+    store: Store = outage["store"]
+    headers = new_key(api)
+    start_worker(outage, "w-sweep", tmp_path)
+    r = api.post("/v1/submissions", content=gaussian_npz(100, seed=3), headers={**headers, **NPZ})
+    assert r.status_code == 202, r.text
+    sub_id = r.json()["id"]
+    assert wait_terminal(api, headers, sub_id)["status"] == "succeeded"
+    # An orphan of a write that died, made due now; a deleted submission whose objects were
+    # left behind while the blob store was down (due now as well).
+    store.blobs.put_bytes("submissions/sub_dead/mean.npy", b"x")
+    store.track_blobs("submissions/sub_dead/", 0)
+    store.client.zadd(keys.blobs_due(), {keys.submission_blobs(sub_id): 0})
+    store.client.delete(keys.arrays(sub_id))
+    wait_for(
+        lambda: not list(store.blobs.list("submissions/")),
+        60,
+        "the workers' sweep did not remove the blobs",
+    )
+    # Nothing due is left (the kept curves of the succeeded one are followed until later).
+    assert store.client.zcount(keys.blobs_due(), "-inf", time.time()) == 0
+    assert store.get_curves(sub_id) is not None
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_job_leaves_the_arrays_to_the_next(
+    outage: dict[str, Any], tmp_path: Path
+) -> None:
+    api: TestClient = outage["api"]
+    store: Store = outage["store"]
+    headers = new_key(api)
+    doomed = start_worker(outage, "w-doomed", tmp_path)
+    n = 20_000
+    rng = np.random.default_rng(5)
+    y = rng.normal(size=n)
+    from tests.factories import npz_bytes
+
+    body = npz_bytes(
+        {"kind": "gaussian", "model_name": "m", "analyses": {"bootstrap": {"n_resamples": 400}}},
+        mean=y + rng.normal(size=n),
+        std=np.ones(n),
+        y=y,
+    )
+    r = api.post("/v1/submissions", content=body, headers={**headers, **NPZ})
+    assert r.status_code == 202, r.text
+    sub_id = r.json()["id"]
+    wait_for(
+        lambda: store.get_submission(sub_id).status == "running",  # type: ignore[union-attr]
+        60,
+        "the job never started",
+    )
+    doomed.kill()
+    start_worker(outage, "w-rescuer", tmp_path)
+    doc = wait_terminal(api, headers, sub_id, timeout_s=180)
+    assert doc["status"] == "succeeded", doc
+    assert doc["attempts"] >= 2
+    assert len(list(store.blobs.list(keys.submission_blobs(sub_id)))) == 3
