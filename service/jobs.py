@@ -38,7 +38,7 @@ from service.celery_config import (
     make_celery,
 )
 from service.settings import Settings
-from service.store import Quota, Store, StoreUnavailable, SubmissionRecord, now_iso
+from service.store import Quota, Store, StoreUnavailable, SubmissionRecord, codec, now_iso
 
 __all__ = [
     "choose_queue",
@@ -73,15 +73,29 @@ def new_submission_id() -> str:
     return "sub_" + uuid.uuid4().hex
 
 
+#: Bytes of a memory-mapped array's file hashed at a time.
+HASH_PIECE_BYTES = 1 << 20
+
+
 def input_hash(kind: str, arrays: Mapping[str, np.ndarray[Any, Any]], analyses: Any) -> str:
     """SHA-256 (hex) of the kind, the analyses requested and every array (name, dtype, shape,
     bytes), in name order: equal inputs give equal hashes whatever the transport encoding."""
     h = hashlib.sha256()
     h.update(json.dumps({"kind": kind, "analyses": analyses}, sort_keys=True).encode())
     for name in sorted(arrays):
-        a = np.ascontiguousarray(arrays[name])
+        value = arrays[name]
+        source = codec.npy_file_of(value)
+        a = value if source is not None else np.ascontiguousarray(value)
         h.update(f"\0{name}\0{a.dtype.str}\0{a.shape}\0".encode())
-        h.update(a.data)
+        if source is None:
+            h.update(a.data)
+            continue
+        # The bytes of a memory-mapped .npy file, read from the file in pieces: through the
+        # map, every page would stay counted in the process' memory.
+        with source.open("rb") as fh:
+            fh.seek(value.offset)
+            while piece := fh.read(HASH_PIECE_BYTES):
+                h.update(piece)
     return h.hexdigest()
 
 

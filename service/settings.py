@@ -149,11 +149,6 @@ class Settings(BaseSettings):
         description="A resumable upload not completed within this many seconds of its "
         "creation expires and its parts are removed.",
     )
-    scratch_dir: Path | None = Field(
-        default=None,
-        description="Local directory of spooled upload bodies and downloaded arrays (API and "
-        "worker), removed after use; unset: <data_dir>/scratch.",
-    )
     # On by default: one runaway client (a polling loop without a pause, a retry storm) must
     # not starve the other teams. 1200 per minute (20/s on average) leaves a client polling
     # several jobs at once, or a leaderboard front end, far below it; 0 turns it off.

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.lib.format as npy_format
 
+from service import blobs
 from service.api.errors import ApiError
 from service.settings import Settings
 
@@ -49,8 +50,9 @@ COPY_BYTES = 1 << 20
 
 
 def scratch_dir(settings: Settings) -> Path:
-    """The setting ``scratch_dir`` (default ``<data_dir>/scratch``), created when missing."""
-    root = settings.scratch_dir or Path(settings.data_dir) / "scratch"
+    """The blob store's scratch directory (:func:`service.blobs.scratch_dir`), created when
+    missing."""
+    root = blobs.scratch_dir(settings)
     root.mkdir(parents=True, exist_ok=True)
     return root
 

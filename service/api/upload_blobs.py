@@ -7,20 +7,11 @@ part of an upload and a worker can read an array without Redis holding it.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from service.api.spool import Spool
-from service.blobs import BlobStore, LocalBlobStore
-from service.settings import Settings
 
-__all__ = ["part_key", "stored_arrays", "upload_blobs", "upload_prefix"]
-
-
-def upload_blobs(settings: Settings) -> BlobStore:
-    """The blob store holding the parts of resumable uploads: the local directory
-    ``<data_dir>/blobs`` (the default of the blob store settings)."""
-    return LocalBlobStore(Path(settings.data_dir) / "blobs")
+__all__ = ["part_key", "stored_arrays", "upload_prefix"]
 
 
 def upload_prefix(upload_id: str) -> str:
@@ -33,8 +24,8 @@ def part_key(upload_id: str, n: int) -> str:
 
 def stored_arrays(arrays: dict[str, Any], spool: Spool) -> dict[str, Any]:
     """The arrays to hand to ``Store.create_submission`` / ``create_benchmark`` once they are
-    valid: large ones are read-only memory maps of ``.npy`` files in ``spool`` (the store
-    writes them where it keeps arrays before the spool is removed); small ones are in
-    memory."""
-    del spool  # the store reads the mapped files itself
+    valid: large ones are read-only memory maps of whole ``.npy`` files in ``spool``, which the
+    store copies into the blob store as files (:func:`service.store.codec.npy_file_of`), never
+    reading them through the map; small ones are in memory."""
+    del spool  # the files stay until the request ends, after the store copied them
     return arrays

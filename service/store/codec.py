@@ -134,6 +134,38 @@ def blob_name(prefix: str, name: str) -> str:
     return f"{prefix}{safe}-{digest}.npy"
 
 
+def npy_file_of(value: Any) -> Path | None:
+    """The ``.npy`` file that the memory map ``value`` is the whole of (``np.load(path,
+    mmap_mode="r")`` of an unchanged file), else None."""
+    if not isinstance(value, np.memmap) or not value.filename:
+        return None
+    if not value.flags.c_contiguous or value.dtype.hasobject:
+        return None
+    path = Path(value.filename)
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            read_header = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
+            shape, fortran, dtype = read_header(fh)
+            header = fh.tell()
+    except (OSError, ValueError):
+        return None
+    if (
+        fortran
+        or tuple(shape) != value.shape
+        or dtype != value.dtype
+        or value.offset != header
+        or header + value.nbytes != size
+    ):
+        return None
+    return path
+
+
 def write_blobs(
     blobs: BlobStore, prefix: str, arrays: Mapping[str, Any], scratch: Path
 ) -> tuple[dict[str, Any], list[str]]:
@@ -154,8 +186,20 @@ def write_blobs(
                     "shape": [int(n) for n in value.shape],
                 }
                 continue
-            array = np.asarray(value)
             key = blob_name(prefix, name)
+            source = npy_file_of(value)
+            if source is not None:
+                # A memory-mapped .npy file (a spooled upload): copied as a file, never read
+                # through the map (its pages would count in the process' memory).
+                written.append(key)
+                blobs.put_file(key, source)
+                manifest[name] = {
+                    "codec": BLOB_CODEC,
+                    "dtype": str(value.dtype),
+                    "shape": [int(n) for n in value.shape],
+                }
+                continue
+            array = np.asarray(value)
             scratch.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix="put-", suffix=".npy", dir=scratch)
             try:

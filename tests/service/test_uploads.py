@@ -60,9 +60,10 @@ def put(http: httpx.Client, key: dict[str, str], upload_id: str, n: int, data: b
     return http.put(f"/v1/uploads/{upload_id}/parts/{n}", content=data, headers=headers)
 
 
-def part_files(data_dir: Path, upload_id: str) -> list[str]:
-    root = data_dir / "blobs" / "uploads" / upload_id
-    return sorted(p.name for p in root.iterdir()) if root.exists() else []
+def part_files(store: Store, upload_id: str) -> list[str]:
+    """The parts of an upload in the blob store of the app's ``store``."""
+    prefix = f"uploads/{upload_id}/"
+    return sorted(info.key.removeprefix(prefix) for info in store.blobs.list(prefix))
 
 
 def comparable(result: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +74,7 @@ def comparable(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_resumable_upload_end_to_end(
-    http: httpx.Client, up_settings: Settings, worker: Any
+    http: httpx.Client, up_settings: Settings, worker: Any, store: Store
 ) -> None:
     key = new_key(http, "uploader")
     body = gaussian_npz(20_000, seed=3)
@@ -126,7 +127,7 @@ def test_resumable_upload_end_to_end(
         for n in range(1, status["parts"] + 1):
             if n not in status["received"]:
                 assert put(again, key, upload_id, n, chunks[n - 1]).status_code == 200
-        assert part_files(up_settings.data_dir, upload_id) == sorted(
+        assert part_files(store, upload_id) == sorted(
             f"part-{n}" for n in range(1, len(chunks) + 1)
         )
         done = again.post(f"/v1/uploads/{upload_id}/complete", headers=key)
@@ -134,7 +135,7 @@ def test_resumable_upload_end_to_end(
         assert done.headers["Location"] == done.json()["status_url"]
         # completing again answers the same; the parts are gone
         assert again.post(f"/v1/uploads/{upload_id}/complete", headers=key).json() == done.json()
-        assert part_files(up_settings.data_dir, upload_id) == []
+        assert part_files(store, upload_id) == []
 
         one_shot = again.post("/v1/submissions", content=body, headers={**key, **NPZ})
         assert one_shot.status_code == 202, one_shot.text
@@ -159,7 +160,7 @@ def test_only_the_creating_key_sees_an_upload(http: httpx.Client) -> None:
     assert put(http, owner, upload_id, 1, b"0123456789").status_code == 200
 
 
-def test_part_rules(http: httpx.Client, up_settings: Settings) -> None:
+def test_part_rules(http: httpx.Client, up_settings: Settings, store: Store) -> None:
     key = new_key(http, "parts")
     size = PART + 10
     upload_id = http.post("/v1/uploads", json={"size": size}, headers=key).json()["id"]
@@ -179,7 +180,7 @@ def test_part_rules(http: httpx.Client, up_settings: Settings) -> None:
     assert (r.status_code, error_of(r)["field"]) == (413, "size")
     # abort: the record and the parts go
     assert http.delete(f"/v1/uploads/{upload_id}", headers=key).status_code == 204
-    assert part_files(up_settings.data_dir, upload_id) == []
+    assert part_files(store, upload_id) == []
     assert http.get(f"/v1/uploads/{upload_id}", headers=key).status_code == 404
 
 
@@ -252,11 +253,11 @@ def test_expired_uploads_lose_their_parts(
         key = new_key(http, "expiry")
         upload_id = http.post("/v1/uploads", json={"size": 10}, headers=key).json()["id"]
         assert put(http, key, upload_id, 1, b"0123456789").status_code == 200
-        assert part_files(tmp_path, upload_id) == ["part-1"]
+        assert part_files(store, upload_id) == ["part-1"]
         deadline = time.monotonic() + 30
         while http.get(f"/v1/uploads/{upload_id}", headers=key).status_code != 404:
             assert time.monotonic() < deadline, "the upload did not expire"
             time.sleep(0.2)
         # the next upload created sweeps the parts of expired ones
         assert http.post("/v1/uploads", json={"size": 10}, headers=key).status_code == 201
-        assert part_files(tmp_path, upload_id) == []
+        assert part_files(store, upload_id) == []

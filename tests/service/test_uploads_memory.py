@@ -161,10 +161,6 @@ def test_large_refused_body_keeps_api_memory_bounded(
     assert growth < LIMIT, f"peak RSS grew by {growth / 2**20:.0f} MiB"
 
 
-@pytest.mark.skipif(
-    not hasattr(Store, "blobs"),
-    reason="the store still writes arrays into Redis, reading them whole",
-)
 def test_large_accepted_body_keeps_api_memory_bounded(
     api_process: tuple[str, int], tmp_path: Path, record_property: Any
 ) -> None:

@@ -47,7 +47,7 @@ from service.api.schemas import (
     UploadPart,
 )
 from service.api.spool import COPY_BYTES, GunzipTo, Sink, Spool, spool_body
-from service.api.upload_blobs import part_key, upload_blobs, upload_prefix
+from service.api.upload_blobs import part_key, upload_prefix
 from service.blobs import BlobStore
 from service.store import ApiKeyRecord, Store
 
@@ -187,7 +187,7 @@ def create_upload(
         )
     if body.purpose == "benchmark" and key.role != "admin":
         raise ApiError(403, "creating a benchmark needs an admin key", field="purpose")
-    sweep(store, upload_blobs(settings))
+    sweep(store, store.blobs)
     upload_id = "upl_" + secrets.token_hex(12)
     part_size = settings.upload_part_bytes
     now = _now()
@@ -321,7 +321,7 @@ async def put_upload_part(
                 field="Content-Digest",
                 code="digest_mismatch",
             )
-        blobs = upload_blobs(settings)
+        blobs = store.blobs
         await run_in_threadpool(blobs.put_file, part_key(upload_id, n), path, move=True)
     finally:
         await run_in_threadpool(spool.close)
@@ -430,7 +430,7 @@ async def complete_upload(
         return _replay(rec["answer"])
     if rec["purpose"] == "benchmark" and key.role != "admin":
         raise ApiError(403, "creating a benchmark needs an admin key", field="purpose")
-    blobs = upload_blobs(settings)
+    blobs = store.blobs
     spool = Spool(settings)
     try:
         limit = settings.max_upload_bytes
@@ -486,5 +486,5 @@ def abort_upload(
     created stays)."""
     _record(store, key, upload_id)
     store.client.delete(schema_keys.upload(upload_id))
-    upload_blobs(settings).delete_prefix(upload_prefix(upload_id))
+    store.blobs.delete_prefix(upload_prefix(upload_id))
     return Response(status_code=204)
