@@ -93,7 +93,7 @@ def input_hash(kind: str, arrays: Mapping[str, np.ndarray[Any, Any]], analyses: 
         # The bytes of a memory-mapped .npy file, read from the file in pieces: through the
         # map, every page would stay counted in the process' memory.
         with source.open("rb") as fh:
-            fh.seek(value.offset)
+            fh.seek(int(getattr(value, "offset", 0)))
             while piece := fh.read(HASH_PIECE_BYTES):
                 h.update(piece)
     return h.hexdigest()
