@@ -15,6 +15,7 @@ from uqcore._backend import Array
 from uqcore._scaling import exponent, max_abs, rescaled, squares_in_range
 from uqcore._stats import (
     QuantileMethod,
+    select_quantile,
     sorted_values,
     sorted_weights,
     weighted_pearson,
@@ -103,7 +104,10 @@ def mdae(batch: Batch, *, method: QuantileMethod = "linear") -> float:
     >>> mdae(P.PointUncertainty(np.zeros(4), np.ones(4)), np.array([1.0, -2.0, 3.0, 10.0]))
     2.5
     """
-    # The sorted |e| (a value sort) is shared with the ranking metrics; weights need the order.
+    # The sorted |e| is shared with the ranking metrics where they made it; otherwise, without
+    # weights, a partial sort (O(N)) gives the same order statistics; weights need the order.
+    if batch.weights is None and not batch.has_shared("stats:sorted:abs_error"):
+        return select_quantile(batch.xp, batch.abs_error, 0.5, method)
     sv = sorted_values(batch, "abs_error", lambda: batch.abs_error)
     sw = sorted_weights(batch, "abs_error", lambda: batch.abs_error)
     return weighted_quantile(batch.xp, sv, sw, 0.5, method)
