@@ -254,8 +254,13 @@ def pit_counts_at(
 def _pit_source(batch: Batch) -> tuple[Callable[[], Array], bool]:
     """(the PIT values, whether a sort may overwrite them) for the sorted PIT values. Without
     weights, and unless the PIT values are cached already, they are a new F_i(y_i) sorted in
-    place: the batch then holds the sorted PIT values only, not a second N-array."""
-    if batch.weights is None and not batch.has_shared("pit"):
+    place: the batch then holds the sorted PIT values only, not a second N-array — except for
+    Gaussians, whose PIT values Φ(z_i) the CRPS reads too (cached, so Φ is computed once)."""
+    if (
+        batch.weights is None
+        and not batch.has_shared("pit")
+        and batch.prediction.kind != "gaussian"
+    ):
         return (lambda: batch.prediction.cdf(batch.y)), True
     return (lambda: batch.pit), False
 
