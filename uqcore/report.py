@@ -225,6 +225,7 @@ def evaluate(
             argument="params",
             value=stray[0],
         )
+    batch.plan = frozenset(chosen_names)
     values: dict[str, MetricValue] = {}
     by_estimator: dict[str, dict[str, MetricValue]] = {}
     used: dict[str, dict[str, Any]] = {}

@@ -207,6 +207,18 @@ def _sorted_abs_error(batch: Batch) -> Array:
     )
 
 
+#: The metrics that sort |e| (:func:`_sorted_abs_error`); with one of them in a batch's plan
+#: the sorted |e| is made anyway, and mdae reads its median from it.
+SORTS_ABS_ERROR = frozenset({"ause", "nmerci", "spearman"})
+
+
+def sorted_abs_error_planned(batch: Batch) -> Array | None:
+    """The sorted |e| where it is cached or a planned metric will make it, else ``None``."""
+    if batch.has_shared("stats:sorted:abs_error") or batch.plan & SORTS_ABS_ERROR:
+        return _sorted_abs_error(batch)
+    return None
+
+
 def _e_rank_order(batch: Batch) -> Array:
     """The ascending argsort of |e| listed in increasing uncertainty (numpy, CuPy: where the
     reversed list is a view): position j holds the uncertainty rank of the j-th smallest

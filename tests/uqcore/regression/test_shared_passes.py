@@ -66,3 +66,73 @@ def test_sorted_values_from_gathers_equal_sorts() -> None:
     alone = {name: metric(name, pred, y) for name in ("ence", "nmerci", "ause")}
     for name, value in alone.items():
         assert r[name] == value
+
+
+def _count_finiteness_checks(monkeypatch: pytest.MonkeyPatch, y: np.ndarray) -> list[int]:
+    """Counts the finiteness passes over ``y`` (wherever the check is called from)."""
+    import uqcore._validation as validation
+    import uqcore.batch as batch_module
+
+    real = validation.check_finite
+    seen = [0]
+
+    def counting(x: Any, name: str, xp: Any) -> None:
+        if name == "y" and x.shape == y.shape:
+            seen[0] += 1
+        real(x, name, xp)
+
+    monkeypatch.setattr(validation, "check_finite", counting)
+    monkeypatch.setattr(batch_module, "check_finite", counting, raising=False)
+    return seen
+
+
+@pytest.mark.parametrize("name", ["mae", "rmse"])
+def test_mae_and_rmse_read_the_targets_once(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    # their own sum proves y finite: no separate finiteness pass over y
+    pred, y = _gaussian(34)
+    seen = _count_finiteness_checks(monkeypatch, y)
+    e = np.abs(y - pred.mean_)
+    want = float(np.mean(e)) if name == "mae" else float(np.sqrt(np.mean(e * e)))
+    assert metric(name, pred, y) == pytest.approx(want, rel=1e-13)
+    assert seen[0] == 0
+    metric("r2", pred, y)  # a metric without that proof checks y itself
+    assert seen[0] == 1
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_bad_target_is_still_refused_by_every_path(bad: float) -> None:
+    from uqcore import UQValidationError
+
+    pred = P.Gaussian(np.zeros(6), np.ones(6))
+    y = np.array([0.1, -0.2, 0.3, bad, 0.5, np.nan])
+    shown = {np.inf: "inf", -np.inf: "-inf"}.get(bad, "nan")
+    msg = f"y must be finite; y[3] = {shown}"
+    for names in (["mae"], ["rmse"], ["rmse", "mae"], ["spearman", "mae"], "all"):
+        with pytest.raises(UQValidationError, match=msg.replace("[", r"\[").replace("]", r"\]")):
+            evaluate(pred, y, metrics=names)
+    for name in ("mae", "rmse", "mdae", "crps"):
+        with pytest.raises(UQValidationError, match=msg.replace("[", r"\[").replace("]", r"\]")):
+            metric(name, pred, y)
+
+
+def test_largest_square_root_equals_the_bisection_over_bit_patterns() -> None:
+    import random
+    import struct
+
+    from uqcore.regression.calibration import _largest_square_root
+
+    def bisection(v: float) -> float:
+        lo, hi = 0, 0x7FF0000000000000
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            x = struct.unpack("<d", struct.pack("<q", mid))[0]
+            lo, hi = (mid, hi) if x * x <= v else (lo, mid)
+        return float(struct.unpack("<d", struct.pack("<q", lo))[0])
+
+    rng = random.Random(35)
+    values = [0.0, 5e-324, 1e-300, 1e-290, 1.0, 2.0, 4.0, 1e300, 1.7e308]
+    values += [rng.uniform(0.0, 10.0) for _ in range(2000)]
+    values += [10 ** rng.uniform(-300.0, 307.0) for _ in range(2000)]
+    values += [x * x for x in (rng.uniform(0.0, 1e3) for _ in range(1000))]
+    for v in values:
+        assert _largest_square_root(v) == bisection(v), v
