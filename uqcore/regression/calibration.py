@@ -805,8 +805,21 @@ def _largest_square_root(v: float) -> float:
 
     x ↦ fl(x·x) is non-decreasing on x >= 0, so {x >= 0 : fl(x·x) <= v} is an interval [0, T]
     and σ² <= v (computed as σ·σ) holds exactly for σ <= T: a bisection over the bit patterns
-    of non-negative floats (ordered as the floats are), at most 64 steps.
+    of non-negative floats (ordered as the floats are), at most 64 steps. For a normal v the
+    correctly rounded sqrt(v) lies within an ulp or two of T, so a few steps from it find T
+    first (the same T: the walk stops at the interval's end).
     """
+    if 1e-290 < v < 1e300:
+        x = math.sqrt(v)
+        for _ in range(8):
+            if x * x > v:
+                x = math.nextafter(x, 0.0)
+                continue
+            up = math.nextafter(x, math.inf)
+            if up * up <= v:
+                x = up
+                continue
+            return x
     lo, hi = 0, 0x7FF0000000000000  # the bits of 0.0 and +inf: 0·0 <= v < inf·inf
     while hi - lo > 1:
         mid = (lo + hi) // 2
