@@ -72,6 +72,8 @@ class Batch(_Caches):
     sample_weight : array_like, shape (N,), optional
         Finite, non-negative, not all zero. ``None`` means unit weights. Weights are frequency
         weights: an integer weight k is the same as k copies of the row.
+    defer_finite : bool, default False
+        Check ``y`` finite on first use instead of at once (the same error, raised later).
     """
 
     def __init__(
@@ -79,6 +81,8 @@ class Batch(_Caches):
         prediction: RegressionPrediction,
         y: Any,
         sample_weight: Any = None,
+        *,
+        defer_finite: bool = False,
     ) -> None:
         if not isinstance(prediction, RegressionPrediction):
             raise UQValidationError(
@@ -92,10 +96,11 @@ class Batch(_Caches):
         first = next(iter(prediction.arrays().values()))
 
         self.device = array_api_compat.device(first)
-        # converted and length-checked now; checked finite on first use (:attr:`y`), unless a
+        # converted and length-checked now; checked finite now, or with ``defer_finite`` (one
+        # metric computed at once, :func:`uqcore.metric`) on first use (:attr:`y`), unless the
         # metric's own reduction proves it first (:meth:`abs_error_unchecked`)
-        self._y: Array = validate_targets(y, self.n, self.xp, self.device, finite=False)
-        self._y_finite = False
+        self._y: Array = validate_targets(y, self.n, self.xp, self.device, finite=not defer_finite)
+        self._y_finite = not defer_finite
         self.weights: Array | None = validate_sample_weight(
             sample_weight, self.n, self.xp, self.device
         )
@@ -437,9 +442,11 @@ def make_batch(
     *,
     ood: Any = None,
     soft_labels: Any = None,
+    defer_finite: bool = False,
 ) -> Batch | ClassificationBatch:
     """The batch type of ``prediction``'s task: :class:`Batch` (regression) or
-    :class:`ClassificationBatch`. ``ood`` and ``soft_labels`` are classification targets."""
+    :class:`ClassificationBatch`. ``ood`` and ``soft_labels`` are classification targets;
+    ``defer_finite``: a regression batch checks ``y`` finite on first use (see :class:`Batch`)."""
     if getattr(prediction, "task", "regression") == "classification":
         return ClassificationBatch(prediction, y, sample_weight, ood=ood, soft_labels=soft_labels)
     if ood is not None or soft_labels is not None:
@@ -447,4 +454,4 @@ def make_batch(
             "ood and soft_labels apply to classification predictions only",
             argument="ood" if ood is not None else "soft_labels",
         )
-    return Batch(prediction, y, sample_weight)
+    return Batch(prediction, y, sample_weight, defer_finite=defer_finite)
