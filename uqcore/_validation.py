@@ -214,11 +214,15 @@ def check_same_length(n: int, x: Array, name: str, ref_name: str) -> None:
         )
 
 
-def validate_targets(y: Any, n: int, xp: Namespace, device: Any = None) -> Array:
-    """Targets ``y``: a finite 1-D float array of length ``n``."""
+def validate_targets(
+    y: Any, n: int, xp: Namespace, device: Any = None, *, finite: bool = True
+) -> Array:
+    """Targets ``y``: a finite 1-D float array of length ``n`` (``finite=False``: the caller
+    checks finiteness itself, later)."""
     arr = as_float_array(y, "y", xp, ndim=1, device=device)
     check_same_length(n, arr, "y", "the prediction")
-    check_finite(arr, "y", xp)
+    if finite:
+        check_finite(arr, "y", xp)
     return arr
 
 

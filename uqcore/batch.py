@@ -19,7 +19,12 @@ import numpy as np
 from uqcore._backend import Array, Namespace, flip_is_view
 from uqcore._scaling import exponent, max_abs, rescaled, squares_in_range
 from uqcore._stats import chunks, sum_of_products
-from uqcore._validation import UQValidationError, validate_sample_weight, validate_targets
+from uqcore._validation import (
+    UQValidationError,
+    check_finite,
+    validate_sample_weight,
+    validate_targets,
+)
 from uqcore.predictions.regression import RegressionPrediction
 
 __all__ = ["Batch", "ClassificationBatch", "host_weights", "make_batch"]
@@ -33,6 +38,10 @@ class _Caches:
 
     _shared: dict[str, Any]
     _own: dict[str, Any]
+    #: The names of the metrics an ``evaluate`` call will compute on this batch (empty
+    #: otherwise): a hint that lets a metric derive a shared quantity the way that is cheapest
+    #: for the whole set (e.g. mdae takes the sorted |e| that the ranking metrics will make).
+    plan: frozenset[str] = frozenset()
 
     def shared(self, key: str, compute: Callable[[], T]) -> T:
         """Cache of a weight-independent quantity (shared with :meth:`with_weights` copies)."""
@@ -63,6 +72,8 @@ class Batch(_Caches):
     sample_weight : array_like, shape (N,), optional
         Finite, non-negative, not all zero. ``None`` means unit weights. Weights are frequency
         weights: an integer weight k is the same as k copies of the row.
+    defer_finite : bool, default False
+        Check ``y`` finite on first use instead of at once (the same error, raised later).
     """
 
     def __init__(
@@ -70,6 +81,8 @@ class Batch(_Caches):
         prediction: RegressionPrediction,
         y: Any,
         sample_weight: Any = None,
+        *,
+        defer_finite: bool = False,
     ) -> None:
         if not isinstance(prediction, RegressionPrediction):
             raise UQValidationError(
@@ -83,7 +96,11 @@ class Batch(_Caches):
         first = next(iter(prediction.arrays().values()))
 
         self.device = array_api_compat.device(first)
-        self.y: Array = validate_targets(y, self.n, self.xp, self.device)
+        # converted and length-checked now; checked finite now, or with ``defer_finite`` (one
+        # metric computed at once, :func:`uqcore.metric`) on first use (:attr:`y`), unless the
+        # metric's own reduction proves it first (:meth:`abs_error_unchecked`)
+        self._y: Array = validate_targets(y, self.n, self.xp, self.device, finite=not defer_finite)
+        self._y_finite = not defer_finite
         self.weights: Array | None = validate_sample_weight(
             sample_weight, self.n, self.xp, self.device
         )
@@ -97,11 +114,48 @@ class Batch(_Caches):
         other.xp = self.xp
         other.n = self.n
         other.device = self.device
-        other.y = self.y
+        other._y = self.y
+        other._y_finite = True
+        other.plan = self.plan
         other.weights = validate_sample_weight(sample_weight, self.n, self.xp, self.device)
         other._shared = self._shared
         other._own = {}
         return other
+
+    @property
+    def y(self) -> Array:
+        """The targets (finite: checked on first use, as :func:`validate_targets` does)."""
+        if not self._y_finite:
+            check_finite(self._y, "y", self.xp)
+            self._y_finite = True
+        return self._y
+
+    @y.setter
+    def y(self, value: Array) -> None:
+        """Targets validated already (another batch's)."""
+        self._y = value
+        self._y_finite = True
+
+    def abs_error_unchecked(self) -> tuple[Array, Callable[[float], None]]:
+        """|y_i − ŷ_i| before ``y`` is checked finite, and the function that accepts it.
+
+        A reduction over |e| that comes out finite proves every |e_i|, hence every y_i,
+        finite (ŷ is finite), so the separate finiteness pass over ``y`` is not needed: pass
+        the reduction's value to the returned function, which then caches |e| and marks ``y``
+        finite, or else runs the check (raising for a bad ``y``, as validation does)."""
+        if self._y_finite or self.has_shared("abs_error"):
+            return self.abs_error, lambda value: None
+        xp = self.xp
+        d = self._y - self.point
+        e = np.abs(d, out=d) if array_api_compat.is_numpy_namespace(xp) else xp.abs(d)
+
+        def accept(value: float) -> None:
+            if not math.isfinite(value):
+                _ = self.y  # the check: raises where y is not finite
+            self._y_finite = True
+            self._shared.setdefault("abs_error", e)
+
+        return e, accept
 
     # -- weighted reductions ---------------------------------------------------------------
     @property
@@ -388,9 +442,11 @@ def make_batch(
     *,
     ood: Any = None,
     soft_labels: Any = None,
+    defer_finite: bool = False,
 ) -> Batch | ClassificationBatch:
     """The batch type of ``prediction``'s task: :class:`Batch` (regression) or
-    :class:`ClassificationBatch`. ``ood`` and ``soft_labels`` are classification targets."""
+    :class:`ClassificationBatch`. ``ood`` and ``soft_labels`` are classification targets;
+    ``defer_finite``: a regression batch checks ``y`` finite on first use (see :class:`Batch`)."""
     if getattr(prediction, "task", "regression") == "classification":
         return ClassificationBatch(prediction, y, sample_weight, ood=ood, soft_labels=soft_labels)
     if ood is not None or soft_labels is not None:
@@ -398,4 +454,4 @@ def make_batch(
             "ood and soft_labels apply to classification predictions only",
             argument="ood" if ood is not None else "soft_labels",
         )
-    return Batch(prediction, y, sample_weight)
+    return Batch(prediction, y, sample_weight, defer_finite=defer_finite)

@@ -225,6 +225,7 @@ def evaluate(
             argument="params",
             value=stray[0],
         )
+    batch.plan = frozenset(chosen_names)
     values: dict[str, MetricValue] = {}
     by_estimator: dict[str, dict[str, MetricValue]] = {}
     used: dict[str, dict[str, Any]] = {}
@@ -331,5 +332,8 @@ def metric(
     ``metric("auroc_ood", ens, labels, ood=is_ood, estimator="mutual_information")``.
     """
     spec = registry.get(name, str(getattr(prediction, "task", "regression")))
-    batch = make_batch(prediction, y, sample_weight, ood=ood, soft_labels=soft_labels)
+    # y checked finite when first used: mae and rmse prove it with their own sum (one read)
+    batch = make_batch(
+        prediction, y, sample_weight, ood=ood, soft_labels=soft_labels, defer_finite=True
+    )
     return registry.call(spec, batch, options)

@@ -15,6 +15,7 @@ from uqcore._backend import Array
 from uqcore._scaling import exponent, max_abs, rescaled, squares_in_range
 from uqcore._stats import (
     QuantileMethod,
+    select_quantile,
     sorted_values,
     sorted_weights,
     weighted_pearson,
@@ -22,6 +23,7 @@ from uqcore._stats import (
 )
 from uqcore.batch import Batch
 from uqcore.registry import register, undefined
+from uqcore.regression.ranking import sorted_abs_error_planned
 
 __all__ = ["corr", "mae", "marpd", "mdae", "r2", "rmse"]
 
@@ -53,7 +55,13 @@ def mae(batch: Batch) -> float:
     >>> mae(P.PointUncertainty([0.0, 0.0], [1.0, 1.0]), np.array([1.0, -3.0]))
     2.0
     """
-    return batch.mean(batch.abs_error)
+    e, accept = batch.abs_error_unchecked()
+    with np.errstate(over="ignore", invalid="ignore"):  # a bad y: the check below reports it
+        value = batch.mean(e)
+    accept(value)
+    if not math.isfinite(value):  # finite y whose errors overflow: as before, numpy warns
+        value = batch.mean(e)
+    return value
 
 
 @register(
@@ -75,7 +83,13 @@ def rmse(batch: Batch) -> float:
     >>> rmse(P.PointUncertainty([0.0, 0.0], [1.0, 1.0]), np.array([3.0, 4.0]))  # doctest: +ELLIPSIS
     3.535...
     """
-    return batch.root_mean_square(batch.abs_error)
+    e, accept = batch.abs_error_unchecked()
+    with np.errstate(over="ignore", under="ignore"):  # the squares' range: checked below
+        ms = batch.mean_square(e)
+    accept(ms)  # y is finite from here on (a non-finite ms ran the check)
+    if squares_in_range(ms):
+        return math.sqrt(ms)  # what root_mean_square gives for squares in range
+    return batch.root_mean_square(e)
 
 
 @register(
@@ -103,7 +117,13 @@ def mdae(batch: Batch, *, method: QuantileMethod = "linear") -> float:
     >>> mdae(P.PointUncertainty(np.zeros(4), np.ones(4)), np.array([1.0, -2.0, 3.0, 10.0]))
     2.5
     """
-    # The sorted |e| (a value sort) is shared with the ranking metrics; weights need the order.
+    # The sorted |e| is shared with the ranking metrics where they make it; otherwise, without
+    # weights, a partial sort (O(N)) gives the same order statistics; weights need the order.
+    if batch.weights is None:
+        sv = sorted_abs_error_planned(batch)
+        if sv is None:
+            return select_quantile(batch.xp, batch.abs_error, 0.5, method)
+        return weighted_quantile(batch.xp, sv, None, 0.5, method)
     sv = sorted_values(batch, "abs_error", lambda: batch.abs_error)
     sw = sorted_weights(batch, "abs_error", lambda: batch.abs_error)
     return weighted_quantile(batch.xp, sv, sw, 0.5, method)

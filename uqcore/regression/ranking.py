@@ -165,9 +165,14 @@ def _u_descending(batch: Batch) -> Array:
 
 
 def _sorted_u(batch: Batch) -> Array:
-    """The uncertainty sorted ascending (a value sort; shared with ENCE and UCE, which bin σ
-    along this order where the uncertainty is σ)."""
-    return sorted_values(batch, "uncertainty", lambda: batch.uncertainty)
+    """The uncertainty sorted ascending (shared with ENCE and UCE, which bin σ along this order
+    where the uncertainty is σ): one gather along the argsort that every user of it needs
+    anyway, several times cheaper than a second sort."""
+    xp = batch.xp
+    return batch.shared(
+        "stats:sorted:uncertainty",
+        lambda: xp.take(batch.uncertainty, xp.flip(_u_descending(batch))),
+    )
 
 
 def _weights_by_u(batch: Batch) -> Array | None:
@@ -188,8 +193,41 @@ def _u_key(batch: Batch) -> _Key:
 
 
 def _sorted_abs_error(batch: Batch) -> Array:
-    """|e| sorted ascending (a value sort; shared with mdae and n-MeRCI's Q_α(|e|))."""
-    return sorted_values(batch, "abs_error", lambda: batch.abs_error)
+    """|e| sorted ascending (shared with mdae and n-MeRCI's Q_α(|e|)).
+
+    Where reversing is free (numpy, CuPy) it is one gather along :func:`_e_rank_order`, the
+    argsort that Spearman's ρ needs anyway, instead of a sort of its own; elsewhere a value
+    sort."""
+    xp = batch.xp
+    if not flip_is_view(xp):
+        return sorted_values(batch, "abs_error", lambda: batch.abs_error)
+    return batch.shared(
+        "stats:sorted:abs_error",
+        lambda: xp.take(xp.flip(_errors_by_u_descending(batch)), _e_rank_order(batch)),
+    )
+
+
+#: The metrics that sort |e| (:func:`_sorted_abs_error`); with one of them in a batch's plan
+#: the sorted |e| is made anyway, and mdae reads its median from it.
+SORTS_ABS_ERROR = frozenset({"ause", "nmerci", "spearman"})
+
+
+def sorted_abs_error_planned(batch: Batch) -> Array | None:
+    """The sorted |e| where it is cached or a planned metric will make it, else ``None``."""
+    if batch.has_shared("stats:sorted:abs_error") or batch.plan & SORTS_ABS_ERROR:
+        return _sorted_abs_error(batch)
+    return None
+
+
+def _e_rank_order(batch: Batch) -> Array:
+    """The ascending argsort of |e| listed in increasing uncertainty (numpy, CuPy: where the
+    reversed list is a view): position j holds the uncertainty rank of the j-th smallest
+    error. Shared by Spearman's ρ and the sorted |e|."""
+    xp = batch.xp
+    return batch.shared(
+        "ranking:e_rank_order",
+        lambda: xp.argsort(xp.flip(_errors_by_u_descending(batch)), stable=False),
+    )
 
 
 def _abs_error_weights(batch: Batch) -> Array | None:
@@ -680,7 +718,8 @@ def spearman(batch: Batch) -> float | None:
     u_key = _u_key(batch)
     ties_e = batch.shared("ranking:ties:abs_error", lambda: tie_runs(xp, _sorted_abs_error(batch)))
     if u_key.ties is None and ties_e is None and u_key.weights is None:
-        value = _spearman_distinct(xp, n, _errors_by_u_descending(batch))
+        pos = _e_rank_order(batch) if flip_is_view(xp) else None
+        value = _spearman_distinct(xp, n, _errors_by_u_descending(batch), pos)
     else:
         # Midranks in each key's sorted order; the |e| ranks are then brought into the
         # uncertainty's order (one scatter, one gather), where its ranks and weights are.
@@ -694,7 +733,9 @@ def spearman(batch: Batch) -> float | None:
     return value
 
 
-def _spearman_distinct(xp: Namespace, n: int, e_by_u_desc: Array) -> float | None:
+def _spearman_distinct(
+    xp: Namespace, n: int, e_by_u_desc: Array, pos: Array | None = None
+) -> float | None:
     """Spearman's ρ for unit weights and no ties in either variable, from one argsort.
 
     With centred ranks c_k = k − (N − 1)/2 (exact), both rank variances are Σ c_k² =
@@ -703,11 +744,14 @@ def _spearman_distinct(xp: Namespace, n: int, e_by_u_desc: Array) -> float | Non
     ρ = Σ_j c_j·(p_j − (N − 1)/2) / Σ c_k² (no scatter or gather of the inverse permutations).
     That list is the reversed ``e_by_u_desc`` (a view for numpy and CuPy); torch argsorts the
     decreasing list itself, whose positions p'_j = N − 1 − p_j flip the sign of the sum.
+    ``pos``: that argsort of the increasing list where it is computed already.
     """
     if n < 2:
         return None  # one row: the ranks are constant
     half = (n - 1) / 2.0
-    if flip_is_view(xp):
+    if pos is not None:
+        sign = 1.0
+    elif flip_is_view(xp):
         pos, sign = xp.argsort(xp.flip(e_by_u_desc), stable=False), 1.0
     else:
         pos, sign = xp.argsort(e_by_u_desc, stable=False), -1.0

@@ -477,13 +477,33 @@ _INV_SQRT_PI = 1.0 / math.sqrt(math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
-def _crps_gaussian(rows: Any, y: Array) -> Array:
+def _crps_gaussian(rows: Any, y: Array, cdf: Array | None = None) -> Array:
+    """The Gaussian CRPS per row; ``cdf``: Φ(z) of these rows where it is known already."""
     xp = rows.xp
     z = rows.standardize(y)
-    cdf = special(xp).ndtr(z)
+    if cdf is None:
+        cdf = special(xp).ndtr(z)
     return rows.std_ * (
         z * (2.0 * cdf - 1.0) + (2.0 * _INV_SQRT_2PI) * xp.exp(-0.5 * z * z) - _INV_SQRT_PI
     )
+
+
+def _crps_gaussian_rows(batch: Batch) -> RowFn:
+    """:func:`_crps_gaussian`, reading Φ(z_i) from the batch's PIT values where the calibration
+    metrics cached them (the same values: Φ of the same z), so that Φ is computed once."""
+    if not batch.has_shared("pit"):
+        return _crps_gaussian
+    pit = batch.pit
+    # the block functions are called on consecutive blocks from row 0 (_blocks), so the rows
+    # of each call start where the previous call's ended
+    start = [0]
+
+    def block(rows: Any, y: Array) -> Array:
+        a = start[0]
+        start[0] = a + int(y.shape[0])
+        return _crps_gaussian(rows, y, pit[a : start[0]])
+
+    return block
 
 
 def _crps_laplace(rows: Any, y: Array) -> Array:
@@ -602,7 +622,7 @@ def _crps_rows(batch: Batch, *, estimator: Estimator = "nrg") -> tuple[int, RowF
     pred = batch.prediction
     kind = pred.kind
     if kind == "gaussian":
-        return 1, _crps_gaussian
+        return 1, _crps_gaussian_rows(batch)
     if kind == "laplace":
         return 1, _crps_laplace
     if kind == "student_t":

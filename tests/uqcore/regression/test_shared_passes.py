@@ -1,0 +1,145 @@
+"""Work shared between the metrics of one ``evaluate``: Φ(z) once, no extra sorts, same values."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.special
+
+from uqcore import evaluate, metric
+from uqcore import predictions as P
+
+N = 700_000  # several blocks of the scoring metrics' row loop (2^18 rows each)
+
+
+def _gaussian(seed: int) -> tuple[P.Gaussian, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    mu = rng.normal(size=N)
+    sd = rng.uniform(0.5, 2.0, size=N)
+    y = mu + sd * rng.normal(scale=1.1, size=N)
+    return P.Gaussian(mu, sd), y
+
+
+def test_phi_is_computed_once_for_pit_and_crps(monkeypatch: pytest.MonkeyPatch) -> None:
+    pred, y = _gaussian(31)
+    real = scipy.special.ndtr
+    seen = [0]
+
+    def counting(x: Any, *args: Any, **kwargs: Any) -> Any:
+        seen[0] += int(np.size(x))
+        return real(x, *args, **kwargs)
+
+    monkeypatch.setattr(scipy.special, "ndtr", counting)
+    evaluate(pred, y, metrics=["pit", "crps"])
+    assert seen[0] == N  # Φ of each z_i once
+
+
+def test_crps_with_shared_phi_is_bit_identical() -> None:
+    pred, y = _gaussian(32)
+    alone = metric("crps", pred, y)
+    together = evaluate(pred, y, metrics=["calibration_error", "pit", "crps"])
+    assert together["crps"] == alone
+    # and against the closed form written out independently (float64 rounding only)
+    z = (y - pred.mean_) / pred.std_
+    ref = np.mean(
+        pred.std_
+        * (
+            z * (2 * scipy.special.ndtr(z) - 1)
+            + 2 * np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)
+            - 1 / np.sqrt(np.pi)
+        )
+    )
+    assert abs(alone - ref) <= 1e-12 * abs(ref)
+
+
+def test_sorted_values_from_gathers_equal_sorts() -> None:
+    pred, y = _gaussian(33)
+    r = evaluate(pred, y, metrics=["mdae", "spearman", "ence", "nmerci", "ause"])
+    e = np.abs(y - pred.mean_)
+    assert r["mdae"] == float(np.median(e))
+    assert r["spearman"] == pytest.approx(
+        float(np.corrcoef(np.argsort(np.argsort(pred.std_)), np.argsort(np.argsort(e)))[0, 1]),
+        rel=1e-12,
+    )
+    alone = {name: metric(name, pred, y) for name in ("ence", "nmerci", "ause")}
+    for name, value in alone.items():
+        assert r[name] == value
+
+
+def _count_finiteness_checks(monkeypatch: pytest.MonkeyPatch, y: np.ndarray) -> list[int]:
+    """Counts the finiteness passes over ``y`` (wherever the check is called from)."""
+    import uqcore._validation as validation
+    import uqcore.batch as batch_module
+
+    real = validation.check_finite
+    seen = [0]
+
+    def counting(x: Any, name: str, xp: Any) -> None:
+        if name == "y" and x.shape == y.shape:
+            seen[0] += 1
+        real(x, name, xp)
+
+    monkeypatch.setattr(validation, "check_finite", counting)
+    monkeypatch.setattr(batch_module, "check_finite", counting, raising=False)
+    return seen
+
+
+@pytest.mark.parametrize("name", ["mae", "rmse"])
+def test_mae_and_rmse_read_the_targets_once(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    # their own sum proves y finite: no separate finiteness pass over y
+    pred, y = _gaussian(34)
+    seen = _count_finiteness_checks(monkeypatch, y)
+    e = np.abs(y - pred.mean_)
+    want = float(np.mean(e)) if name == "mae" else float(np.sqrt(np.mean(e * e)))
+    assert metric(name, pred, y) == pytest.approx(want, rel=1e-13)
+    assert seen[0] == 0
+    metric("r2", pred, y)  # a metric without that proof checks y itself
+    assert seen[0] == 1
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_bad_target_is_still_refused_by_every_path(bad: float) -> None:
+    from uqcore import UQValidationError
+
+    pred = P.Gaussian(np.zeros(6), np.ones(6))
+    y = np.array([0.1, -0.2, 0.3, bad, 0.5, np.nan])
+    shown = {np.inf: "inf", -np.inf: "-inf"}.get(bad, "nan")
+    msg = f"y must be finite; y[3] = {shown}"
+    for names in (["mae"], ["rmse"], ["rmse", "mae"], ["spearman", "mae"], "all"):
+        with pytest.raises(UQValidationError, match=msg.replace("[", r"\[").replace("]", r"\]")):
+            evaluate(pred, y, metrics=names)
+    y[1] = 1e308  # sums of |e| overflow before the bad entry is found: no warning leaks
+    y[2] = 1e308
+    for name in ("mae", "rmse", "mdae", "crps"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            with pytest.raises(
+                UQValidationError, match=msg.replace("[", r"\[").replace("]", r"\]")
+            ):
+                metric(name, pred, y)
+
+
+def test_largest_square_root_equals_the_bisection_over_bit_patterns() -> None:
+    import random
+    import struct
+
+    from uqcore.regression.calibration import _largest_square_root
+
+    def bisection(v: float) -> float:
+        lo, hi = 0, 0x7FF0000000000000
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            x = struct.unpack("<d", struct.pack("<q", mid))[0]
+            lo, hi = (mid, hi) if x * x <= v else (lo, mid)
+        return float(struct.unpack("<d", struct.pack("<q", lo))[0])
+
+    rng = random.Random(35)
+    values = [0.0, 5e-324, 1e-300, 1e-290, 1.0, 2.0, 4.0, 1e300, 1.7e308]
+    values += [rng.uniform(0.0, 10.0) for _ in range(2000)]
+    values += [10 ** rng.uniform(-300.0, 307.0) for _ in range(2000)]
+    values += [x * x for x in (rng.uniform(0.0, 1e3) for _ in range(1000))]
+    for v in values:
+        assert _largest_square_root(v) == bisection(v), v

@@ -1,0 +1,74 @@
+"""The Kolmogorov-Smirnov p-value of ``pit``: scipy's exact values, at a cost independent of n."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.special
+import scipy.stats
+
+from uqcore import metric
+from uqcore import predictions as P
+from uqcore._kolmogorov import EXACT_MAX_N, QUADRATURE_MAX_D, ks_sf, smirnov_sf
+
+#: the bound stated in uqcore._kolmogorov
+BOUND = 1e-11
+
+# n·D² from scipy's switch to the one-sided sum (2.2) to where the p-value is 0 (370): the
+# whole range of the quadrature, tails down to ~1e-320 included
+NX2 = [2.2, 2.21, 2.5, 3.0, 4.0, 6.0, 10.0, 20.0, 50.0, 100.0, 200.0, 300.0, 369.0]
+
+
+def _grid(ns: list[int]) -> list[tuple[int, float]]:
+    return [
+        (n, math.sqrt(t2 / n)) for n in ns for t2 in NX2 if math.sqrt(t2 / n) <= QUADRATURE_MAX_D
+    ]
+
+
+@pytest.mark.parametrize(("n", "d"), _grid([EXACT_MAX_N + 1, 1500, 4000, 10_000, 31_623, 100_000]))
+def test_one_sided_tail_matches_scipys_exact_sum(n: int, d: float) -> None:
+    exact = float(scipy.special.smirnov(n, d))
+    got = smirnov_sf(n, d)
+    if exact < 1e-300:  # subnormal or 0 in float64: no relative accuracy to compare
+        assert got < 1e-300
+    else:
+        assert abs(got / exact - 1.0) <= BOUND
+
+
+@pytest.mark.parametrize("n", [EXACT_MAX_N + 1, 2_500, 10_000, 100_000])
+def test_two_sided_p_value_matches_kstwo_over_all_statistics(n: int) -> None:
+    # every branch: the bulk (1 − CDF), the one-sided sums, the far tail, and large D
+    ds = np.concatenate(
+        [
+            np.sqrt(np.array([0.05, 0.5, 1.0, 2.0, 2.19, *NX2, 369.9, 371.0]) / n),
+            [0.3, QUADRATURE_MAX_D, 0.46, 0.7, 1.0],
+        ]
+    )
+    for d in ds:
+        exact = float(scipy.stats.kstwo.sf(d, n))
+        got = ks_sf(float(d), n)
+        if exact < 1e-300:
+            assert got < 1e-300, (n, d)
+        else:
+            assert abs(got / exact - 1.0) <= BOUND, (n, d, got, exact)
+
+
+def test_small_n_is_scipys_value_itself() -> None:
+    for n in (1, 2, 7, 140, 141, EXACT_MAX_N):
+        for d in (0.5 / n, 0.01, 0.1, 0.3, 0.9):
+            assert ks_sf(d, n) == float(scipy.stats.kstwo.sf(d, n))
+
+
+def test_pit_p_value_at_n_1e5_on_miscalibrated_data() -> None:
+    # the case that took scipy's O(n) sum: n·D² well above 2.2
+    rng = np.random.default_rng(21)
+    n = 100_000
+    pred = P.Gaussian(mean=np.zeros(n), std=np.ones(n))
+    y = rng.normal(scale=1.02, size=n)
+    r = metric("pit", pred, y)
+    assert r["p_value_method"] == "exact"
+    d = float(scipy.stats.kstest(scipy.stats.norm.cdf(y), "uniform").statistic)
+    assert n * d * d > 2.2
+    assert abs(r["p_value"] / float(scipy.stats.kstwo.sf(d, n)) - 1.0) <= BOUND
