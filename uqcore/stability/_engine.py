@@ -51,6 +51,7 @@ __all__ = [
     "Resample",
     "StabilityResult",
     "batch_targets",
+    "count_block",
     "make_batch",
     "scalar",
     "select_metrics",
@@ -113,18 +114,23 @@ class Resample:
     weights: FloatArray
     indices: np.ndarray[Any, np.dtype[np.int64]] | None = None
 
-    def dense(self, n: int) -> FloatArray:
+    def dense(self, n: int) -> Any:
+        """The weights of all N rows: float64, or bootstrap counts as drawn (e.g. ``uint8``)."""
         if self.indices is None:
             return self.weights
         out = np.zeros(n)
         np.add.at(out, self.indices, self.weights)
         return out
 
+    def dense_float(self, n: int) -> FloatArray:
+        """:meth:`dense` as float64."""
+        return np.asarray(self.dense(n), dtype=np.float64)
+
     def sparse(self) -> tuple[np.ndarray[Any, np.dtype[np.int64]], FloatArray]:
         if self.indices is not None:
             return self.indices, self.weights
         idx = np.flatnonzero(self.weights)
-        return idx, self.weights[idx]
+        return idx, np.asarray(self.weights[idx], dtype=np.float64)
 
     def support(self) -> int:
         if self.indices is not None:
@@ -451,7 +457,7 @@ class Engine:
         return scalar(value)
 
     def _weighted_batch(self, r: Resample) -> AnyBatch | None:
-        w = r.dense(self.n)
+        w = r.dense_float(self.n)
         if self.base is not None:
             w = w * self.base
         if not np.any(w > 0):
@@ -502,11 +508,15 @@ class Engine:
             for i, r in enumerate(resamples)
             if r.indices is None or (self._fast and r.support() > big)
         ]
-        w_dense: FloatArray | None = None
+        # float64, or integer counts (one byte each: the block paths gather them as they are,
+        # the row sums convert a stretch at a time)
+        w_dense: Any = None
         if dense and (self._mean or self._fast):
             w_dense = _stack_rows([resamples[i].dense(self.n) for i in dense])
             if self.base is not None:
                 w_dense = w_dense * self.base[None, :]
+            elif w_dense.dtype.kind not in "iuf":
+                w_dense = w_dense.astype(np.float64)
         lin = None
         if w_dense is not None and self._keys is not None:
             lin = self._keys.linear(w_dense)  # row sums of every column, one matrix product
@@ -601,7 +611,7 @@ class Engine:
                 num[dense] = lin[:, self._term_cols]
             else:
                 num[dense] = to_numpy(xp.matmul(self._to_xp(w), terms))
-            den[dense] = np.sum(w, axis=1)
+            den[dense] = np.sum(w, axis=1, dtype=np.float64)
         for i in sparse:
             idx, ws = resamples[i].sparse()
             if self.base is not None:
@@ -673,8 +683,9 @@ class Engine:
         return c in self._mean
 
 
-def _stack_rows(rows: list[FloatArray]) -> FloatArray:
-    """Stack equal-length rows; consecutive rows of one block are returned as a view."""
+def _stack_rows(rows: list[Any]) -> Any:
+    """Stack equal-length rows; consecutive rows of one block are returned as a view (of
+    their own dtype)."""
     first = rows[0]
     base = first.base
     if (
@@ -691,7 +702,7 @@ def _stack_rows(rows: list[FloatArray]) -> FloatArray:
             r.__array_interface__["data"][0] == v.__array_interface__["data"][0]
             for r, v in zip(rows, view, strict=True)
         ):
-            return np.asarray(view, dtype=np.float64)
+            return view
     return np.stack(rows)
 
 
@@ -749,6 +760,17 @@ def finish(
 def none_if_nan(x: float) -> float | None:
     """``None`` for NaN/inf, else the float."""
     return float(x) if math.isfinite(float(x)) else None
+
+
+#: Bytes of one block of bootstrap counts drawn as ``uint8`` (:func:`count_block`): 16 MiB, 16
+#: resamples at N = 10⁶, whose row sums then read the N × K columns once per 16 resamples.
+COUNT_BLOCK_BYTES = 2**24
+
+
+def count_block(n: int, count: int) -> int:
+    """Resamples per block of one-byte bootstrap counts: at most :data:`COUNT_BLOCK_BYTES`
+    (at least one resample, at most 256)."""
+    return max(1, min(count, COUNT_BLOCK_BYTES // max(n, 1), 256))
 
 
 def default_block(n: int, count: int) -> int:
