@@ -295,14 +295,11 @@ class BlockContext:
         return self.get(f"by:{name}", compute)
 
     def cum(self, name: str, order: Callable[[], IntArray]) -> Any:
-        """Cumulative weights along a fixed order (exact integers, ``intp``, for integer
-        weights)."""
+        """Cumulative weights along a fixed order (exact integers for integer weights)."""
 
         def compute() -> Any:
             w = self.by(name, order)
-            # intp: the cumulative weights index tables (harmonic numbers), and numpy converts
-            # any other index type first (measured: a gather with int32 indices 2× slower)
-            dtype = np.intp if self.integer else np.float64
+            dtype = int_type(self.top) if self.integer else np.float64
             out = self.scratch(f"cum:{name}", dtype)
             return np.cumsum(w, axis=1, dtype=dtype, out=out)
 
