@@ -47,10 +47,15 @@ def spearman(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator
     """Spearman's ρ of the uncertainty and |e| (no ties in either)."""
     if keys.ties("u", keys.u) or keys.ties("e", keys.e):
         return None
-    perm = keys.get(
-        "perm_e_to_u",
-        lambda: np.argsort(keys.order_e())[keys.order_u()],  # position in |e| order, u order
-    )
+
+    def positions() -> IntArray:
+        """Each row's position in the |e| order (the inverse permutation, O(N)), in u order."""
+        order_e = keys.order_e()
+        inverse = np.empty(order_e.shape[0], dtype=np.intp)
+        inverse[order_e] = np.arange(order_e.shape[0], dtype=np.intp)
+        return inverse[keys.order_u()]
+
+    perm = keys.get("perm_e_to_u", positions)
 
     def run(ctx: BlockContext) -> FloatArray | None:
         if not in_safe_range(float(np.max(ctx.total)), float(np.min(ctx.total))):
