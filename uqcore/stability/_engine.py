@@ -33,6 +33,7 @@ import math
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -340,7 +341,8 @@ class Engine:
         self.undefined_reasons: dict[str, list[str]] = {c.name: [] for c in self.chosen}
         self.other_warnings: list[str] = []
         self._mean: list[Chosen] = []
-        self._terms: Any = None
+        self._term_list: list[Any] = []  # the mean-type metrics' per-row terms, one per metric
+        self._stacked: Any = None
         self._exact: list[Chosen] = []
         self._weighted: list[Chosen] = []
         self.full: dict[str, Any] = {}
@@ -357,11 +359,10 @@ class Engine:
             self._keys, self._fast = blocks.prepare(batch, slow)
         # the mean-type terms join the block evaluators' columns: one matrix product per block
         self._term_cols: list[int] = []
-        if self._keys is not None and self._terms is not None:
-            terms = np.asarray(to_numpy(self._terms), dtype=np.float64)
+        if self._keys is not None and self._term_list:
             self._term_cols = [
-                self._keys.column(f"term:{c.name}", lambda j=j: terms[:, j])
-                for j, c in enumerate(self._mean)
+                self._keys.column(f"term:{c.name}", partial(_host_floats, t))
+                for t, c in zip(self._term_list, self._mean, strict=True)
             ]
 
     # -- setup -----------------------------------------------------------------------------
@@ -380,8 +381,16 @@ class Engine:
                     columns.append(self.xp.astype(self.xp.asarray(t), self.xp.float64))
                     continue
             self._weighted.append(c)
-        if columns:
-            self._terms = self.xp.stack(columns, axis=1)  # N × k
+        self._term_list = columns
+
+    @property
+    def _terms(self) -> Any:
+        """The mean-type terms as one N × k matrix, stacked when first needed: on a numpy
+        batch the block product takes the columns as they are (stacking them cost a strided
+        copy of N × k at N = 10⁶ for nothing)."""
+        if self._stacked is None and self._term_list:
+            self._stacked = self.xp.stack(self._term_list, axis=1)
+        return self._stacked
 
     def compute_full(self) -> dict[str, Any]:
         """The metric values on the full batch (JSON-safe), with notes in ``full_notes``."""
@@ -661,7 +670,7 @@ class Engine:
         if c not in self._mean:
             return None
         j = self._mean.index(c)
-        t = to_numpy(self._terms[:, j])
+        t = to_numpy(self._term_list[j])
         w = np.ones(self.n) if self.base is None else self.base
         m = float(np.sum(w * t) / np.sum(w))
         u = t - m
@@ -681,6 +690,11 @@ class Engine:
 
     def is_mean_type(self, c: Chosen) -> bool:
         return c in self._mean
+
+
+def _host_floats(a: Any) -> FloatArray:
+    """``a`` as a float64 numpy array."""
+    return np.asarray(to_numpy(a), dtype=np.float64)
 
 
 def _stack_rows(rows: list[Any]) -> Any:
