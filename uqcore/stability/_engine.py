@@ -568,19 +568,25 @@ class Engine:
         where = np.asarray(dense, dtype=np.int64)
         step = blocks.rows_per_block(self.n)
         pending: list[tuple[str, np.ndarray[Any, Any], blocks.Deferred]] = []
+        side = {k: ev for k, ev in self._fast.items() if k in blocks.BESIDE}
+        here = {k: ev for k, ev in self._fast.items() if k not in blocks.BESIDE}
         for start in range(0, len(dense), step):
             part = slice(start, min(start + step, len(dense)))
             ctx = blocks.context(self._keys, w[part], None if lin is None else lin[part])
             if not bool(np.all(ctx.total > 0)):
                 continue  # an empty resample: the per-resample path notes it
+            _ = (ctx.top, ctx.positive_rows)  # shared by both threads: computed before either
             rows = where[part]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                for name, ev in self._fast.items():
-                    v = ev(ctx)
-                    if isinstance(v, blocks.Deferred):
-                        pending.append((name, rows, v))
-                    elif v is not None:
-                        self._store(name, rows, v, out, handled)
+            # the piece's scratch buffers are reused by the next piece: wait for both first
+            beside = blocks.beside(partial(_evaluate, side, ctx)) if side else dict
+            got = _evaluate(here, ctx)
+            got.update(beside())
+            for name in self._fast:
+                v = got.get(name)
+                if isinstance(v, blocks.Deferred):
+                    pending.append((name, rows, v))
+                elif v is not None:
+                    self._store(name, rows, v, out, handled)
         for name, rows, deferred in pending:  # computed meanwhile by the helper thread
             self._store(name, rows, deferred.result(), out, handled)
         return handled
@@ -690,6 +696,14 @@ class Engine:
 
     def is_mean_type(self, c: Chosen) -> bool:
         return c in self._mean
+
+
+def _evaluate(
+    evaluators: Mapping[str, blocks.BlockEvaluator], ctx: blocks.BlockContext
+) -> dict[str, Any]:
+    """Each evaluator on one piece of a block (in the thread that calls it)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {name: ev(ctx) for name, ev in evaluators.items()}
 
 
 def _host_floats(a: Any) -> FloatArray:
