@@ -110,9 +110,10 @@ BLOCK_ELEMENTS = 2**23
 
 @dataclass
 class Resample:
-    """One weighting of the rows: dense ``weights`` (length N) or sparse ``indices``+``weights``."""
+    """One weighting of the rows: dense ``weights`` (length N; float64, or bootstrap counts in
+    an integer type such as ``uint8``) or sparse ``indices``+``weights``."""
 
-    weights: FloatArray
+    weights: Any
     indices: np.ndarray[Any, np.dtype[np.int64]] | None = None
 
     def dense(self, n: int) -> Any:
