@@ -69,12 +69,12 @@ FIRST = ("adversarial_group_calibration", "spearman", "ause", "aurg", "ence", "u
 
 
 #: Evaluators that run in a helper thread beside the others on each piece of a block: those of
-#: the uncertainty and |e| orders (gathers and cumulative sums of their own, about half of the
-#: block work at N = 10⁶), while the main thread computes those of the PIT and ratio orders and
-#: the row-sum functions. The two sets share no cached array that either writes (the
-#: quantiles may read a finished cumulative sum along |e|, or search without it: the same
-#: values), and the piece's totals are computed before they start.
-BESIDE = frozenset({"spearman", "ause", "aurg", "ence", "uce"})
+#: the uncertainty, |e| and ratio orders (gathers and cumulative sums of their own, about half
+#: of the block work at N = 10⁶; the quantiles after the ranks, so that they read the
+#: cumulative weights along |e| instead of searching), while the main thread computes those of
+#: the PIT order and the row-sum functions. The two sets share no cached array that either
+#: writes, and the piece's totals are computed before they start.
+BESIDE = frozenset({"spearman", "ause", "aurg", "ence", "uce", "mdae", "merci", "nmerci"})
 
 
 def undefined_reason(name: str) -> str | None:
