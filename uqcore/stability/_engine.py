@@ -617,7 +617,6 @@ class Engine:
         lin: FloatArray | None = None,
     ) -> None:
         xp = self.xp
-        terms = self._terms
         num = np.empty((len(resamples), len(self._mean)))
         den = np.empty(len(resamples))
         in_dense = set(dense)
@@ -626,14 +625,16 @@ class Engine:
             if lin is not None and self._term_cols:
                 num[dense] = lin[:, self._term_cols]
             else:
-                num[dense] = to_numpy(xp.matmul(self._to_xp(w), terms))
-            # counts summed as integers (a float64 sum of bytes casts them: 10× slower)
-            den[dense] = np.sum(w, axis=1, dtype=np.int64 if w.dtype.kind in "iu" else None)
+                num[dense] = to_numpy(xp.matmul(self._to_xp(w), self._terms))
+            if lin is not None and self._keys is not None and w.dtype.kind in "iu":
+                den[dense] = lin[:, self._keys.total_column]  # Σ counts·1: exact
+            else:
+                den[dense] = np.sum(w, axis=1, dtype=np.float64)
         for i in sparse:
             idx, ws = resamples[i].sparse()
             if self.base is not None:
                 ws = ws * self.base[idx]
-            t = to_numpy(xp.take(terms, from_numpy(xp, self.batch.y, idx), axis=0))
+            t = to_numpy(xp.take(self._terms, from_numpy(xp, self.batch.y, idx), axis=0))
             num[i] = ws @ t
             den[i] = np.sum(ws)
         for j, c in enumerate(self._mean):

@@ -5,6 +5,7 @@ matrix, its row sums and the matrices derived from it, computed lazily)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,9 @@ class Keys:
         self._column_fns: list[Callable[[], Any]] = []
         self._x: FloatArray | None = None
         self._where: IntArray = np.zeros(0, dtype=np.int64)
+        #: The column of ones: each resample's total weight comes with the product (exact for
+        #: counts), where summing a block of bytes on its own cost ~1.4 ms per resample at 10⁶.
+        self.total_column = self.column("total", partial(np.ones, self.n))
 
     def get(self, key: str, compute: Callable[[], Any]) -> Any:
         if key not in self._cache:
@@ -229,6 +233,8 @@ class BlockContext:
     def total(self) -> FloatArray:
         def compute() -> FloatArray:
             small = self.small()
+            if self.integer and self.lin is not None:  # Σ w·1 of the product: exact for counts
+                return np.asarray(self.lin[:, self.keys.total_column], dtype=np.float64)
             if self.integer:  # exact, and one byte per weight for counts
                 counts: IntArray = np.sum(small, axis=1, dtype=np.int64)
                 return counts.astype(np.float64)
