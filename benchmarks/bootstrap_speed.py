@@ -8,8 +8,8 @@ distinct columns the engine's metrics need). Both are timed in the same run as t
 itself, as is the time per resample of each part of the engine (the product, each block
 evaluator, grouped by family) run in turn in one thread (``time.thread_time``: the helper
 thread of adversarial group calibration is counted apart, in wall-clock time while the main
-thread waits; bootstrap() itself runs the rank and binned families in a second helper thread
-beside the others). With ``--against DIR`` (a copy of an earlier commit's ``uqcore``, e.g.
+thread waits; bootstrap() itself runs the rank, binned and quantile families in a second
+helper thread beside the others). With ``--against DIR`` (a copy of an earlier commit's ``uqcore``, e.g.
 ``git archive <commit> uqcore | tar -x -C DIR``) the same bootstrap call of that version runs
 in a subprocess, alternated with this one, and the values of the two are compared.
 
@@ -257,8 +257,8 @@ def main() -> None:
         "",
         f"CPU time per resample of each part, run in turn in one thread (ms; {args.parts} "
         "resamples drawn as bootstrap() draws them; the helper thread's adversarial groups in "
-        "wall-clock time waited for). In bootstrap() the ranks and binned families run in a "
-        "second helper thread beside the others.",
+        "wall-clock time waited for). In bootstrap() the ranks, binned and quantiles families "
+        "run in a second helper thread beside the others.",
         "",
         "| part | ms per resample |",
         "|---|---|",
