@@ -33,6 +33,7 @@ import math
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,7 @@ __all__ = [
     "Resample",
     "StabilityResult",
     "batch_targets",
+    "count_block",
     "make_batch",
     "scalar",
     "select_metrics",
@@ -108,23 +110,29 @@ BLOCK_ELEMENTS = 2**23
 
 @dataclass
 class Resample:
-    """One weighting of the rows: dense ``weights`` (length N) or sparse ``indices``+``weights``."""
+    """One weighting of the rows: dense ``weights`` (length N; float64, or bootstrap counts in
+    an integer type such as ``uint8``) or sparse ``indices``+``weights``."""
 
-    weights: FloatArray
+    weights: Any
     indices: np.ndarray[Any, np.dtype[np.int64]] | None = None
 
-    def dense(self, n: int) -> FloatArray:
+    def dense(self, n: int) -> Any:
+        """The weights of all N rows: float64, or bootstrap counts as drawn (e.g. ``uint8``)."""
         if self.indices is None:
             return self.weights
         out = np.zeros(n)
         np.add.at(out, self.indices, self.weights)
         return out
 
+    def dense_float(self, n: int) -> FloatArray:
+        """:meth:`dense` as float64."""
+        return np.asarray(self.dense(n), dtype=np.float64)
+
     def sparse(self) -> tuple[np.ndarray[Any, np.dtype[np.int64]], FloatArray]:
         if self.indices is not None:
             return self.indices, self.weights
         idx = np.flatnonzero(self.weights)
-        return idx, self.weights[idx]
+        return idx, np.asarray(self.weights[idx], dtype=np.float64)
 
     def support(self) -> int:
         if self.indices is not None:
@@ -334,7 +342,8 @@ class Engine:
         self.undefined_reasons: dict[str, list[str]] = {c.name: [] for c in self.chosen}
         self.other_warnings: list[str] = []
         self._mean: list[Chosen] = []
-        self._terms: Any = None
+        self._term_list: list[Any] = []  # the mean-type metrics' per-row terms, one per metric
+        self._stacked: Any = None
         self._exact: list[Chosen] = []
         self._weighted: list[Chosen] = []
         self.full: dict[str, Any] = {}
@@ -351,11 +360,10 @@ class Engine:
             self._keys, self._fast = blocks.prepare(batch, slow)
         # the mean-type terms join the block evaluators' columns: one matrix product per block
         self._term_cols: list[int] = []
-        if self._keys is not None and self._terms is not None:
-            terms = np.asarray(to_numpy(self._terms), dtype=np.float64)
+        if self._keys is not None and self._term_list:
             self._term_cols = [
-                self._keys.column(f"term:{c.name}", lambda j=j: terms[:, j])
-                for j, c in enumerate(self._mean)
+                self._keys.column(f"term:{c.name}", partial(_host_floats, t))
+                for t, c in zip(self._term_list, self._mean, strict=True)
             ]
 
     # -- setup -----------------------------------------------------------------------------
@@ -374,8 +382,16 @@ class Engine:
                     columns.append(self.xp.astype(self.xp.asarray(t), self.xp.float64))
                     continue
             self._weighted.append(c)
-        if columns:
-            self._terms = self.xp.stack(columns, axis=1)  # N × k
+        self._term_list = columns
+
+    @property
+    def _terms(self) -> Any:
+        """The mean-type terms as one N × k matrix, stacked when first needed: on a numpy
+        batch the block product takes the columns as they are (stacking them cost a strided
+        copy of N × k at N = 10⁶ for nothing)."""
+        if self._stacked is None and self._term_list:
+            self._stacked = self.xp.stack(self._term_list, axis=1)
+        return self._stacked
 
     def compute_full(self) -> dict[str, Any]:
         """The metric values on the full batch (JSON-safe), with notes in ``full_notes``."""
@@ -451,7 +467,7 @@ class Engine:
         return scalar(value)
 
     def _weighted_batch(self, r: Resample) -> AnyBatch | None:
-        w = r.dense(self.n)
+        w = r.dense_float(self.n)
         if self.base is not None:
             w = w * self.base
         if not np.any(w > 0):
@@ -502,11 +518,15 @@ class Engine:
             for i, r in enumerate(resamples)
             if r.indices is None or (self._fast and r.support() > big)
         ]
-        w_dense: FloatArray | None = None
+        # float64, or integer counts (one byte each: the block paths gather them as they are,
+        # the row sums convert a stretch at a time)
+        w_dense: Any = None
         if dense and (self._mean or self._fast):
             w_dense = _stack_rows([resamples[i].dense(self.n) for i in dense])
             if self.base is not None:
                 w_dense = w_dense * self.base[None, :]
+            elif w_dense.dtype.kind not in "iuf":
+                w_dense = w_dense.astype(np.float64)
         lin = None
         if w_dense is not None and self._keys is not None:
             lin = self._keys.linear(w_dense)  # row sums of every column, one matrix product
@@ -549,19 +569,25 @@ class Engine:
         where = np.asarray(dense, dtype=np.int64)
         step = blocks.rows_per_block(self.n)
         pending: list[tuple[str, np.ndarray[Any, Any], blocks.Deferred]] = []
+        side = {k: ev for k, ev in self._fast.items() if k in blocks.BESIDE}
+        here = {k: ev for k, ev in self._fast.items() if k not in blocks.BESIDE}
         for start in range(0, len(dense), step):
             part = slice(start, min(start + step, len(dense)))
             ctx = blocks.context(self._keys, w[part], None if lin is None else lin[part])
             if not bool(np.all(ctx.total > 0)):
                 continue  # an empty resample: the per-resample path notes it
+            _ = (ctx.top, ctx.positive_rows)  # shared by both threads: computed before either
             rows = where[part]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                for name, ev in self._fast.items():
-                    v = ev(ctx)
-                    if isinstance(v, blocks.Deferred):
-                        pending.append((name, rows, v))
-                    elif v is not None:
-                        self._store(name, rows, v, out, handled)
+            # the piece's scratch buffers are reused by the next piece: wait for both first
+            beside = blocks.beside(partial(_evaluate, side, ctx)) if side else dict
+            got = _evaluate(here, ctx)
+            got.update(beside())
+            for name in self._fast:
+                v = got.get(name)
+                if isinstance(v, blocks.Deferred):
+                    pending.append((name, rows, v))
+                elif v is not None:
+                    self._store(name, rows, v, out, handled)
         for name, rows, deferred in pending:  # computed meanwhile by the helper thread
             self._store(name, rows, deferred.result(), out, handled)
         return handled
@@ -591,7 +617,6 @@ class Engine:
         lin: FloatArray | None = None,
     ) -> None:
         xp = self.xp
-        terms = self._terms
         num = np.empty((len(resamples), len(self._mean)))
         den = np.empty(len(resamples))
         in_dense = set(dense)
@@ -600,13 +625,16 @@ class Engine:
             if lin is not None and self._term_cols:
                 num[dense] = lin[:, self._term_cols]
             else:
-                num[dense] = to_numpy(xp.matmul(self._to_xp(w), terms))
-            den[dense] = np.sum(w, axis=1)
+                num[dense] = to_numpy(xp.matmul(self._to_xp(w), self._terms))
+            if lin is not None and self._keys is not None and w.dtype.kind in "iu":
+                den[dense] = lin[:, self._keys.total_column]  # Σ counts·1: exact
+            else:
+                den[dense] = np.sum(w, axis=1, dtype=np.float64)
         for i in sparse:
             idx, ws = resamples[i].sparse()
             if self.base is not None:
                 ws = ws * self.base[idx]
-            t = to_numpy(xp.take(terms, from_numpy(xp, self.batch.y, idx), axis=0))
+            t = to_numpy(xp.take(self._terms, from_numpy(xp, self.batch.y, idx), axis=0))
             num[i] = ws @ t
             den[i] = np.sum(ws)
         for j, c in enumerate(self._mean):
@@ -651,7 +679,7 @@ class Engine:
         if c not in self._mean:
             return None
         j = self._mean.index(c)
-        t = to_numpy(self._terms[:, j])
+        t = to_numpy(self._term_list[j])
         w = np.ones(self.n) if self.base is None else self.base
         m = float(np.sum(w * t) / np.sum(w))
         u = t - m
@@ -673,8 +701,22 @@ class Engine:
         return c in self._mean
 
 
-def _stack_rows(rows: list[FloatArray]) -> FloatArray:
-    """Stack equal-length rows; consecutive rows of one block are returned as a view."""
+def _evaluate(
+    evaluators: Mapping[str, blocks.BlockEvaluator], ctx: blocks.BlockContext
+) -> dict[str, Any]:
+    """Each evaluator on one piece of a block (in the thread that calls it)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {name: ev(ctx) for name, ev in evaluators.items()}
+
+
+def _host_floats(a: Any) -> FloatArray:
+    """``a`` as a float64 numpy array."""
+    return np.asarray(to_numpy(a), dtype=np.float64)
+
+
+def _stack_rows(rows: list[Any]) -> Any:
+    """Stack equal-length rows; consecutive rows of one block are returned as a view (of
+    their own dtype)."""
     first = rows[0]
     base = first.base
     if (
@@ -691,7 +733,7 @@ def _stack_rows(rows: list[FloatArray]) -> FloatArray:
             r.__array_interface__["data"][0] == v.__array_interface__["data"][0]
             for r, v in zip(rows, view, strict=True)
         ):
-            return np.asarray(view, dtype=np.float64)
+            return view
     return np.stack(rows)
 
 
@@ -749,6 +791,17 @@ def finish(
 def none_if_nan(x: float) -> float | None:
     """``None`` for NaN/inf, else the float."""
     return float(x) if math.isfinite(float(x)) else None
+
+
+#: Bytes of one block of bootstrap counts drawn as ``uint8`` (:func:`count_block`): 16 MiB, 16
+#: resamples at N = 10⁶, whose row sums then read the N × K columns once per 16 resamples.
+COUNT_BLOCK_BYTES = 2**24
+
+
+def count_block(n: int, count: int) -> int:
+    """Resamples per block of one-byte bootstrap counts: at most :data:`COUNT_BLOCK_BYTES`
+    (at least one resample, at most 256)."""
+    return max(1, min(count, COUNT_BLOCK_BYTES // max(n, 1), 256))
 
 
 def default_block(n: int, count: int) -> int:

@@ -44,6 +44,7 @@ from uqcore.stability._engine import (
     StabilityResult,
     batch_extra,
     batch_targets,
+    count_block,
     default_block,
     finish,
     make_batch,
@@ -262,10 +263,11 @@ def bootstrap(
     resampler = Resampler(batch.n, scheme=scheme, unit=unit, groups=groups)
     engine = Engine(batch, chosen, extra)
     full = engine.compute_full()
-    block = block_size if block_size is not None else default_block(batch.n, b_count)
+    block = block_size if block_size is not None else count_block(batch.n, b_count)
     block = check_resamples(block, "block_size")
 
-    buffer = np.empty((min(block, b_count), batch.n))  # reused: each block is used up in turn
+    # reused: each block is used up in turn; counts as bytes (a wider block where one exceeds 255)
+    buffer = np.empty((min(block, b_count), batch.n), dtype=np.uint8)
 
     def make(indices: Sequence[int]) -> list[Resample]:
         w = resampler.block(seed, list(indices), out=buffer)

@@ -35,7 +35,7 @@ R², coverage, mean width), :mod:`~.quantiles` (MdAE, MeRCI, n-MeRCI), :mod:`~.b
 UCE) — and :mod:`~.table`, the metrics that have a block path.
 """
 
-from uqcore.stability.blocks.background import Deferred
+from uqcore.stability.blocks.background import Deferred, beside
 from uqcore.stability.blocks.context import (
     BlockContext,
     BlockEvaluator,
@@ -43,15 +43,17 @@ from uqcore.stability.blocks.context import (
     context,
     rows_per_block,
 )
-from uqcore.stability.blocks.table import PATHS, BlockPath, prepare, undefined_reason
+from uqcore.stability.blocks.table import BESIDE, PATHS, BlockPath, prepare, undefined_reason
 
 __all__ = [
+    "BESIDE",
     "PATHS",
     "BlockContext",
     "BlockEvaluator",
     "BlockPath",
     "Deferred",
     "Keys",
+    "beside",
     "context",
     "prepare",
     "rows_per_block",

@@ -1,32 +1,44 @@
-"""The helper thread of the block paths: per-resample work that runs in numpy without the GIL
-(the random groups of adversarial group calibration) overlaps the block's other metrics."""
+"""The helper threads of the block paths: per-resample work that runs in numpy without the GIL
+(the random groups of adversarial group calibration) overlaps the block's other metrics, and
+the evaluators of the uncertainty and |e| orders (:data:`~.table.BESIDE`) run beside those of
+the other orders on each piece of a block."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from uqcore.stability.blocks import tuning
 
-__all__ = ["Deferred", "deferred"]
+__all__ = ["Deferred", "beside", "deferred"]
 
 Floats = np.ndarray[Any, np.dtype[np.float64]]
+T = TypeVar("T")
 
-_EXECUTOR: tuple[int, ThreadPoolExecutor] | None = None
+_EXECUTORS: dict[str, tuple[int, ThreadPoolExecutor]] = {}
 
 
-def _executor() -> ThreadPoolExecutor:
-    """One helper thread per process (a forked child starts its own)."""
-    global _EXECUTOR
+def _executor(name: str = "uqcore-stability") -> ThreadPoolExecutor:
+    """One helper thread of each name per process (a forked child starts its own)."""
     pid = os.getpid()
-    if _EXECUTOR is None or _EXECUTOR[0] != pid:
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="uqcore-stability")
-        _EXECUTOR = (pid, pool)
-    return _EXECUTOR[1]
+    got = _EXECUTORS.get(name)
+    if got is None or got[0] != pid:
+        got = (pid, ThreadPoolExecutor(max_workers=1, thread_name_prefix=name))
+        _EXECUTORS[name] = got
+    return got[1]
+
+
+def beside(job: Callable[[], T]) -> Callable[[], T]:
+    """Start ``job`` in the second helper thread (:data:`tuning.BACKGROUND`), or run it now;
+    the returned callable waits for its result (re-raising its error)."""
+    if not tuning.BACKGROUND:
+        value = job()
+        return lambda: value
+    return _executor("uqcore-stability-beside").submit(job).result
 
 
 class Deferred:

@@ -38,15 +38,24 @@ from uqcore.stability.blocks.context import (
 
 __all__ = ["sparsification", "spearman"]
 
+#: Below this total weight W the cross term of Spearman's ρ is summed exactly in int64: each
+#: term m·du·de_u is at most m·(2W)², their sum at most 4W³ < 2⁶³.
+_EXACT_TOP = 1.3e6
+
 
 def spearman(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | None:
     """Spearman's ρ of the uncertainty and |e| (no ties in either)."""
     if keys.ties("u", keys.u) or keys.ties("e", keys.e):
         return None
-    perm = keys.get(
-        "perm_e_to_u",
-        lambda: np.argsort(keys.order_e())[keys.order_u()],  # position in |e| order, u order
-    )
+
+    def positions() -> IntArray:
+        """Each row's position in the |e| order (the inverse permutation, O(N)), in u order."""
+        order_e = keys.order_e()
+        inverse = np.empty(order_e.shape[0], dtype=np.intp)
+        inverse[order_e] = np.arange(order_e.shape[0], dtype=np.intp)
+        return inverse[keys.order_u()]
+
+    perm = keys.get("perm_e_to_u", positions)
 
     def run(ctx: BlockContext) -> FloatArray | None:
         if not in_safe_range(float(np.max(ctx.total)), float(np.min(ctx.total))):
@@ -63,11 +72,24 @@ def spearman(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator
             return out
 
         du = doubled("u", keys.order_u)
-        de = doubled("e", keys.order_e)
-        de_u = np.take(de, perm, axis=1, out=ctx.scratch("spearman:e_u", de.dtype), mode="clip")
-        b = np.subtract(de_u, ctx.total[:, None], out=ctx.scratch("spearman:b", np.float64))
-        # Σ w a b with a = du − W centred; Σ w b = W² − W² = 0, so du need not be centred
-        sab = np.einsum("ij,ij,ij->i", ctx.by("u", keys.order_u), du, b)
+        m = ctx.by("u", keys.order_u)
+        if du.dtype.kind != "f" and ctx.top < _EXACT_TOP:
+            # in integers: Σ w a b = Σ m du de_u − W Σ m du, and Σ m du = Σ (C_k² − C_{k−1}²)
+            # = W²; de_u = 2 C^e − m, the |e| order's cumulative weights gathered into the
+            # uncertainty order (one gather, no doubled copy along |e|)
+            ce = ctx.cum("e", keys.order_e)
+            de_u = np.take(ce, perm, axis=1, out=ctx.scratch("spearman:e_u", ce.dtype), mode="clip")
+            de_u += de_u
+            de_u -= m
+            cross = np.einsum("ij,ij,ij->i", m, du, de_u, dtype=np.int64)
+            total = np.rint(ctx.total).astype(np.int64)
+            sab = (cross - total**3).astype(np.float64)
+        else:
+            de = doubled("e", keys.order_e)
+            de_u = np.take(de, perm, axis=1, out=ctx.scratch("spearman:e_u", de.dtype), mode="clip")
+            b = np.subtract(de_u, ctx.total[:, None], out=ctx.scratch("spearman:b", np.float64))
+            # Σ w a b with a = du − W centred; Σ w b = W² − W² = 0, so du need not be centred
+            sab = np.einsum("ij,ij,ij->i", m, du, b)
         # Σ w a² = Σ w b² = (W³ − Σ w³)/3 without ties (see the module docstring)
         saa = (ctx.total**3 - ctx.power_sum(3)) / 3.0
         ok = (ctx.positive_rows >= 2) & (saa > 0)
@@ -91,6 +113,10 @@ def sparsification(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEva
     step_e = keys.get("e_steps", lambda: keys.e_by_e() - np.append(keys.e_by_e()[1:], 0.0))
 
     def area(ctx: BlockContext, key: str, order: Callable[[], IntArray], e: FloatArray) -> Any:
+        """W times the area under the sparsification curve along ``key``'s order, in the
+        digamma form: every sum over positive terms (by parts along an order that does not
+        sort e loses digits: measured 1e-10 relative on AUSE at N = 10⁶)."""
+
         def compute() -> FloatArray:
             m = ctx.by(key, order)  # integer weights along the key
             r = ctx.cum(key, order)  # remaining weight R (including the row), exact

@@ -28,7 +28,10 @@ def moments(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator 
     """Pearson correlation (``pearson``: the uncertainty and |e|; ``corr``: the point
     prediction and y) or R² (``r2``) from weighted moments."""
     a, b = _COLUMNS[name](keys)
-    if has_ties(a) or (name != "r2" and has_ties(b)):
+    if name == "pearson":  # the uncertainty and |e|: from their orders
+        if keys.ties("u", keys.u) or keys.ties("e", keys.e):
+            return None
+    elif has_ties(a) or (name != "r2" and has_ties(b)):
         return None
     # the moments square the columns: divided by a power of two (exactly) where their squares
     # would leave float64's range; R² and the correlations do not change (R² needs one factor)

@@ -21,7 +21,7 @@ from uqcore.regression import accuracy, ranking
 from uqcore.stability.blocks import binned, calibration, quantiles, ranks, row_sums
 from uqcore.stability.blocks.context import BlockEvaluator, Keys
 
-__all__ = ["FIRST", "PATHS", "BlockPath", "Prepare", "prepare", "undefined_reason"]
+__all__ = ["BESIDE", "FIRST", "PATHS", "BlockPath", "Prepare", "prepare", "undefined_reason"]
 
 #: ``prepare(keys, name, params)``: the evaluator of metric ``name`` with options ``params`` on
 #: the batch of ``keys``, or None where the path's conditions do not hold on it.
@@ -66,6 +66,15 @@ PATHS: dict[str, BlockPath] = {
 #: that need the full cumulative weights along an order, so that the others (weighted
 #: quantiles) read them instead of searching.
 FIRST = ("adversarial_group_calibration", "spearman", "ause", "aurg", "ence", "uce")
+
+
+#: Evaluators that run in a helper thread beside the others on each piece of a block: those of
+#: the uncertainty, |e| and ratio orders (gathers and cumulative sums of their own, about half
+#: of the block work at N = 10⁶; the quantiles after the ranks, so that they read the
+#: cumulative weights along |e| instead of searching), while the main thread computes those of
+#: the PIT order and the row-sum functions. The two sets share no cached array that either
+#: writes, and the piece's totals are computed before they start.
+BESIDE = frozenset({"spearman", "ause", "aurg", "ence", "uce", "mdae", "merci", "nmerci"})
 
 
 def undefined_reason(name: str) -> str | None:

@@ -10,6 +10,7 @@ __all__ = [
     "BLOCK_ELEMENTS",
     "CHUNK",
     "LINEAR_EINSUM_MAX",
+    "LINEAR_PRODUCT_MAX",
     "LOCAL_MARGIN",
     "LOCAL_MARGIN_FACTOR",
     "PREFIX_CHUNK",
@@ -25,6 +26,10 @@ BLOCK_ELEMENTS = 2**18
 #: (measured at N = 10⁴ with two columns: twice the CPU time of the whole bootstrap, taken from
 #: the other jobs of a shared machine), while for a few columns numpy's loop costs little.
 LINEAR_EINSUM_MAX = 2**25
+
+#: Products (b·rows·K) of one BLAS call of the chunked row sums: OpenBLAS runs a product of
+#: up to 4·65536 on the calling thread alone.
+LINEAR_PRODUCT_MAX = 2**18
 
 #: Rows per chunk of the chunked sums (ENCE/UCE bin sums).
 PREFIX_CHUNK = 4096
