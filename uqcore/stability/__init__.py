@@ -14,6 +14,7 @@ from uqcore.stability.bootstrap import (
     bootstrap_block_size,
     bootstrap_values,
     combine_bootstrap_values,
+    iter_bootstrap_values,
 )
 from uqcore.stability.compare import Comparisons, compare, compare_all, rank_distribution
 from uqcore.stability.convergence import convergence, minimum_reliable_size
@@ -30,6 +31,7 @@ __all__ = [
     "compare",
     "compare_all",
     "convergence",
+    "iter_bootstrap_values",
     "minimum_reliable_size",
     "rank_distribution",
 ]

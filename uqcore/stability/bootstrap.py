@@ -27,8 +27,9 @@ bootstrap standard error (Efron & Tibshirani 1993, §10.2).
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -61,6 +62,7 @@ __all__ = [
     "check_level",
     "check_resamples",
     "combine_bootstrap_values",
+    "iter_bootstrap_values",
     "jackknife_acceleration",
     "jackknife_values",
     "percentile_interval",
@@ -358,17 +360,58 @@ def bootstrap_values(
     >>> bootstrap(pred, y, ["mae"], values=combine_bootstrap_values(parts), **kw) == whole
     True
     """
-    b_count = check_resamples(n_resamples)
-    for name, v in (("start", start), ("stop", stop)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise UQValidationError(f"{name} must be an integer, found {v!r}")
-    start, stop = int(start), int(stop)
-    if not 0 <= start < stop <= b_count:
-        raise UQValidationError(
-            f"start and stop must satisfy 0 <= start < stop <= n_resamples = {b_count}; "
-            f"found start = {start}, stop = {stop}"
-        )
+    _check_range(start, stop, check_resamples(n_resamples), 1)  # before the batch is built
     done = Progress(progress)
+    span = done.span(0.0, 1.0)
+    parts = iter_bootstrap_values(
+        prediction,
+        y,
+        metrics,
+        ranges=[(start, stop)],
+        n_resamples=n_resamples,
+        seed=seed,
+        scheme=scheme,
+        unit=unit,
+        groups=groups,
+        params=params,
+        sample_weight=sample_weight,
+        estimators=estimators,
+        block_size=block_size,
+        progress=None if span is None else (lambda _a, _b, f: span(f)),
+        **kwargs,
+    )
+    (values,) = parts
+    done.finish()
+    return values
+
+
+def iter_bootstrap_values(
+    prediction: Any,
+    y: Any,
+    metrics: str | Sequence[str] = "all",
+    *,
+    ranges: Iterable[tuple[int, int]],
+    n_resamples: int = 1000,
+    seed: int = 0,
+    scheme: Scheme = "multinomial",
+    unit: Unit = "row",
+    groups: Any = None,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    sample_weight: Any = None,
+    estimators: str | Sequence[str] | None = None,
+    block_size: int | None = None,
+    progress: Callable[[int, int, float], None] | None = None,
+    **kwargs: Any,
+) -> Iterator[BootstrapValues]:
+    """:func:`bootstrap_values` of each ``(start, stop)`` of ``ranges`` in turn, on one batch.
+
+    The batch's sorts and per-row terms are computed once for all the ranges; ``ranges`` is
+    read lazily (one range after the previous one's values are taken), so it may hand out
+    ranges as they come (e.g. claimed from other processes). ``progress(start, stop,
+    fraction)`` is called after each block of a range. The same checks as
+    :func:`bootstrap_values` apply to every range.
+    """
+    b_count = check_resamples(n_resamples)
     engine, _, _, resampler = _prepared(
         prediction,
         y,
@@ -383,21 +426,41 @@ def bootstrap_values(
     )
     block = block_size if block_size is not None else default_block(engine.n, b_count)
     block = check_resamples(block, "block_size")
+    for start, stop in ranges:
+        start, stop = _check_range(start, stop, b_count, block)
+        for reasons in engine.undefined_reasons.values():
+            reasons.clear()  # each range carries its own notes
+        engine.other_warnings.clear()
+        report = None
+        if progress is not None:
+            report = functools.partial(progress, start, stop)
+        values = _resample_values(engine, resampler, seed, start, stop, block, report)
+        yield BootstrapValues(
+            values,
+            start=start,
+            stop=stop,
+            undefined_reasons={k: list(v) for k, v in engine.undefined_reasons.items() if v},
+            warnings=engine.other_warnings,
+        )
+
+
+def _check_range(start: Any, stop: Any, b_count: int, block: int) -> tuple[int, int]:
+    for name, v in (("start", start), ("stop", stop)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise UQValidationError(f"{name} must be an integer, found {v!r}")
+    start, stop = int(start), int(stop)
+    if not 0 <= start < stop <= b_count:
+        raise UQValidationError(
+            f"start and stop must satisfy 0 <= start < stop <= n_resamples = {b_count}; "
+            f"found start = {start}, stop = {stop}"
+        )
     if start % block or (stop % block and stop != b_count):
         raise UQValidationError(
             f"start and stop must be multiples of the block size {block} (stop may also be "
             f"n_resamples = {b_count}), so that the blocks are those of one bootstrap run; "
             f"found start = {start}, stop = {stop}"
         )
-    values = _resample_values(engine, resampler, seed, start, stop, block, done.span(0.0, 1.0))
-    done.finish()
-    return BootstrapValues(
-        values,
-        start=start,
-        stop=stop,
-        undefined_reasons={k: v for k, v in engine.undefined_reasons.items() if v},
-        warnings=engine.other_warnings,
-    )
+    return start, stop
 
 
 def _given_values(

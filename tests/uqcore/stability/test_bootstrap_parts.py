@@ -19,6 +19,7 @@ from uqcore.stability import (
     bootstrap_block_size,
     bootstrap_values,
     combine_bootstrap_values,
+    iter_bootstrap_values,
 )
 from uqcore.stability._engine import BLOCK_ELEMENTS
 
@@ -165,3 +166,29 @@ def test_a_plain_mapping_of_arrays_is_accepted() -> None:
     plain = {k: np.array(v) for k, v in part.items()}
     again = bootstrap(pred, y, ["mae", "crps"], n_resamples=40, seed=1, values=plain)
     assert _doc(again) == _doc(whole)
+
+
+def test_ranges_on_one_batch_handed_out_lazily() -> None:
+    pred, y = _gaussian(200, seed=12)
+    kw: dict[str, Any] = {"n_resamples": 70, "seed": 5, "block_size": 8}
+    handed: list[tuple[int, int]] = []
+
+    def ranges() -> Any:
+        for r in [(0, 24), (24, 32), (32, 70)]:
+            handed.append(r)
+            yield r
+
+    seen: list[tuple[int, int, float]] = []
+    parts = iter_bootstrap_values(
+        pred, y, "all", ranges=ranges(), progress=lambda a, b, f: seen.append((a, b, f)), **kw
+    )
+    first = next(parts)
+    assert handed == [(0, 24)]  # the next range is read only when asked for
+    rest = list(parts)
+    assert [(p.start, p.stop) for p in [first, *rest]] == handed
+    assert seen[-1] == (32, 70, 1.0) and (0, 24, 1.0) in seen
+    for method in ("percentile", "bca"):
+        whole = bootstrap(pred, y, "all", method=method, **kw)  # type: ignore[arg-type]
+        values = combine_bootstrap_values([first, *rest])
+        again = bootstrap(pred, y, "all", method=method, values=values, **kw)  # type: ignore[arg-type]
+        assert _doc(again) == _doc(whole)
