@@ -42,6 +42,7 @@ from uqcore import UQValidationError
 from worker.backend import Backend
 from worker.comparisons import run_comparison
 from worker.evaluation import compute
+from worker.fanout import Enqueue, SplitJob
 from worker.leaderboard import ranking
 from worker.plots import keep_curves
 from worker.ranks import compute_ranks
@@ -208,12 +209,15 @@ def run_job(
     token: str,
     worker_name: str,
     memory_budget: int | None = None,
+    enqueue_parts: Enqueue | None = None,
 ) -> str:
     """Evaluate submission ``sub_id``; returns what happened (for logs and tests).
 
     "succeeded", "failed", "cancelled" — or "skipped:<why>" when the job was not claimed
     (already ended, held by another delivery, deleted). ``memory_budget``: the bytes the
-    computation may use (None: not checked nor enforced).
+    computation may use (None: not checked nor enforced). A bootstrap of N·B at least
+    ``split_bootstrap_min_work`` is split into parts (:mod:`worker.fanout`) that
+    ``enqueue_parts`` asks other workers to compute too (None: this process computes them).
     """
     claim, detail = store.mark_running(
         sub_id, token, settings.heartbeat_ttl_s, settings.max_attempts, worker_name
@@ -269,6 +273,17 @@ def run_job(
             heartbeat.check()
             progress(value)
 
+        split = SplitJob(
+            store,
+            settings,
+            sub_id,
+            token,
+            worker_name=worker_name,
+            queue=record.queue,
+            enqueue=enqueue_parts,
+            check=heartbeat.check,
+        )
+
         try:
             try:
                 interrupter.arm()
@@ -284,6 +299,7 @@ def run_job(
                         load_s=load_s,
                         origin=origin,
                         sub_id=sub_id,
+                        split=split,
                     )
             finally:
                 interrupter.disarm_now()
@@ -341,6 +357,9 @@ def run_job(
         # The entries are stored with every benchmark submission's result; the finish script
         # puts them on the boards only if the submission is public then (its visibility can
         # change at any time, also while this job runs).
+        how_split = split.provenance()
+        if how_split is not None:
+            doc["provenance"]["bootstrap_split"] = how_split
         entries = ranking(record, doc)
         if record.benchmark is None:
             # before the result, so that a succeeded submission's plots find them
