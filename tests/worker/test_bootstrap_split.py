@@ -229,20 +229,21 @@ def test_a_part_task_killed_mid_part_leaves_the_result_identical(
         job_worker = store.client.hget(keys.submission(rec.id), "worker").decode()
         helper = next(p for p in procs if not job_worker.startswith(p.name + "@"))
 
-        def helper_claim() -> bool:
+        def helper_claim() -> int | None:
             for key in store.client.scan_iter(match=keys.split(rec.id) + ":claim:*"):
                 holder = store.client.get(key)
                 if holder is not None and holder.decode().startswith(helper.name + "@"):
-                    return True
-            return False
+                    return int(key.decode().rsplit(":", 1)[1]) + 1
+            return None
 
-        _wait("the other worker to claim a part", helper_claim)
+        held = _wait("the other worker to claim a part", helper_claim) - 1
         helper.kill()  # SIGKILL mid-part: its claim expires, the job takes the part back
         done = wait_for_long(store, rec.id)
         assert done.status == "succeeded", done.error
         assert done.attempts == 1  # the job itself was never lost
         result = store.get_result(rec.id)
         assert result is not None
+        assert result["provenance"]["bootstrap_split"]["computed_by"][held] == 0
         assert result["metrics"] == _reference(arrays, ANALYSES)
         assert not list(store.client.scan_iter(match=keys.split(rec.id) + "*"))
     finally:
@@ -255,8 +256,8 @@ def test_one_worker_alone_computes_every_part(
     split_store: tuple[Settings, Store], tmp_path: Path
 ) -> None:
     own, store = split_store
-    arrays = gaussian_arrays(20_000, seed=11)
-    analyses = {"metrics": "all", "seed": 1, "bootstrap": {"n_resamples": 1000}}
+    arrays = gaussian_arrays(10_000, seed=11)
+    analyses = {"metrics": "all", "seed": 1, "bootstrap": {"n_resamples": 600}}
     proc = WorkerProcess(own, "lone", tmp_path / "lone.log").start(store)
     try:
         rec = submit(store, own, arrays, analyses)
