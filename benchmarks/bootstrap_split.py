@@ -10,7 +10,8 @@ Redis, ``uqeval worker`` processes with the solo pool, the API), with the given 
 * ``2 workers, split``: the second worker takes the job's part tasks.
 
 The same submission (a seeded Gaussian, all regression metrics, B resamples, seed 0) is
-posted as an NPZ body, once untimed per stack (imports, caches), then ``--repeats`` times;
+posted as an NPZ body ``--repeats`` times, after a small untimed job per worker (imports,
+caches);
 the job's bootstrap time is the worker's own (``provenance.timings_s.bootstrap``), the job's
 time its ``started_at`` → ``finished_at``. Every result's intervals must equal the first
 configuration's bit for bit (checked, reported).
@@ -111,7 +112,9 @@ def measure(label: str, workers: int, split: bool, args: argparse.Namespace, bod
         try:
             key = stack.submitter("split-bench")
             with httpx.Client(base_url=stack.base, timeout=120.0) as http:
-                run_job(http, key, body, args.timeout)  # untimed: imports, caches
+                warm = npz_body(2000, 20, seed=1)
+                for _ in range(workers):  # untimed: imports, caches of every worker
+                    run_job(http, key, warm, args.timeout)
                 runs = []
                 for _ in range(args.repeats):
                     doc = run_job(http, key, body, args.timeout)

@@ -354,12 +354,12 @@ def run_job(
                 f"internal error while computing ({what}); please report it with the submission id",
                 system=True,
             )
-        # The entries are stored with every benchmark submission's result; the finish script
-        # puts them on the boards only if the submission is public then (its visibility can
-        # change at any time, also while this job runs).
         how_split = split.provenance()
         if how_split is not None:
             doc["provenance"]["bootstrap_split"] = how_split
+        # The entries are stored with every benchmark submission's result; the finish script
+        # puts them on the boards only if the submission is public then (its visibility can
+        # change at any time, also while this job runs).
         entries = ranking(record, doc)
         if record.benchmark is None:
             # before the result, so that a succeeded submission's plots find them
