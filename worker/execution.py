@@ -361,10 +361,20 @@ def run_job(
         # puts them on the boards only if the submission is public then (its visibility can
         # change at any time, also while this job runs).
         entries = ranking(record, doc)
-        if record.benchmark is None:
-            # before the result, so that a succeeded submission's plots find them
+        tname = target_field(record.kind)
+        rows = int(np.shape(arrays[tname])[0]) if tname in arrays else 0
+        keep = record.benchmark is None
+        # Before the result, so that a succeeded submission's plots find them; for a large
+        # batch after it (they take about as long as the metrics: the client need not wait
+        # for them, and its plots are drawn from the arrays, still stored, meanwhile).
+        later = keep and rows >= CURVES_AFTER_RESULT_ROWS
+        if keep and not later:
             keep_curves(store, sub_id, record.kind, arrays, doc, record.analyses.seed)
         outcome = store.finish(sub_id, doc, time.perf_counter() - t_start, record.queue, entries)
+        if outcome == "succeeded" and later:
+            keep_curves(store, sub_id, record.kind, arrays, doc, record.analyses.seed)
+            if store.get_submission(sub_id) is None:  # deleted meanwhile: leave nothing
+                store.drop_curves(sub_id)
         if outcome != "succeeded":
             log.info("result of %s not written: job is %s", sub_id, outcome)
             if outcome == "missing":  # deleted meanwhile: leave nothing of it behind
@@ -373,6 +383,10 @@ def run_job(
     finally:
         interrupter.disarm_now()
         heartbeat.stop()
+
+
+#: From this many rows a job keeps its curves after writing its result (see :func:`run_job`).
+CURVES_AFTER_RESULT_ROWS = 1_000_000
 
 
 @contextlib.contextmanager

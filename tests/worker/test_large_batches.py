@@ -1,11 +1,13 @@
 """Large batches in the worker: stored arrays come back as read-only memory maps (never written
-into, passed to uqcore in their own dtype) and the progress moves while ``uqcore.evaluate``
-runs."""
+into, passed to uqcore in their own dtype), the progress moves while ``uqcore.evaluate``
+runs, and the result does not wait for the curves kept for the plots."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +16,16 @@ import pytest
 
 import worker.evaluation as evaluation
 from service.analyses import Analyses
+from service.kinds import build_prediction
+from service.settings import Settings
+from service.store import Store
 from tests.factories import gaussian_arrays
+from tests.worker.test_worker import submit
+from uqcore.curves import curve_to_json, curves
+from uqcore.report import json_safe
 from worker.backend import Backend
 from worker.evaluation import compute
+from worker.execution import CURVES_AFTER_RESULT_ROWS, run_job
 
 NUMPY = Backend("numpy", "cpu", False)
 
@@ -111,3 +120,43 @@ def test_no_ticks_below_the_threshold() -> None:
     )
     assert seen == sorted(seen) and seen[0] == 5.0
     assert len(seen) == 2  # the inputs, then the metrics phase's end: nothing in between
+
+
+def test_a_large_job_writes_its_result_before_keeping_its_curves(
+    store: Store, settings: Settings
+) -> None:
+    """From CURVES_AFTER_RESULT_ROWS rows the client sees ``succeeded`` without waiting for
+    the curves kept for the plots; they follow, and are uqcore's curves of the batch."""
+    n = CURVES_AFTER_RESULT_ROWS
+    arrays = gaussian_arrays(n, seed=6)
+    rec = submit(store, settings, arrays, {"metrics": ["mae", "crps"]})
+    outcome: list[str] = []
+    job = threading.Thread(
+        target=lambda: outcome.append(
+            run_job(store, settings, NUMPY, rec.id, token="t", worker_name="w")
+        )
+    )
+    job.start()
+    try:
+        seen_before_curves = False
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and job.is_alive():
+            got = store.get_submission(rec.id)
+            assert got is not None
+            if got.status == "succeeded":
+                seen_before_curves = store.get_curves(rec.id) is None
+                break
+            time.sleep(0.005)
+    finally:
+        job.join(timeout=300)
+    assert outcome == ["succeeded"]
+    assert seen_before_curves, "the result was written after the curves"
+    kept = store.get_curves(rec.id)
+    assert kept is not None
+    pred = build_prediction("gaussian", {f: arrays[f] for f in ("mean", "std")})
+    notes: list[str] = []
+    want = {
+        name: json_safe(curve_to_json(c), name, notes)
+        for name, c in curves(pred, arrays["y"], seed=0).items()
+    }
+    assert json.loads(zlib.decompress(kept)) == json.loads(json.dumps(want))
