@@ -8,6 +8,7 @@ import json
 import threading
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -122,11 +123,26 @@ def test_no_ticks_below_the_threshold() -> None:
     assert len(seen) == 2  # the inputs, then the metrics phase's end: nothing in between
 
 
+@pytest.fixture
+def own_store(settings: Settings) -> Iterator[tuple[Settings, Store]]:
+    """A database of its own: no Celery worker of the test session takes its jobs."""
+    assert settings.redis_url is not None
+    own = settings.model_copy(update={"redis_url": settings.redis_url.rsplit("/", 1)[0] + "/14"})
+    store = Store.from_url(str(own.redis_url), own)
+    store.client.flushdb()
+    try:
+        yield own, store
+    finally:
+        store.client.flushdb()
+        store.close()
+
+
 def test_a_large_job_writes_its_result_before_keeping_its_curves(
-    store: Store, settings: Settings
+    own_store: tuple[Settings, Store],
 ) -> None:
     """From CURVES_AFTER_RESULT_ROWS rows the client sees ``succeeded`` without waiting for
     the curves kept for the plots; they follow, and are uqcore's curves of the batch."""
+    settings, store = own_store
     n = CURVES_AFTER_RESULT_ROWS
     arrays = gaussian_arrays(n, seed=6)
     rec = submit(store, settings, arrays, {"metrics": ["mae", "crps"]})
