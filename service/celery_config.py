@@ -28,6 +28,7 @@ from celery import Celery
 from service.settings import Settings
 
 __all__ = [
+    "BOOTSTRAP_PART_TASK_NAME",
     "COMPARE_TASK_NAME",
     "PLOT_TASK_NAME",
     "QUEUES",
@@ -45,6 +46,9 @@ RANKS_TASK_NAME = "uqeval.leaderboard_ranks"
 COMPARE_TASK_NAME = "uqeval.compare"
 #: Draw one plot and store its bytes: ``uqeval.render_plot(scope, ident, name, format, digest)``.
 PLOT_TASK_NAME = "uqeval.render_plot"
+#: Parts of a job's bootstrap, computed by idle workers: ``uqeval.bootstrap_part(sub_id, token)``
+#: (published by the job on its own queue, see :mod:`worker.fanout`).
+BOOTSTRAP_PART_TASK_NAME = "uqeval.bootstrap_part"
 QUEUES: tuple[str, ...] = ("cpu", "gpu")
 
 

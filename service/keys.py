@@ -23,6 +23,22 @@ key                                             type       holds
 ``sub:{id}:result``                             string     the result document (JSON)
 ``sub:{id}:hb``                                 string     the heartbeat: the worker's name,
                                                            expires after ``heartbeat_ttl_s``
+``sub:{id}:split``                              hash       a bootstrap split among workers:
+                                                           ``token`` (the job's delivery),
+                                                           ``spec`` (JSON: metrics, options,
+                                                           the parts' resample ranges); with
+                                                           the keys below, expires after the
+                                                           job's hard time limit and is
+                                                           deleted when the job ends
+``sub:{id}:split:claim:{i}``                    string     who computes part i (expires after
+                                                           ``heartbeat_ttl_s`` unless its
+                                                           claimant keeps it alive)
+``sub:{id}:split:values``                       hash       part i -> its bootstrap values
+                                                           (zlib-compressed float64, one
+                                                           array per metric)
+``sub:{id}:split:notes``                        hash       part i -> JSON {by, reasons,
+                                                           warnings}: who computed it and what
+                                                           the resampling noted
 ``subs``                                        zset       every submission id, score =
                                                            creation time (newest first = REV)
 ``subs:owner:{key_id}``                         zset       the submissions of one API key
@@ -163,6 +179,22 @@ def result(sub_id: str) -> str:
 
 def heartbeat(sub_id: str) -> str:
     return f"{PREFIX}sub:{sub_id}:hb"
+
+
+def split(sub_id: str) -> str:
+    return f"{PREFIX}sub:{sub_id}:split"
+
+
+def split_claim(sub_id: str, part: int) -> str:
+    return f"{PREFIX}sub:{sub_id}:split:claim:{part}"
+
+
+def split_values(sub_id: str) -> str:
+    return f"{PREFIX}sub:{sub_id}:split:values"
+
+
+def split_notes(sub_id: str) -> str:
+    return f"{PREFIX}sub:{sub_id}:split:notes"
 
 
 def submissions() -> str:

@@ -199,6 +199,12 @@ class Settings(BaseSettings):
         default=1_000_000, gt=0, description="Batches at least this large go to the gpu queue."
     )
     worker_concurrency: int = Field(default=1, ge=1)
+    split_bootstrap_min_work: int = Field(
+        default=200_000_000,
+        ge=1,
+        description="A job whose bootstrap has N * B at least this large splits its resamples "
+        "into parts that idle workers compute with it (bit-identical to one worker).",
+    )
     job_memory_budget_bytes: int | None = Field(
         default=None,
         gt=0,

@@ -12,8 +12,11 @@ puts uqcore's notes in the words of the API (:func:`service.rest_text.rest_docum
 
 from __future__ import annotations
 
+import math
+import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,9 +41,82 @@ from uqcore.report import json_safe
 from uqcore.stability import bootstrap, convergence
 from worker.backend import Backend
 
-__all__ = ["compute"]
+__all__ = ["Inputs", "SplitBootstrap", "bootstrap_options", "compute", "inputs"]
 
 Checkpoint = Callable[[float], None]
+
+
+#: ``split(prediction, y, options, progress)``: the bootstrap values of a job computed in
+#: parts (:mod:`worker.fanout`), or None to compute them here; ``options`` are the keyword
+#: arguments of :func:`uqcore.stability.bootstrap_values` (:func:`bootstrap_options`).
+SplitBootstrap = Callable[
+    [Any, Any, Mapping[str, Any], Callable[[float], None]], Mapping[str, Any] | None
+]
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What uqcore takes from a submission's arrays: the prediction, the targets, the weights,
+    the arrays on the backend's device and the batch's extra targets (``ood``,
+    ``soft_labels``)."""
+
+    prediction: Any
+    y: Any
+    sample_weight: Any
+    arrays: Mapping[str, Any]
+    extra: Mapping[str, Any]
+
+
+def inputs(kind: str, arrays: Mapping[str, np.ndarray[Any, Any]], backend: Backend) -> Inputs:
+    """The inputs of uqcore built from the stored ``arrays`` of a ``kind`` submission.
+
+    The stored arrays may be read-only memory maps: they are passed on as they are (uqcore
+    converts them once, e.g. float32 to float64), never written into nor copied here.
+    """
+    classification = kind in CLASSIFICATION_KINDS
+    tname = target_field(kind)
+    fields = {
+        f: v
+        for f, v in arrays.items()
+        if f in KIND_FIELDS.get(kind, ()) or (classification and f.startswith(ESTIMATE_PREFIX))
+    }
+    if tname not in arrays:
+        raise uqcore.UQValidationError(f"{tname} (the targets) is missing")
+    extra: dict[str, Any] = {}
+    if classification:
+        # Classification is computed on the host, chunk by chunk over N, in the arrays' own
+        # dtype (a float32 ensemble is never copied to float64 whole).
+        pred = build_prediction(kind, fields)
+        dev: Mapping[str, Any] = dict(arrays)
+        extra = {k: arrays[k] for k in ("ood", "soft_labels") if k in arrays}
+    elif backend.name == "numpy":
+        pred = build_prediction(kind, fields)
+        dev = dict(arrays)
+    else:
+        build_prediction(kind, fields)  # validation on the host, identical to the API's
+        dev = {name: backend.asarray(np.asarray(v)) for name, v in arrays.items()}
+        pred = uqcore.predictions.KINDS[kind](*(dev[f] for f in KIND_FIELDS[kind]))
+    return Inputs(pred, dev[tname], dev.get("sample_weight"), dev, extra)
+
+
+def bootstrap_options(analyses: Analyses, names: list[str], given: Inputs) -> dict[str, Any]:
+    """The keyword arguments of :func:`uqcore.stability.bootstrap` (and of
+    :func:`~uqcore.stability.bootstrap_values`) for the metrics ``names`` of a job, but the
+    method and level: what a job and the workers computing its parts share."""
+    boot = analyses.bootstrap
+    extra = dict(given.extra)
+    if analyses.estimators is not None:
+        extra["estimators"] = analyses.estimators
+    return {
+        "metrics": names,
+        "n_resamples": boot.n_resamples,
+        "seed": analyses.seed,
+        "unit": boot.unit,
+        "groups": given.arrays.get("groups") if boot.unit != "row" else None,
+        "params": {k: v for k, v in analyses.params.items() if k in names},
+        "sample_weight": given.sample_weight,
+        **extra,
+    }
 
 
 def _host(value: Any) -> Any:
@@ -84,6 +160,56 @@ def _curves(
     }
 
 
+class EstimatedProgress(threading.Thread):
+    """Advances the progress of a phase that reports none (``uqcore.evaluate`` of a large
+    batch) from the time elapsed: fraction 1 − exp(−t/τ) with τ the phase's expected
+    duration for N rows (:data:`EVALUATE_S_PER_ROW`), written every :data:`TICK_S` and held
+    below :data:`CAP` of the phase, so the bar moves and never claims the phase done. Only
+    from :data:`MIN_ROWS` rows (smaller batches are done before the first tick).
+
+    ``report`` is the phase's callback (the job's checkpoint): what it raises here (the job
+    was cancelled) stops the ticks; the computation itself is stopped by the job's own
+    interrupt.
+    """
+
+    def __init__(self, report: Callable[[float], None], n: int) -> None:
+        super().__init__(name="estimated-progress", daemon=True)
+        self.report = report
+        self.tau = max(1.0, n * EVALUATE_S_PER_ROW)
+        self.active = n >= MIN_ROWS
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        start = time.monotonic()
+        while not self.stopped.wait(TICK_S):
+            fraction = CAP * (1.0 - math.exp(-(time.monotonic() - start) / self.tau))
+            try:
+                self.report(fraction)
+            except BaseException:  # cancelled or lost: the job's thread stops itself
+                return
+
+    def __enter__(self) -> EstimatedProgress:
+        if self.active:
+            self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stopped.set()
+        if self.active:
+            self.join()
+
+
+#: Seconds per row of ``uqcore.evaluate`` of all regression metrics (about 2.5 s at 10^7 on
+#: one core, measured): the time scale of :class:`EstimatedProgress`.
+EVALUATE_S_PER_ROW = 2.5e-7
+#: Batches from this many rows get estimated progress during ``uqcore.evaluate``.
+MIN_ROWS = 1_000_000
+#: Seconds between two estimated progress reports.
+TICK_S = 0.5
+#: The estimated fraction of a phase stays below this.
+CAP = 0.9
+
+
 class _Phases:
     """The progress of :func:`compute`, 0..100: 5 when the inputs are built, then equal
     shares for the metrics, the bootstrap and the stability study (those asked for), and
@@ -117,6 +243,7 @@ def compute(
     load_s: float = 0.0,
     origin: Origin = "submission",
     sub_id: str | None = None,
+    split: SplitBootstrap | None = None,
 ) -> dict[str, Any]:
     """The result document of one submission.
 
@@ -135,7 +262,10 @@ def compute(
     its targets are hidden, so its curves are those of :func:`uqcore.coarse.coarse_curves`
     and its metrics' details leave out small groups).
     With ``sub_id``, the document lists the submission's plots (``plots``, see
-    :func:`service.plots.submission_plots`).
+    :func:`service.plots.submission_plots`). ``split(prediction, y, options, progress)``, when
+    given, may compute the bootstrap values elsewhere (:mod:`worker.fanout`): it returns them
+    (:func:`uqcore.stability.bootstrap_values` of every resample, combined) or None to let
+    :func:`uqcore.stability.bootstrap` resample here.
     """
     start = time.perf_counter()
     task = task_of(kind)
@@ -144,30 +274,9 @@ def compute(
     hidden = origin == "benchmark"
     classification = kind in CLASSIFICATION_KINDS
     tname = target_field(kind)
-    fields = {
-        f: v
-        for f, v in arrays.items()
-        if f in KIND_FIELDS.get(kind, ()) or (classification and f.startswith(ESTIMATE_PREFIX))
-    }
-    if tname not in arrays:
-        raise uqcore.UQValidationError(f"{tname} (the targets) is missing")
-    extra: dict[str, Any] = {}
-    if classification:
-        # Classification is computed on the host, chunk by chunk over N, in the arrays' own
-        # dtype (a float32 ensemble is never copied to float64 whole).
-        pred = build_prediction(kind, fields)
-        dev = dict(arrays)
-        extra = {k: arrays[k] for k in ("ood", "soft_labels") if k in arrays}
-    else:
-        build_prediction(kind, fields)  # validation on the host, identical to the API's
-        dev = {name: backend.asarray(np.asarray(v)) for name, v in arrays.items()}
-        pred = (
-            build_prediction(kind, {f: dev[f] for f in fields})
-            if backend.name == "numpy"
-            else (uqcore.predictions.KINDS[kind](*(dev[f] for f in KIND_FIELDS[kind])))
-        )
-    y = dev[tname]
-    weights = dev.get("sample_weight")
+    given = inputs(kind, arrays, backend)
+    pred, y, weights, dev = given.prediction, given.y, given.sample_weight, given.arrays
+    extra = dict(given.extra)
     estimators = analyses.estimators
     if estimators is not None:
         extra["estimators"] = estimators
@@ -177,15 +286,17 @@ def compute(
     timings: dict[str, float] = {"load": load_s}
     notes: list[str] = []
     checkpoint(5.0)
-
-    t0 = time.perf_counter()
-    report = uqcore.evaluate(pred, y, metrics, params=params, sample_weight=weights, **extra)
-    timings["metrics"] = time.perf_counter() - t0
-    notes.extend(report.warnings)
     boot = analyses.bootstrap
     n_resamples = boot.n_resamples
     stability_on = analyses.stability.enabled
     phases = _Phases(checkpoint, 1 + (n_resamples > 0) + stability_on)
+
+    t0 = time.perf_counter()
+    n = int(np.shape(y)[0])
+    with EstimatedProgress(phases.part(), n):
+        report = uqcore.evaluate(pred, y, metrics, params=params, sample_weight=weights, **extra)
+    timings["metrics"] = time.perf_counter() - t0
+    notes.extend(report.warnings)
     phases.end_phase()
 
     names = list(report)
@@ -209,20 +320,20 @@ def compute(
     by_est_ci: dict[str, dict[str, Any]] = {}
     if n_resamples > 0 and names:
         t0 = time.perf_counter()
+        options = bootstrap_options(analyses, names, given)
+        part = phases.part()
+        values = None
+        if split is not None:
+            # the parts' share of the phase; the intervals (and BCa's jackknife) the rest
+            values = split(pred, y, options, lambda f: part(0.9 * f))
         ci = bootstrap(
             pred,
             y,
-            names,
-            n_resamples=n_resamples,
-            seed=seed,
             method=boot.method,
             level=boot.level,
-            unit=boot.unit,
-            groups=dev.get("groups") if boot.unit != "row" else None,
-            params={k: v for k, v in params.items() if k in names},
-            sample_weight=weights,
-            progress=phases.part(),
-            **extra,
+            progress=part if values is None else (lambda f: part(0.9 + 0.1 * f)),
+            values=values,
+            **options,
         )
         for name in names:
             if name not in ci:

@@ -42,6 +42,7 @@ from uqcore import UQValidationError
 from worker.backend import Backend
 from worker.comparisons import run_comparison
 from worker.evaluation import compute
+from worker.fanout import Enqueue, SplitJob
 from worker.leaderboard import ranking
 from worker.plots import keep_curves
 from worker.ranks import compute_ranks
@@ -208,12 +209,15 @@ def run_job(
     token: str,
     worker_name: str,
     memory_budget: int | None = None,
+    enqueue_parts: Enqueue | None = None,
 ) -> str:
     """Evaluate submission ``sub_id``; returns what happened (for logs and tests).
 
     "succeeded", "failed", "cancelled" — or "skipped:<why>" when the job was not claimed
     (already ended, held by another delivery, deleted). ``memory_budget``: the bytes the
-    computation may use (None: not checked nor enforced).
+    computation may use (None: not checked nor enforced). A bootstrap of N·B at least
+    ``split_bootstrap_min_work`` is split into parts (:mod:`worker.fanout`) that
+    ``enqueue_parts`` asks other workers to compute too (None: this process computes them).
     """
     # A blob store that is down is retried (StoreUnavailable) before the claim: a claim counts
     # an attempt, and an outage of the arrays' store is not the job's fault.
@@ -272,6 +276,17 @@ def run_job(
             heartbeat.check()
             progress(value)
 
+        split = SplitJob(
+            store,
+            settings,
+            sub_id,
+            token,
+            worker_name=worker_name,
+            queue=record.queue,
+            enqueue=enqueue_parts,
+            check=heartbeat.check,
+        )
+
         try:
             try:
                 interrupter.arm()
@@ -287,6 +302,7 @@ def run_job(
                         load_s=load_s,
                         origin=origin,
                         sub_id=sub_id,
+                        split=split,
                     )
             finally:
                 interrupter.disarm_now()
@@ -341,14 +357,27 @@ def run_job(
                 f"internal error while computing ({what}); please report it with the submission id",
                 system=True,
             )
+        how_split = split.provenance()
+        if how_split is not None:
+            doc["provenance"]["bootstrap_split"] = how_split
         # The entries are stored with every benchmark submission's result; the finish script
         # puts them on the boards only if the submission is public then (its visibility can
         # change at any time, also while this job runs).
         entries = ranking(record, doc)
-        if record.benchmark is None:
-            # before the result, so that a succeeded submission's plots find them
+        tname = target_field(record.kind)
+        rows = int(np.shape(arrays[tname])[0]) if tname in arrays else 0
+        keep = record.benchmark is None
+        # Before the result, so that a succeeded submission's plots find them; for a large
+        # batch after it (they take about as long as the metrics: the client need not wait
+        # for them, and its plots are drawn from the arrays, still stored, meanwhile).
+        later = keep and rows >= CURVES_AFTER_RESULT_ROWS
+        if keep and not later:
             keep_curves(store, sub_id, record.kind, arrays, doc, record.analyses.seed)
         outcome = store.finish(sub_id, doc, time.perf_counter() - t_start, record.queue, entries)
+        if outcome == "succeeded" and later:
+            keep_curves(store, sub_id, record.kind, arrays, doc, record.analyses.seed)
+            if store.get_submission(sub_id) is None:  # deleted meanwhile: leave nothing
+                store.drop_curves(sub_id)
         if outcome != "succeeded":
             log.info("result of %s not written: job is %s", sub_id, outcome)
             if outcome == "missing":  # deleted meanwhile: leave nothing of it behind
@@ -357,6 +386,10 @@ def run_job(
     finally:
         interrupter.disarm_now()
         heartbeat.stop()
+
+
+#: From this many rows a job keeps its curves after writing its result (see :func:`run_job`).
+CURVES_AFTER_RESULT_ROWS = 1_000_000
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """The Celery tasks of the service: ``uqeval.evaluate(submission_id)``,
-``uqeval.leaderboard_ranks(bench_id, metric, rule)``, ``uqeval.compare(comparison_id)`` and
-``uqeval.render_plot(scope, ident, name, format, digest)``.
+``uqeval.leaderboard_ranks(bench_id, metric, rule)``, ``uqeval.compare(comparison_id)``,
+``uqeval.render_plot(scope, ident, name, format, digest)`` and
+``uqeval.bootstrap_part(submission_id, token)`` (parts of a split bootstrap).
 
 Like a web view, a task only receives ids; :mod:`worker.execution` claims the job for this
 delivery (the Celery task id), keeps its heartbeat, re-reads the data, computes and stores the
@@ -12,11 +13,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from service.celery_config import COMPARE_TASK_NAME, PLOT_TASK_NAME, RANKS_TASK_NAME, TASK_NAME
+from service.celery_config import (
+    BOOTSTRAP_PART_TASK_NAME,
+    COMPARE_TASK_NAME,
+    PLOT_TASK_NAME,
+    RANKS_TASK_NAME,
+    TASK_NAME,
+)
 from service.store import StoreUnavailable
 from worker import runtime
 from worker.celery_app import app
 from worker.execution import run_comparison_job, run_job, run_rank_job
+from worker.fanout import run_part_job
 from worker.plots import render_plot as draw_plot
 
 #: The options every task shares: late acknowledgement, re-queued when its worker process dies
@@ -44,6 +52,39 @@ def evaluate(self: Any, submission_id: str) -> str:
         runtime.backend(),
         submission_id,
         token=str(self.request.id),
+        worker_name=str(self.request.hostname or "worker"),
+        memory_budget=runtime.memory_budget(),
+        enqueue_parts=_enqueue_parts,
+    )
+
+
+def _enqueue_parts(sub_id: str, token: str, count: int, queue: str) -> None:
+    """Publish ``count`` part tasks of the split of job delivery ``token`` on ``queue``."""
+    for _ in range(count):
+        app.send_task(
+            BOOTSTRAP_PART_TASK_NAME,
+            args=[sub_id, token],
+            queue=queue,
+            routing_key=queue,
+            retry=False,
+            ignore_result=True,
+        )
+
+
+#: A part task is best effort: the job computes every part nobody else holds, so a part task
+#: lost with its worker is neither re-queued nor retried.
+PART_OPTIONS: dict[str, Any] = {"bind": True, "acks_late": False, "max_retries": 0}
+
+
+@app.task(name=BOOTSTRAP_PART_TASK_NAME, **PART_OPTIONS)  # type: ignore[untyped-decorator]
+def bootstrap_part(self: Any, sub_id: str, token: str) -> str:
+    """Compute parts of the split bootstrap of job ``sub_id`` (see :mod:`worker.fanout`)."""
+    return run_part_job(
+        runtime.store(),
+        runtime.settings(),
+        runtime.backend(),
+        sub_id,
+        token,
         worker_name=str(self.request.hostname or "worker"),
         memory_budget=runtime.memory_budget(),
     )

@@ -8,18 +8,30 @@ that are means of per-row terms as one matrix product per block of resamples.
 
 from uqcore import registry
 from uqcore.stability._engine import StabilityResult
-from uqcore.stability.bootstrap import bootstrap
+from uqcore.stability.bootstrap import (
+    BootstrapValues,
+    bootstrap,
+    bootstrap_block_size,
+    bootstrap_values,
+    combine_bootstrap_values,
+    iter_bootstrap_values,
+)
 from uqcore.stability.compare import Comparisons, compare, compare_all, rank_distribution
 from uqcore.stability.convergence import convergence, minimum_reliable_size
 
 __all__ = [
     "BIASED_METRICS",
+    "BootstrapValues",
     "Comparisons",
     "StabilityResult",
     "bootstrap",
+    "bootstrap_block_size",
+    "bootstrap_values",
+    "combine_bootstrap_values",
     "compare",
     "compare_all",
     "convergence",
+    "iter_bootstrap_values",
     "minimum_reliable_size",
     "rank_distribution",
 ]

@@ -27,8 +27,9 @@ bootstrap standard error (Efron & Tibshirani 1993, §10.2).
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -54,10 +55,15 @@ from uqcore.stability._engine import (
 from uqcore.stability.weights import STREAM_JACKKNIFE, Resampler, Scheme, Unit, resample_rng
 
 __all__ = [
+    "BootstrapValues",
     "bca_interval",
     "bootstrap",
+    "bootstrap_block_size",
+    "bootstrap_values",
     "check_level",
     "check_resamples",
+    "combine_bootstrap_values",
+    "iter_bootstrap_values",
     "jackknife_acceleration",
     "jackknife_values",
     "percentile_interval",
@@ -165,6 +171,320 @@ def _jackknife_acceleration(
     return {c.name: jackknife_acceleration(vals[c.name]) for c in chosen}, k
 
 
+def bootstrap_block_size(n: int, n_resamples: int) -> int:
+    """The number of resamples :func:`bootstrap` evaluates together by default for N = ``n``
+    rows and B = ``n_resamples``.
+
+    The resamples of one block share matrix products, whose rounding may depend on the block
+    (~1e-16 relative): parts computed by :func:`bootstrap_values` whose bounds are multiples of
+    this size (the last one ending at B) see the same blocks as one :func:`bootstrap` call, so
+    their concatenation gives bit-identical intervals.
+
+    >>> bootstrap_block_size(10**6, 1000)
+    16
+    """
+    b_count = check_resamples(n_resamples)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise UQValidationError(f"n must be a non-negative integer, found {n!r}")
+    return count_block(int(n), b_count)
+
+
+class BootstrapValues(dict[str, np.ndarray[Any, Any]]):
+    """Bootstrap values of resamples ``start``..``stop``-1, name -> float array (NaN where a
+    resample's metric is undefined), with what the resampling noted on the way:
+    ``undefined_reasons`` (name -> up to 3 reasons) and ``warnings`` (other warnings). Plain
+    mappings of arrays are accepted wherever this is; it only carries the notes along."""
+
+    def __init__(
+        self,
+        values: Mapping[str, np.ndarray[Any, Any]] | None = None,
+        *,
+        start: int = 0,
+        stop: int = 0,
+        undefined_reasons: Mapping[str, Sequence[str]] | None = None,
+        warnings: Sequence[str] = (),
+    ) -> None:
+        super().__init__(values or {})
+        self.start = start
+        self.stop = stop
+        self.undefined_reasons = {k: list(v) for k, v in (undefined_reasons or {}).items()}
+        self.warnings = list(warnings)
+
+
+#: At most this many distinct reasons are kept per metric, and warnings in all (as the
+#: engine keeps them, so that combining parts keeps what one run keeps).
+_MAX_REASONS = 3
+_MAX_WARNINGS = 20
+
+
+def _merge_notes(
+    into_reasons: dict[str, list[str]],
+    into_warnings: list[str],
+    reasons: Mapping[str, Sequence[str]],
+    warnings_: Sequence[str],
+) -> None:
+    for name, found in reasons.items():
+        kept = into_reasons.setdefault(name, [])
+        for r in found:
+            if r not in kept and len(kept) < _MAX_REASONS:
+                kept.append(r)
+    for w in warnings_:
+        if w not in into_warnings and len(into_warnings) < _MAX_WARNINGS:
+            into_warnings.append(w)
+
+
+def combine_bootstrap_values(
+    parts: Sequence[Mapping[str, np.ndarray[Any, Any]]],
+) -> BootstrapValues:
+    """The values of consecutive parts (in resample order) as one :class:`BootstrapValues`:
+    each metric's arrays concatenated, the parts' notes merged as one run would keep them."""
+    if not parts:
+        raise UQValidationError("parts must hold at least one part of bootstrap values")
+    names = list(parts[0])
+    for i, part in enumerate(parts):
+        if set(part) != set(names):
+            raise UQValidationError(
+                f"every part must hold the same metrics; part {i} holds {sorted(part)}, "
+                f"part 0 {sorted(names)}"
+            )
+    reasons: dict[str, list[str]] = {}
+    warnings_: list[str] = []
+    for part in parts:
+        _merge_notes(
+            reasons,
+            warnings_,
+            getattr(part, "undefined_reasons", {}),
+            getattr(part, "warnings", ()),
+        )
+    values = {n: np.concatenate([np.asarray(p[n], dtype=np.float64) for p in parts]) for n in names}
+    first, last = parts[0], parts[-1]
+    return BootstrapValues(
+        values,
+        start=int(getattr(first, "start", 0)),
+        stop=int(getattr(last, "stop", next(iter(values.values())).shape[0] if values else 0)),
+        undefined_reasons=reasons,
+        warnings=warnings_,
+    )
+
+
+def _prepared(
+    prediction: Any,
+    y: Any,
+    metrics: str | Sequence[str],
+    *,
+    scheme: Scheme,
+    unit: Unit,
+    groups: Any,
+    params: Mapping[str, Mapping[str, Any]] | None,
+    sample_weight: Any,
+    estimators: str | Sequence[str] | None,
+    kwargs: Mapping[str, Any],
+) -> tuple[Engine, list[Chosen], dict[str, str], Resampler]:
+    """The engine, chosen metrics, inapplicable ones and resampler of one bootstrap."""
+    extra = batch_extra(kwargs, groups, prediction)
+    batch = make_batch(prediction, y, sample_weight, extra)
+    chosen, not_applicable = select_metrics(
+        [prediction],
+        metrics,
+        params,
+        targets=batch_targets(batch),
+        estimators=estimators,
+        sample_weight=batch.weights,
+    )
+    resampler = Resampler(batch.n, scheme=scheme, unit=unit, groups=groups)
+    return Engine(batch, chosen, extra), chosen, not_applicable, resampler
+
+
+def _resample_values(
+    engine: Engine,
+    resampler: Resampler,
+    seed: int,
+    start: int,
+    stop: int,
+    block: int,
+    progress: Callable[[float], None] | None,
+) -> dict[str, np.ndarray[Any, Any]]:
+    """Values of resamples ``start``..``stop``-1, ``block`` at a time from ``start``."""
+    count = stop - start
+    # reused: each block is used up in turn; counts as bytes (a wider block where one exceeds 255)
+    buffer = np.empty((min(block, count), engine.n), dtype=np.uint8)
+
+    def make(indices: Sequence[int]) -> list[Resample]:
+        w = resampler.block(seed, [start + i for i in indices], out=buffer)
+        return [Resample(row) for row in w]
+
+    return engine.run(make, count, block, progress)
+
+
+def bootstrap_values(
+    prediction: Any,
+    y: Any,
+    metrics: str | Sequence[str] = "all",
+    *,
+    start: int,
+    stop: int,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    scheme: Scheme = "multinomial",
+    unit: Unit = "row",
+    groups: Any = None,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    sample_weight: Any = None,
+    estimators: str | Sequence[str] | None = None,
+    block_size: int | None = None,
+    progress: Callable[[float], None] | None = None,
+    **kwargs: Any,
+) -> BootstrapValues:
+    """The bootstrap values of resamples ``start``..``stop``-1 of a B = ``n_resamples`` run:
+    one part of :func:`bootstrap`'s work, for splitting it among processes or machines.
+
+    The arguments are those of :func:`bootstrap` (same meaning, same defaults). The blocks
+    of resamples start at ``start``; ``start`` must be a multiple of the block size
+    (``block_size``, default :func:`bootstrap_block_size` (N, B)) and ``stop`` too, or B. Then
+    ``bootstrap(..., values=combine_bootstrap_values(parts))`` over parts covering 0..B in
+    order is bit-identical to ``bootstrap(...)`` with the same seed and block size.
+
+    Returns
+    -------
+    BootstrapValues
+        name -> float array of length ``stop - start`` (NaN where undefined), for every metric
+        :func:`bootstrap` would compute; with the notes of the resampling.
+
+    Examples
+    --------
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> rng = np.random.default_rng(0); y = rng.normal(size=200)
+    >>> pred = P.Gaussian(np.zeros(200), np.ones(200))
+    >>> kw = dict(n_resamples=200, block_size=50)
+    >>> parts = [bootstrap_values(pred, y, ["mae"], start=a, stop=a + 100, **kw)
+    ...          for a in (0, 100)]
+    >>> whole = bootstrap(pred, y, ["mae"], **kw)
+    >>> bootstrap(pred, y, ["mae"], values=combine_bootstrap_values(parts), **kw) == whole
+    True
+    """
+    _check_range(start, stop, check_resamples(n_resamples), 1)  # before the batch is built
+    done = Progress(progress)
+    span = done.span(0.0, 1.0)
+    parts = iter_bootstrap_values(
+        prediction,
+        y,
+        metrics,
+        ranges=[(start, stop)],
+        n_resamples=n_resamples,
+        seed=seed,
+        scheme=scheme,
+        unit=unit,
+        groups=groups,
+        params=params,
+        sample_weight=sample_weight,
+        estimators=estimators,
+        block_size=block_size,
+        progress=None if span is None else (lambda _a, _b, f: span(f)),
+        **kwargs,
+    )
+    (values,) = parts
+    done.finish()
+    return values
+
+
+def iter_bootstrap_values(
+    prediction: Any,
+    y: Any,
+    metrics: str | Sequence[str] = "all",
+    *,
+    ranges: Iterable[tuple[int, int]],
+    n_resamples: int = 1000,
+    seed: int = 0,
+    scheme: Scheme = "multinomial",
+    unit: Unit = "row",
+    groups: Any = None,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    sample_weight: Any = None,
+    estimators: str | Sequence[str] | None = None,
+    block_size: int | None = None,
+    progress: Callable[[int, int, float], None] | None = None,
+    **kwargs: Any,
+) -> Iterator[BootstrapValues]:
+    """:func:`bootstrap_values` of each ``(start, stop)`` of ``ranges`` in turn, on one batch.
+
+    The batch's sorts and per-row terms are computed once for all the ranges; ``ranges`` is
+    read lazily (one range after the previous one's values are taken), so it may hand out
+    ranges as they come (e.g. claimed from other processes). ``progress(start, stop,
+    fraction)`` is called after each block of a range. The same checks as
+    :func:`bootstrap_values` apply to every range.
+    """
+    b_count = check_resamples(n_resamples)
+    engine, _, _, resampler = _prepared(
+        prediction,
+        y,
+        metrics,
+        scheme=scheme,
+        unit=unit,
+        groups=groups,
+        params=params,
+        sample_weight=sample_weight,
+        estimators=estimators,
+        kwargs=kwargs,
+    )
+    block = block_size if block_size is not None else count_block(engine.n, b_count)
+    block = check_resamples(block, "block_size")
+    for start, stop in ranges:
+        start, stop = _check_range(start, stop, b_count, block)
+        for reasons in engine.undefined_reasons.values():
+            reasons.clear()  # each range carries its own notes
+        engine.other_warnings.clear()
+        report = None
+        if progress is not None:
+            report = functools.partial(progress, start, stop)
+        values = _resample_values(engine, resampler, seed, start, stop, block, report)
+        yield BootstrapValues(
+            values,
+            start=start,
+            stop=stop,
+            undefined_reasons={k: list(v) for k, v in engine.undefined_reasons.items() if v},
+            warnings=engine.other_warnings,
+        )
+
+
+def _check_range(start: Any, stop: Any, b_count: int, block: int) -> tuple[int, int]:
+    for name, v in (("start", start), ("stop", stop)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise UQValidationError(f"{name} must be an integer, found {v!r}")
+    start, stop = int(start), int(stop)
+    if not 0 <= start < stop <= b_count:
+        raise UQValidationError(
+            f"start and stop must satisfy 0 <= start < stop <= n_resamples = {b_count}; "
+            f"found start = {start}, stop = {stop}"
+        )
+    if start % block or (stop % block and stop != b_count):
+        raise UQValidationError(
+            f"start and stop must be multiples of the block size {block} (stop may also be "
+            f"n_resamples = {b_count}), so that the blocks are those of one bootstrap run; "
+            f"found start = {start}, stop = {stop}"
+        )
+    return start, stop
+
+
+def _given_values(
+    values: Mapping[str, np.ndarray[Any, Any]], chosen: Sequence[Chosen], b_count: int
+) -> dict[str, np.ndarray[Any, Any]]:
+    """The precomputed values of every chosen metric, checked: float arrays of length B."""
+    out: dict[str, np.ndarray[Any, Any]] = {}
+    for c in chosen:
+        if c.name not in values:
+            raise UQValidationError(
+                f"values must hold the bootstrap values of every metric computed; "
+                f"{c.name!r} is missing"
+            )
+        v = np.asarray(values[c.name], dtype=np.float64)
+        if v.shape != (b_count,):
+            raise UQValidationError(
+                f"values[{c.name!r}] must have shape ({b_count},) (n_resamples), found {v.shape}"
+            )
+        out[c.name] = v
+    return out
+
+
 def bootstrap(
     prediction: Any,
     y: Any,
@@ -184,6 +504,7 @@ def bootstrap(
     keep_values: bool = False,
     estimators: str | Sequence[str] | None = None,
     progress: Callable[[float], None] | None = None,
+    values: Mapping[str, np.ndarray[Any, Any]] | None = None,
     **kwargs: Any,
 ) -> StabilityResult:
     """Bootstrap confidence intervals of registered metrics at the full test-set size.
@@ -225,6 +546,12 @@ def bootstrap(
         Called with the fraction done (increasing, in (0, 1], the last call 1.0) after each
         block of resamples (and of the jackknife, for BCa); what it raises stops the
         computation. The results do not depend on it.
+    values : mapping, optional
+        The B bootstrap values of every metric computed, precomputed in parts by
+        :func:`bootstrap_values` (and :func:`combine_bootstrap_values`): the resampling is
+        skipped, the intervals (and, for BCa, the jackknife) computed from them. With the
+        same seed, scheme, unit and block size the result is bit-identical to computing them
+        here.
     **kwargs
         Further keyword arguments of the prediction's batch, passed through: for
         classification ``ood`` and ``soft_labels`` (as in :func:`uqcore.evaluate`).
@@ -250,33 +577,39 @@ def bootstrap(
         raise UQValidationError(f"method must be 'percentile' or 'bca', found {method!r}")
     jackknife_blocks = check_resamples(jackknife_blocks, "jackknife_blocks")
     done = Progress(progress)
-    extra = batch_extra(kwargs, groups, prediction)
-    batch = make_batch(prediction, y, sample_weight, extra)
-    chosen, not_applicable = select_metrics(
-        [prediction],
+    engine, chosen, not_applicable, resampler = _prepared(
+        prediction,
+        y,
         metrics,
-        params,
-        targets=batch_targets(batch),
+        scheme=scheme,
+        unit=unit,
+        groups=groups,
+        params=params,
+        sample_weight=sample_weight,
         estimators=estimators,
-        sample_weight=batch.weights,
+        kwargs=kwargs,
     )
-    resampler = Resampler(batch.n, scheme=scheme, unit=unit, groups=groups)
-    engine = Engine(batch, chosen, extra)
+    batch = engine.batch
     full = engine.compute_full()
     block = block_size if block_size is not None else count_block(batch.n, b_count)
     block = check_resamples(block, "block_size")
 
-    # reused: each block is used up in turn; counts as bytes (a wider block where one exceeds 255)
-    buffer = np.empty((min(block, b_count), batch.n), dtype=np.uint8)
-
-    def make(indices: Sequence[int]) -> list[Resample]:
-        w = resampler.block(seed, list(indices), out=buffer)
-        return [Resample(row) for row in w]
-
     # BCa's jackknife evaluates K more resamples (K <= jackknife_blocks): its share of the
-    # progress is its share of the resamples.
-    resampled = b_count / (b_count + (jackknife_blocks if method == "bca" else 0))
-    boot = engine.run(make, b_count, block, done.span(0.0, resampled))
+    # progress is its share of the resamples (all of it when the values are given).
+    jk_share = jackknife_blocks if method == "bca" else 0
+    resampled = b_count / (b_count + jk_share) if values is None else 0.0
+    if values is None:
+        boot = _resample_values(
+            engine, resampler, seed, 0, b_count, block, done.span(0.0, resampled)
+        )
+    else:
+        boot = _given_values(values, chosen, b_count)
+        _merge_notes(
+            engine.undefined_reasons,
+            engine.other_warnings,
+            getattr(values, "undefined_reasons", {}),
+            getattr(values, "warnings", ()),
+        )
 
     accel: dict[str, float | None] = {}
     jk_blocks = 0

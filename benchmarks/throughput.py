@@ -1,0 +1,106 @@
+"""Service throughput at N = 10^4, all metrics: jobs per minute with 1 and 2 worker processes,
+side by side in one run.
+
+The throughput phase of ``benchmarks/service.py`` on its own: M jobs (N = 10^4 Gaussian,
+``metrics: "all"``, NPZ bodies) posted back to back by one client while the workers drain the
+queue, on a fresh ``uqeval serve --workers W`` (default settings), W = 1 and 2 alternated for
+``--rounds`` rounds (each with a warm-up job per worker). Jobs per minute from the first POST
+to the last finish, and between the first and the last finish; the median of the rounds
+against the previous run's figures (:data:`PREVIOUS`).
+
+    python benchmarks/throughput.py                  # M = 200, 2 rounds (about 5 minutes)
+    python benchmarks/throughput.py --jobs 40 --rounds 1
+
+Writes the "Service throughput" section of ``benchmarks/RESULTS.md`` (``--no-write``: print
+only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._results import write_section  # noqa: E402
+from benchmarks.service import Stack, loadavg, throughput  # noqa: E402
+
+#: Jobs per minute of the previous run (RESULTS.md, "Service"), by worker processes.
+PREVIOUS = {1: 2946.0, 2: 3775.0}
+N = 10_000
+
+
+def rounds(jobs: int, count: int) -> dict[int, list[dict[str, Any]]]:
+    out: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
+    with tempfile.TemporaryDirectory(prefix="uqeval-throughput-") as tmp:
+        index = 0
+        for r in range(count):
+            for workers in (1, 2):
+                stack = Stack(workers, Path(tmp), index=index)
+                index += 1
+                print(f"round {r + 1}: {workers} worker(s) (load {loadavg()})", flush=True)
+                with stack:
+                    got = throughput(stack, jobs, N)
+                out[workers].append(got)
+                print(
+                    f"  {got['per_min']:.0f} jobs/min, {got['succeeded']}/{jobs} succeeded",
+                    flush=True,
+                )
+    return out
+
+
+def report(res: dict[int, list[dict[str, Any]]], args: argparse.Namespace, minutes: float) -> str:
+    lines = [
+        f"`python benchmarks/throughput.py --jobs {args.jobs} --rounds {args.rounds}` "
+        f"({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {minutes:.1f} min; {platform.machine()}, "
+        f"{os.cpu_count()} cores shared with other work, load at the end {loadavg()}). "
+        f"{args.jobs} jobs of N = {N:,} (Gaussian, all metrics, NPZ) posted back to back by one "
+        "client to a fresh `uqeval serve --workers W`; W = 1 and 2 alternated. Median of the "
+        "rounds.",
+        "",
+        "| worker processes | jobs/min (first POST → last finish) | jobs/min (first → last "
+        "finish) | previous run | ratio to previous | succeeded | rounds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for workers in (1, 2):
+        runs = res[workers]
+        per_min = statistics.median(r["per_min"] for r in runs)
+        steady = statistics.median(r["steady_per_min"] for r in runs)
+        ok = sum(r["succeeded"] for r in runs)
+        each = ", ".join(f"{r['per_min']:.0f}" for r in runs)
+        lines.append(
+            f"| {workers} | {per_min:.0f} | {steady:.0f} | {PREVIOUS[workers]:.0f} | "
+            f"{per_min / PREVIOUS[workers]:.2f}× | {ok}/{args.jobs * len(runs)} | "
+            f"{each} |"
+        )
+    two = statistics.median(r["per_min"] for r in res[2])
+    one = statistics.median(r["per_min"] for r in res[1])
+    lines += ["", f"2 workers / 1 worker: {two / one:.2f}×."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+    t0 = time.perf_counter()
+    res = rounds(args.jobs, args.rounds)
+    text = report(res, args, (time.perf_counter() - t0) / 60)
+    print(text)
+    if not args.no_write:
+        write_section("Service throughput", text)
+
+
+if __name__ == "__main__":
+    main()
