@@ -122,6 +122,98 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/uploads": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a resumable upload of a large NPZ body
+         * @description Declare a body of ``size`` bytes to be sent in parts of ``part_size`` bytes (the last
+         *     holds the rest). Send each part with ``PUT /v1/uploads/{upload_id}/parts/{n}``, then
+         *     ``POST /v1/uploads/{upload_id}/complete``. A benchmark upload needs an admin key. The
+         *     upload expires (its parts removed) ``expires_at`` if not completed.
+         */
+        post: operations["createUpload"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/uploads/{upload_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * An upload's parts: which ones the service holds
+         * @description The upload's size, part size, number of parts and the parts received: a client that
+         *     was interrupted sends the others, then completes.
+         */
+        get: operations["getUpload"];
+        put?: never;
+        post?: never;
+        /**
+         * Abort an upload and remove its parts
+         * @description Remove the upload and the parts received (a completed upload: only its record; what it
+         *     created stays).
+         */
+        delete: operations["abortUpload"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/uploads/{upload_id}/parts/{n}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Send one part of an upload
+         * @description Store part ``n`` (sending it again replaces it: a retry is harmless).
+         */
+        put: operations["putUploadPart"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/uploads/{upload_id}/complete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Complete an upload: submit its body
+         * @description Join the parts into the body and submit it: a submission upload answers exactly what
+         *     ``POST /v1/submissions`` answers for the body (202, the same checks and 422s), a
+         *     benchmark upload what ``POST /v1/benchmarks`` answers (201). Completing again answers the
+         *     same; a refused body (4xx) leaves the upload as it is, to be aborted.
+         */
+        post: operations["completeUpload"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/benchmarks": {
         parameters: {
             query?: never;
@@ -3373,6 +3465,127 @@ export interface components {
             /** Teams */
             teams: components["schemas"]["TeamInfo"][];
         };
+        /**
+         * UploadCreate
+         * @description What is going to be uploaded: its size, optionally its SHA-256, its format and what the
+         *     completed body creates.
+         * @example {
+         *       "content_type": "application/x-npz",
+         *       "purpose": "submission",
+         *       "size": 2400000512
+         *     }
+         */
+        UploadCreate: {
+            /**
+             * Size
+             * @description The body's size in bytes as sent (gzip-encoded when content_encoding is gzip); at most the service's max_upload_bytes (413 above).
+             */
+            size: number;
+            /**
+             * Sha256
+             * @description The SHA-256 (hex) of the whole body as sent; checked at completion when given (422 on a mismatch).
+             */
+            sha256?: string | null;
+            /**
+             * Content Type
+             * @description The body's format: a NumPy .npz archive, as for POST /v1/submissions.
+             * @default application/x-npz
+             * @enum {string}
+             */
+            content_type?: "application/x-npz" | "application/octet-stream";
+            /**
+             * Content Encoding
+             * @description gzip when the body (the concatenated parts) is gzip-encoded.
+             */
+            content_encoding?: "gzip" | null;
+            /**
+             * Purpose
+             * @description What completing the upload does: POST /v1/submissions (any key) or POST /v1/benchmarks (an admin key) with the body.
+             * @default submission
+             * @enum {string}
+             */
+            purpose?: "submission" | "benchmark";
+        };
+        /**
+         * UploadInfo
+         * @description An upload in progress: its parts and which of them the service holds.
+         * @example {
+         *       "expires_at": "2026-01-02T12:00:00.000Z",
+         *       "id": "upl_9f8e7d6c5b4a39281706f5e4",
+         *       "part_size": 67108864,
+         *       "parts": 36,
+         *       "received": [
+         *         1,
+         *         2,
+         *         3
+         *       ],
+         *       "size": 2400000512,
+         *       "url": "/v1/uploads/upl_9f8e7d6c5b4a39281706f5e4"
+         *     }
+         */
+        UploadInfo: {
+            /**
+             * Id
+             * @description The upload id.
+             */
+            id: string;
+            /**
+             * Size
+             * @description The body's size in bytes, as declared.
+             */
+            size: number;
+            /**
+             * Part Size
+             * @description The size of every part but the last (which holds the rest).
+             */
+            part_size: number;
+            /**
+             * Parts
+             * @description The number of parts: ceil(size / part_size).
+             */
+            parts: number;
+            /**
+             * Received
+             * @description The parts the service holds (1-based, ascending): send the others.
+             */
+            received: number[];
+            /**
+             * Expires At
+             * @description When the upload and its parts are removed if not completed (UTC).
+             */
+            expires_at: string;
+            /**
+             * Url
+             * @description The upload's URL (relative).
+             */
+            url: string;
+        };
+        /**
+         * UploadPart
+         * @description A part received and stored.
+         * @example {
+         *       "part": 1,
+         *       "sha256": "3f79bb7b435b05321651daefd374cdc681dc06faa65e374e38337b88ca046dea",
+         *       "size": 67108864
+         *     }
+         */
+        UploadPart: {
+            /**
+             * Part
+             * @description The part number (1-based).
+             */
+            part: number;
+            /**
+             * Size
+             * @description Its size in bytes.
+             */
+            size: number;
+            /**
+             * Sha256
+             * @description Its SHA-256 (hex), as checked against Content-Digest.
+             */
+            sha256: string;
+        };
     };
     responses: never;
     parameters: never;
@@ -3508,7 +3721,8 @@ export interface operations {
          *
          *     Either may be sent with `Content-Encoding: gzip`; the body size limit applies to the bytes
          *     received and to the decompressed content, while the body streams in (413, chunked bodies
-         *     included).
+         *     included). An NPZ body is spooled to disk and validated from there in blocks of rows; a large
+         *     one may instead be sent in parts with checksums, resumably (`POST /v1/uploads`).
          */
         requestBody: {
             content: {
@@ -3910,6 +4124,448 @@ export interface operations {
             };
             /** @description Conflict with the resource's state. */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    createUpload: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UploadCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UploadInfo"];
+                };
+            };
+            /** @description The body cannot be decoded (not JSON, not an NPZ archive, broken gzip). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key may not do this (not an admin key, or another team's submission). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body (or its decompressed content) exceeds the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getUpload: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The upload id (from POST /v1/uploads). */
+                upload_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UploadInfo"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    abortUpload: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The upload id (from POST /v1/uploads). */
+                upload_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    putUploadPart: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The part's SHA-256 as RFC 9530 writes it: sha-256=:<base64>:. Required; a part whose bytes do not match it is refused (422) and not stored. */
+                "Content-Digest"?: string | null;
+            };
+            path: {
+                /** @description The upload id (from POST /v1/uploads). */
+                upload_id: string;
+                /** @description The part number, 1-based (1 to parts). */
+                n: number;
+            };
+            cookie?: never;
+        };
+        /** @description The bytes of part n: part_size bytes (the last part: the rest). */
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UploadPart"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the resource's state. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body (or its decompressed content) exceeds the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    completeUpload: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description As for POST /v1/submissions. */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                /** @description The upload id (from POST /v1/uploads). */
+                upload_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A benchmark upload: the created benchmark, as POST /v1/benchmarks answers. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BenchmarkInfo"];
+                };
+            };
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SubmissionAccepted"];
+                };
+            };
+            /** @description The body cannot be decoded (not JSON, not an NPZ archive, broken gzip). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key may not do this (not an admin key, or another team's submission). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the resource's state. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body (or its decompressed content) exceeds the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Unsupported Content-Type or Content-Encoding. */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -21,7 +21,7 @@ from uqcore.stability import (
     combine_bootstrap_values,
     iter_bootstrap_values,
 )
-from uqcore.stability._engine import BLOCK_ELEMENTS
+from uqcore.stability._engine import COUNT_BLOCK_BYTES
 
 
 def _gaussian(n: int, seed: int = 1) -> tuple[Any, np.ndarray]:
@@ -41,9 +41,9 @@ def _in_parts(bounds: list[int], *args: Any, **kw: Any) -> BootstrapValues:
 
 
 def test_block_size_is_the_one_bootstrap_uses() -> None:
-    # an independent statement of the rule: at most BLOCK_ELEMENTS weights, 1..256, <= B
+    # an independent statement of the rule: at most COUNT_BLOCK_BYTES one-byte counts, 1..256, <= B
     for n, b in [(10, 1000), (10**6, 1000), (10**7, 1000), (10**8, 50), (3, 2), (2**23, 7)]:
-        expected = max(1, min(b, BLOCK_ELEMENTS // n, 256))
+        expected = max(1, min(b, COUNT_BLOCK_BYTES // n, 256))
         assert bootstrap_block_size(n, b) == expected
     with pytest.raises(UQValidationError, match="n_resamples"):
         bootstrap_block_size(10, 0)
@@ -70,7 +70,7 @@ def test_parts_give_the_bootstrap_bit_for_bit(method: str, bounds: list[int]) ->
 
 def test_default_block_size_and_a_large_batch() -> None:
     # N such that the default block holds 128 resamples: parts on its multiples
-    n = BLOCK_ELEMENTS // 128
+    n = COUNT_BLOCK_BYTES // 128
     pred, y = _gaussian(n, seed=4)
     block = bootstrap_block_size(n, 300)
     assert block == 128
