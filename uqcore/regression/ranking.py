@@ -64,11 +64,13 @@ from uqcore._stats import (
     QuantileMethod,
     chunks,
     interpolate,
+    run_values,
     sorted_midranks,
     sorted_values,
     sorted_weights,
     sum_of_products,
     tie_runs,
+    tie_starts,
     unit_quantile_positions,
     weighted_pearson,
     weighted_quantile,
@@ -153,7 +155,7 @@ class _Key:
     """One ranking key sorted ascending: its argsort, tie runs, and the weights in that order."""
 
     order: Array  # the ascending argsort (ties in any order)
-    ties: tuple[Array, Array] | None  # tie_runs of the sorted key; None when all differ
+    ties: Array | None  # tie_starts of the sorted key; None when all differ
     weights: Array | None  # weights in the ascending key order; None for unit weights
 
 
@@ -188,7 +190,7 @@ def _weights_by_u(batch: Batch) -> Array | None:
 def _u_key(batch: Batch) -> _Key:
     xp = batch.xp
     order = xp.flip(_u_descending(batch))
-    ties = batch.shared("ranking:ties:uncertainty", lambda: tie_runs(xp, _sorted_u(batch)))
+    ties = batch.shared("ranking:ties:uncertainty", lambda: tie_starts(xp, _sorted_u(batch)))
     return _Key(order, ties, _weights_by_u(batch))
 
 
@@ -304,7 +306,7 @@ def _prefix(xp: Namespace, x: Array) -> Array:
 
 def _blocks(xp: Namespace, err: Array, weights: Array | None, ties: Any) -> _Blocks:
     """Blocks of ``err`` (sorted by ascending key, removed from the end); ``ties`` (the key's
-    :func:`~uqcore._stats.tie_runs`, or ``None``) merges runs of equal keys."""
+    :func:`~uqcore._stats.tie_starts`, or ``None``) merges runs of equal keys."""
     n = int(err.shape[0])
     we = err if weights is None else weights * err
     pre_e = _prefix(xp, we)
@@ -315,7 +317,7 @@ def _blocks(xp: Namespace, err: Array, weights: Array | None, ties: Any) -> _Blo
         mass = xp.ones((n,), dtype=err.dtype) if weights is None else weights
         mean_err = err
     else:
-        starts = ties[0]
+        starts = ties
         ends = xp.concat([starts[1:], xp.asarray([n], dtype=starts.dtype)])
         rem_err = xp.take(pre_e, ends)
         after_err = xp.take(pre_e, starts)
@@ -716,21 +718,102 @@ def spearman(batch: Batch) -> float | None:
     xp = batch.xp
     n = batch.n
     u_key = _u_key(batch)
-    ties_e = batch.shared("ranking:ties:abs_error", lambda: tie_runs(xp, _sorted_abs_error(batch)))
+    ties_e = batch.shared(
+        "ranking:ties:abs_error", lambda: tie_starts(xp, _sorted_abs_error(batch))
+    )
     if u_key.ties is None and ties_e is None and u_key.weights is None:
         pos = _e_rank_order(batch) if flip_is_view(xp) else None
         value = _spearman_distinct(xp, n, _errors_by_u_descending(batch), pos)
+    elif u_key.weights is None and flip_is_view(xp):
+        value = _spearman_unit_ties(xp, n, _e_rank_order(batch), u_key.ties, ties_e)
     else:
         # Midranks in each key's sorted order; the |e| ranks are then brought into the
         # uncertainty's order (one scatter, one gather), where its ranks and weights are.
-        ru = sorted_midranks(xp, n, u_key.ties, u_key.weights)
-        re_sorted = sorted_midranks(xp, n, ties_e, _abs_error_weights(batch))
+        blocks_u = None if u_key.ties is None else tie_runs(xp, _sorted_u(batch))
+        ru = sorted_midranks(xp, n, blocks_u, u_key.weights)
+        del blocks_u
+        blocks_e = None if ties_e is None else tie_runs(xp, _sorted_abs_error(batch))
+        re_sorted = sorted_midranks(xp, n, blocks_e, _abs_error_weights(batch))
+        del blocks_e
         order_e = batch.order("abs_error", lambda: batch.abs_error)
         re = xp.take(scatter(xp, order_e, re_sorted), u_key.order)
+        del re_sorted
         value = weighted_pearson(xp, ru, re, u_key.weights)
     if value is None:
         undefined("spearman", CONSTANT_UNCERTAINTY_OR_ERRORS)
     return value
+
+
+def _doubled_midranks(xp: Namespace, n: int, starts: Array) -> tuple[Array, float]:
+    """Per run of ties (starting at ``starts``): twice its midrank minus the mean rank,
+    d_b = s_b + e_b − N for the rows s_b..e_b − 1 (an integer, so exact; int32 where N < 2^31,
+    half the memory), and the rank variance sum Σ_b t_b·(d_b/2)² (t_b = e_b − s_b)."""
+    nb = int(starts.shape[0])
+    small = n < (1 << 31) - 1
+    d = xp.empty((nb,), dtype=xp.int32 if small else starts.dtype)
+    sq = 0.0
+    for rows in chunks(xp, nb):
+        s = starts[rows]
+        e = starts[rows.start + 1 : rows.stop + 1]
+        if rows.stop == nb:
+            e = xp.concat([e, xp.asarray([n], dtype=starts.dtype)])
+        t = xp.astype(e - s, xp.float64)
+        dd = s + e
+        dd -= n
+        d[rows] = xp.astype(dd, d.dtype)
+        df = xp.astype(dd, xp.float64)
+        sq += sum_of_products(xp, t, df, df)
+    return d, 0.25 * sq
+
+
+def _spearman_unit_ties(
+    xp: Namespace, n: int, pos: Array, ties_u: Array | None, ties_e: Array | None
+) -> float | None:
+    """Spearman's ρ for unit weights with ties (midranks), without an N-long rank vector of
+    the errors or any scatter.
+
+    ``pos`` sorts the errors listed in increasing uncertainty (:func:`_e_rank_order`): the
+    j-th smallest error is the row at uncertainty position p_j, so Σ_i r_u(i)·r_e(i) =
+    Σ_j r_u[p_j]·r_e[j] with both ranks in their own sorted order. The ranks are centred
+    (midranks average exactly N/2), so the cross sum needs no mean, and each variance is a
+    sum over the runs, Σ_b t_b·c_b² (no row-wise pass). The ranks are held doubled as
+    integers (exact) and halved in float64 chunk by chunk.
+    """
+    if n < 2:
+        return None
+    half = (n - 1) / 2.0
+    distinct = float(Fraction(n * (n * n - 1), 12))
+    ru = d_e = None
+    if ties_u is None:
+        saa = distinct
+    else:
+        d_u, saa = _doubled_midranks(xp, n, ties_u)
+        # doubled centred ranks in increasing uncertainty (int32: half an N-long float64)
+        ru = run_values(xp, d_u, ties_u, 0, n)
+        del d_u
+    if ties_e is None:
+        sbb = distinct
+    else:
+        d_e, sbb = _doubled_midranks(xp, n, ties_e)
+    if saa <= 0.0 or sbb <= 0.0:
+        return None
+    sab = 0.0
+    for rows in chunks(xp, n):  # Σ_j r_u[p_j]·r_e[j], chunk by chunk
+        if ru is None:
+            a = xp.astype(pos[rows], xp.float64)
+            a -= half
+        else:
+            a = xp.astype(xp.take(ru, pos[rows]), xp.float64)
+            a *= 0.5
+        if d_e is None or ties_e is None:
+            b = xp.arange(rows.start, rows.stop, dtype=xp.float64)
+            b -= half
+        else:
+            b = xp.astype(run_values(xp, d_e, ties_e, rows.start, rows.stop), xp.float64)
+            b *= 0.5
+        sab += sum_of_products(xp, a, b)
+    r = sab / (saa**0.5 * sbb**0.5)
+    return float(max(-1.0, min(1.0, r)))
 
 
 def _spearman_distinct(
