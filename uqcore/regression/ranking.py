@@ -362,6 +362,60 @@ def _exact_sum_unit(xp: Namespace, err: Array) -> tuple[float, float]:
     return total, carry
 
 
+def _run_prefix_sums(xp: Namespace, err: Array, starts: Array) -> Array:
+    """p[b] = Σ_{i < starts[b]} err_i for each run b, and p[B] = Σ err_i: the values of the
+    cumulative sum at the run boundaries, computed chunk by chunk without an N-long cumulative
+    sum (each chunk continues the running sum element by element, so every value is the one
+    a single cumulative sum gives, bit for bit)."""
+    n = int(err.shape[0])
+    nb = int(starts.shape[0])
+    out = xp.empty((nb + 1,), dtype=err.dtype)
+    carry = 0.0
+    for rows in chunks(xp, n):
+        x = xp.asarray(err[rows], copy=True)
+        x[0] += carry
+        cum = xp.cumulative_sum(x)
+        del x
+        # boundaries i in (rows.start, rows.stop]: the sum before row i is cum[i − start − 1]
+        lo = int(xp.searchsorted(starts, xp.asarray(rows.start + 1, dtype=starts.dtype)))
+        hi = int(xp.searchsorted(starts, xp.asarray(rows.stop, dtype=starts.dtype), side="right"))
+        if hi > lo:
+            out[lo:hi] = xp.take(cum, starts[lo:hi] - (rows.start + 1))
+        carry = float(cum[-1])
+    out[0] = 0.0
+    out[nb] = carry
+    return out
+
+
+def _exact_sum_unit_ties(xp: Namespace, err: Array, starts: Array) -> tuple[float, float]:
+    """:func:`_exact_sum_mae` of the tie blocks of unit rows (runs starting at ``starts``),
+    and the total error, block chunk by block chunk (no N-long temporaries; each block's term
+    is computed exactly as :func:`_blocks` and :func:`_exact_sum_mae` compute it)."""
+    n = int(err.shape[0])
+    nb = int(starts.shape[0])
+    pre = _run_prefix_sums(xp, err, starts)
+    psi = special(xp).digamma
+    total = 0.0
+    for rows in chunks(xp, nb):
+        after_w = xp.astype(starts[rows], xp.float64)
+        rem_w = xp.empty_like(after_w)
+        m = rows.stop - rows.start
+        if rows.stop < nb:
+            rem_w[:] = xp.astype(starts[rows.start + 1 : rows.stop + 1], xp.float64)
+        else:
+            rem_w[: m - 1] = xp.astype(starts[rows.start + 1 : rows.stop], xp.float64)
+            rem_w[m - 1] = float(n)
+        after_err = pre[rows]
+        rem_err = pre[rows.start + 1 : rows.stop + 1]
+        mass = rem_w - after_w
+        mean_err = (rem_err - after_err) / mass
+        direct = rem_err / rem_w
+        dpsi = psi(rem_w + 1.0) - psi(after_w + 1.0)
+        general = mass * mean_err + (after_err - after_w * mean_err) * dpsi
+        total += float(xp.sum(xp.where(mass == 1.0, direct, general)))
+    return total, float(pre[nb])
+
+
 def _exact_sum_mae(b: _Blocks) -> float:
     """Σ_t (remaining error / remaining weight) over unit steps t = 0, 1, … (closed form)."""
     xp = b.xp
@@ -444,8 +498,12 @@ def _model_area(batch: Batch, error: str, grid: Grid) -> tuple[float, float]:
 
     def compute() -> tuple[float, float]:
         unit = grid == "exact" and error == "mae" and batch.weights is None
-        if unit and _u_key(batch).ties is None:  # unit blocks: the closed form is a plain sum
+        ties = _u_key(batch).ties
+        if unit and ties is None:  # unit blocks: the closed form is a plain sum
             s, total_err = _exact_sum_unit(batch.xp, _errors_by_u(batch, error))
+            return s / batch.n, total_err / batch.n
+        if unit and ties is not None:  # unit rows in tie blocks: chunk by chunk
+            s, total_err = _exact_sum_unit_ties(batch.xp, _errors_by_u(batch, error), ties)
             return s / batch.n, total_err / batch.n
         b = _model_blocks(batch, error)
         full = b.total_err / b.total_w
