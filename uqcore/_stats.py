@@ -200,7 +200,8 @@ def tie_runs(xp: Namespace, sorted_values: Array) -> tuple[Array, Array] | None:
 
 def tie_starts(xp: Namespace, sorted_values: Array) -> Array | None:
     """The start index of each run of equal values in a sorted array (the first array of
-    :func:`tie_blocks`, without the N-long run ids), or ``None`` when all values differ."""
+    :func:`tie_blocks`, without the N-long run ids; int32 below 2^31 rows), or ``None`` when
+    all values differ."""
     n = int(sorted_values.shape[0])
     if n < 2:
         return None
@@ -212,7 +213,9 @@ def tie_starts(xp: Namespace, sorted_values: Array) -> Array | None:
         new = xp.concat([xp.ones((1,), dtype=xp.bool), sorted_values[1:] != sorted_values[:-1]])
     if bool(xp.all(new)):
         return None
-    return xp.nonzero(new)[0]
+    starts = xp.nonzero(new)[0]
+    # int32 where every index fits (the same indices in half the memory)
+    return xp.astype(starts, xp.int32) if n < (1 << 31) - 1 else starts
 
 
 def run_values(xp: Namespace, per_run: Array, starts: Array, lo: int, hi: int) -> Array:

@@ -816,7 +816,7 @@ def _doubled_midranks(xp: Namespace, n: int, starts: Array) -> tuple[Array, floa
         if rows.stop == nb:
             e = xp.concat([e, xp.asarray([n], dtype=starts.dtype)])
         t = xp.astype(e - s, xp.float64)
-        dd = s + e
+        dd = xp.astype(s, xp.int64) + e  # in int64: s + e reaches 2N
         dd -= n
         d[rows] = xp.astype(dd, d.dtype)
         df = xp.astype(dd, xp.float64)
@@ -846,8 +846,11 @@ def _spearman_unit_ties(
         saa = distinct
     else:
         d_u, saa = _doubled_midranks(xp, n, ties_u)
-        # doubled centred ranks in increasing uncertainty (int32: half an N-long float64)
-        ru = run_values(xp, d_u, ties_u, 0, n)
+        # doubled centred ranks in increasing uncertainty (int32: half an N-long float64),
+        # filled chunk by chunk (no N-long run lengths)
+        ru = xp.empty((n,), dtype=d_u.dtype)
+        for rows in chunks(xp, n):
+            ru[rows] = run_values(xp, d_u, ties_u, rows.start, rows.stop)
         del d_u
     if ties_e is None:
         sbb = distinct
