@@ -226,10 +226,14 @@ def _e_rank_order(batch: Batch) -> Array:
     reversed list is a view): position j holds the uncertainty rank of the j-th smallest
     error. Shared by Spearman's ρ and the sorted |e|."""
     xp = batch.xp
-    return batch.shared(
-        "ranking:e_rank_order",
-        lambda: xp.argsort(xp.flip(_errors_by_u_descending(batch)), stable=False),
-    )
+
+    def compute() -> Array:
+        pos = xp.argsort(xp.flip(_errors_by_u_descending(batch)), stable=False)
+        # held for the whole evaluation: int32 where every position fits (the same
+        # positions, half the memory)
+        return xp.astype(pos, xp.int32) if batch.n < (1 << 31) - 1 else pos
+
+    return batch.shared("ranking:e_rank_order", compute)
 
 
 def _abs_error_weights(batch: Batch) -> Array | None:
