@@ -213,9 +213,18 @@ def tie_starts(xp: Namespace, sorted_values: Array) -> Array | None:
         new = xp.concat([xp.ones((1,), dtype=xp.bool), sorted_values[1:] != sorted_values[:-1]])
     if bool(xp.all(new)):
         return None
-    starts = xp.nonzero(new)[0]
-    # int32 where every index fits (the same indices in half the memory)
-    return xp.astype(starts, xp.int32) if n < (1 << 31) - 1 else starts
+    if not array_api_compat.is_numpy_namespace(xp) or n >= (1 << 31) - 1:
+        return xp.nonzero(new)[0]
+    # int32 where every index fits (the same indices in half the memory), found chunk by
+    # chunk (no int64 list of them all first)
+    out = np.empty(int(np.count_nonzero(new)), dtype=np.int32)
+    filled = 0
+    for rows in chunks(xp, n):
+        idx = np.flatnonzero(new[rows])
+        idx += rows.start
+        out[filled : filled + idx.size] = idx
+        filled += idx.size
+    return out
 
 
 def run_values(xp: Namespace, per_run: Array, starts: Array, lo: int, hi: int) -> Array:
