@@ -31,6 +31,7 @@ __all__ = [
     "sum_of_products",
     "tie_blocks",
     "tie_runs",
+    "tie_starts",
     "unit_quantile_positions",
     "weighted_midranks",
     "weighted_pearson",
@@ -180,8 +181,13 @@ def tie_blocks(xp: Namespace, sorted_values: Array) -> tuple[Array, Array]:
     new = xp.ones((n,), dtype=xp.bool)
     if n > 1:
         new = xp.concat([xp.ones((1,), dtype=xp.bool), sorted_values[1:] != sorted_values[:-1]])
-    block_id = xp.cumulative_sum(xp.astype(new, xp.int64)) - 1
     starts = xp.nonzero(new)[0]
+    if array_api_compat.is_numpy_namespace(xp):
+        # the running count in int64 directly (no int64 copy of the flags first)
+        block_id = np.cumsum(new, dtype=np.int64)
+        block_id -= 1
+    else:
+        block_id = xp.cumulative_sum(xp.astype(new, xp.int64)) - 1
     return starts, block_id
 
 
@@ -190,6 +196,50 @@ def tie_runs(xp: Namespace, sorted_values: Array) -> tuple[Array, Array] | None:
     if int(sorted_values.shape[0]) < 2 or bool(xp.all(sorted_values[1:] != sorted_values[:-1])):
         return None
     return tie_blocks(xp, sorted_values)
+
+
+def tie_starts(xp: Namespace, sorted_values: Array) -> Array | None:
+    """The start index of each run of equal values in a sorted array (the first array of
+    :func:`tie_blocks`, without the N-long run ids; int32 below 2^31 rows), or ``None`` when
+    all values differ."""
+    n = int(sorted_values.shape[0])
+    if n < 2:
+        return None
+    if array_api_compat.is_numpy_namespace(xp):
+        new = np.empty(n, dtype=bool)  # one flag per row, no concatenated copy
+        new[0] = True
+        np.not_equal(sorted_values[1:], sorted_values[:-1], out=new[1:])
+    else:
+        new = xp.concat([xp.ones((1,), dtype=xp.bool), sorted_values[1:] != sorted_values[:-1]])
+    if bool(xp.all(new)):
+        return None
+    if not array_api_compat.is_numpy_namespace(xp) or n >= (1 << 31) - 1:
+        return xp.nonzero(new)[0]
+    # int32 where every index fits (the same indices in half the memory), found chunk by
+    # chunk (no int64 list of them all first)
+    out = np.empty(int(np.count_nonzero(new)), dtype=np.int32)
+    filled = 0
+    for rows in chunks(xp, n):
+        idx = np.flatnonzero(new[rows])
+        idx += rows.start
+        out[filled : filled + idx.size] = idx
+        filled += idx.size
+    return out
+
+
+def run_values(xp: Namespace, per_run: Array, starts: Array, lo: int, hi: int) -> Array:
+    """Rows lo..hi−1 of the per-row array that repeats ``per_run[b]`` over run b (the runs
+    starting at ``starts``, the last ending at the array's end, at or after ``hi``)."""
+    first = int(xp.searchsorted(starts, xp.asarray(lo, dtype=starts.dtype), side="right")) - 1
+    last = int(xp.searchsorted(starts, xp.asarray(hi - 1, dtype=starts.dtype), side="right"))
+    if array_api_compat.is_numpy_namespace(xp):
+        edges = np.empty(last - first + 1, dtype=np.int64)
+        edges[:-1] = starts[first:last]
+        edges[0] = lo
+        edges[-1] = hi
+        return np.repeat(per_run[first:last], np.diff(edges))
+    rows = xp.arange(lo, hi, dtype=starts.dtype)
+    return xp.take(per_run, xp.searchsorted(starts, rows, side="right") - 1)
 
 
 def sorted_midranks(

@@ -64,11 +64,13 @@ from uqcore._stats import (
     QuantileMethod,
     chunks,
     interpolate,
+    run_values,
     sorted_midranks,
     sorted_values,
     sorted_weights,
     sum_of_products,
     tie_runs,
+    tie_starts,
     unit_quantile_positions,
     weighted_pearson,
     weighted_quantile,
@@ -153,7 +155,7 @@ class _Key:
     """One ranking key sorted ascending: its argsort, tie runs, and the weights in that order."""
 
     order: Array  # the ascending argsort (ties in any order)
-    ties: tuple[Array, Array] | None  # tie_runs of the sorted key; None when all differ
+    ties: Array | None  # tie_starts of the sorted key; None when all differ
     weights: Array | None  # weights in the ascending key order; None for unit weights
 
 
@@ -188,7 +190,7 @@ def _weights_by_u(batch: Batch) -> Array | None:
 def _u_key(batch: Batch) -> _Key:
     xp = batch.xp
     order = xp.flip(_u_descending(batch))
-    ties = batch.shared("ranking:ties:uncertainty", lambda: tie_runs(xp, _sorted_u(batch)))
+    ties = batch.shared("ranking:ties:uncertainty", lambda: tie_starts(xp, _sorted_u(batch)))
     return _Key(order, ties, _weights_by_u(batch))
 
 
@@ -224,10 +226,14 @@ def _e_rank_order(batch: Batch) -> Array:
     reversed list is a view): position j holds the uncertainty rank of the j-th smallest
     error. Shared by Spearman's ρ and the sorted |e|."""
     xp = batch.xp
-    return batch.shared(
-        "ranking:e_rank_order",
-        lambda: xp.argsort(xp.flip(_errors_by_u_descending(batch)), stable=False),
-    )
+
+    def compute() -> Array:
+        pos = xp.argsort(xp.flip(_errors_by_u_descending(batch)), stable=False)
+        # held for the whole evaluation: int32 where every position fits (the same
+        # positions, half the memory)
+        return xp.astype(pos, xp.int32) if batch.n < (1 << 31) - 1 else pos
+
+    return batch.shared("ranking:e_rank_order", compute)
 
 
 def _abs_error_weights(batch: Batch) -> Array | None:
@@ -304,7 +310,7 @@ def _prefix(xp: Namespace, x: Array) -> Array:
 
 def _blocks(xp: Namespace, err: Array, weights: Array | None, ties: Any) -> _Blocks:
     """Blocks of ``err`` (sorted by ascending key, removed from the end); ``ties`` (the key's
-    :func:`~uqcore._stats.tie_runs`, or ``None``) merges runs of equal keys."""
+    :func:`~uqcore._stats.tie_starts`, or ``None``) merges runs of equal keys."""
     n = int(err.shape[0])
     we = err if weights is None else weights * err
     pre_e = _prefix(xp, we)
@@ -315,7 +321,7 @@ def _blocks(xp: Namespace, err: Array, weights: Array | None, ties: Any) -> _Blo
         mass = xp.ones((n,), dtype=err.dtype) if weights is None else weights
         mean_err = err
     else:
-        starts = ties[0]
+        starts = ties
         ends = xp.concat([starts[1:], xp.asarray([n], dtype=starts.dtype)])
         rem_err = xp.take(pre_e, ends)
         after_err = xp.take(pre_e, starts)
@@ -358,6 +364,60 @@ def _exact_sum_unit(xp: Namespace, err: Array) -> tuple[float, float]:
         cum /= xp.arange(rows.start + 1, rows.stop + 1, dtype=cum.dtype)
         total += float(xp.sum(cum))
     return total, carry
+
+
+def _run_prefix_sums(xp: Namespace, err: Array, starts: Array) -> Array:
+    """p[b] = Σ_{i < starts[b]} err_i for each run b, and p[B] = Σ err_i: the values of the
+    cumulative sum at the run boundaries, computed chunk by chunk without an N-long cumulative
+    sum (each chunk continues the running sum element by element, so every value is the one
+    a single cumulative sum gives, bit for bit)."""
+    n = int(err.shape[0])
+    nb = int(starts.shape[0])
+    out = xp.empty((nb + 1,), dtype=err.dtype)
+    carry = 0.0
+    for rows in chunks(xp, n):
+        x = xp.asarray(err[rows], copy=True)
+        x[0] += carry
+        cum = xp.cumulative_sum(x)
+        del x
+        # boundaries i in (rows.start, rows.stop]: the sum before row i is cum[i − start − 1]
+        lo = int(xp.searchsorted(starts, xp.asarray(rows.start + 1, dtype=starts.dtype)))
+        hi = int(xp.searchsorted(starts, xp.asarray(rows.stop, dtype=starts.dtype), side="right"))
+        if hi > lo:
+            out[lo:hi] = xp.take(cum, starts[lo:hi] - (rows.start + 1))
+        carry = float(cum[-1])
+    out[0] = 0.0
+    out[nb] = carry
+    return out
+
+
+def _exact_sum_unit_ties(xp: Namespace, err: Array, starts: Array) -> tuple[float, float]:
+    """:func:`_exact_sum_mae` of the tie blocks of unit rows (runs starting at ``starts``),
+    and the total error, block chunk by block chunk (no N-long temporaries; each block's term
+    is computed exactly as :func:`_blocks` and :func:`_exact_sum_mae` compute it)."""
+    n = int(err.shape[0])
+    nb = int(starts.shape[0])
+    pre = _run_prefix_sums(xp, err, starts)
+    psi = special(xp).digamma
+    total = 0.0
+    for rows in chunks(xp, nb):
+        after_w = xp.astype(starts[rows], xp.float64)
+        rem_w = xp.empty_like(after_w)
+        m = rows.stop - rows.start
+        if rows.stop < nb:
+            rem_w[:] = xp.astype(starts[rows.start + 1 : rows.stop + 1], xp.float64)
+        else:
+            rem_w[: m - 1] = xp.astype(starts[rows.start + 1 : rows.stop], xp.float64)
+            rem_w[m - 1] = float(n)
+        after_err = pre[rows]
+        rem_err = pre[rows.start + 1 : rows.stop + 1]
+        mass = rem_w - after_w
+        mean_err = (rem_err - after_err) / mass
+        direct = rem_err / rem_w
+        dpsi = psi(rem_w + 1.0) - psi(after_w + 1.0)
+        general = mass * mean_err + (after_err - after_w * mean_err) * dpsi
+        total += float(xp.sum(xp.where(mass == 1.0, direct, general)))
+    return total, float(pre[nb])
 
 
 def _exact_sum_mae(b: _Blocks) -> float:
@@ -442,8 +502,12 @@ def _model_area(batch: Batch, error: str, grid: Grid) -> tuple[float, float]:
 
     def compute() -> tuple[float, float]:
         unit = grid == "exact" and error == "mae" and batch.weights is None
-        if unit and _u_key(batch).ties is None:  # unit blocks: the closed form is a plain sum
+        ties = _u_key(batch).ties
+        if unit and ties is None:  # unit blocks: the closed form is a plain sum
             s, total_err = _exact_sum_unit(batch.xp, _errors_by_u(batch, error))
+            return s / batch.n, total_err / batch.n
+        if unit and ties is not None:  # unit rows in tie blocks: chunk by chunk
+            s, total_err = _exact_sum_unit_ties(batch.xp, _errors_by_u(batch, error), ties)
             return s / batch.n, total_err / batch.n
         b = _model_blocks(batch, error)
         full = b.total_err / b.total_w
@@ -716,21 +780,105 @@ def spearman(batch: Batch) -> float | None:
     xp = batch.xp
     n = batch.n
     u_key = _u_key(batch)
-    ties_e = batch.shared("ranking:ties:abs_error", lambda: tie_runs(xp, _sorted_abs_error(batch)))
+    ties_e = batch.shared(
+        "ranking:ties:abs_error", lambda: tie_starts(xp, _sorted_abs_error(batch))
+    )
     if u_key.ties is None and ties_e is None and u_key.weights is None:
         pos = _e_rank_order(batch) if flip_is_view(xp) else None
         value = _spearman_distinct(xp, n, _errors_by_u_descending(batch), pos)
+    elif u_key.weights is None and flip_is_view(xp):
+        value = _spearman_unit_ties(xp, n, _e_rank_order(batch), u_key.ties, ties_e)
     else:
         # Midranks in each key's sorted order; the |e| ranks are then brought into the
         # uncertainty's order (one scatter, one gather), where its ranks and weights are.
-        ru = sorted_midranks(xp, n, u_key.ties, u_key.weights)
-        re_sorted = sorted_midranks(xp, n, ties_e, _abs_error_weights(batch))
+        blocks_u = None if u_key.ties is None else tie_runs(xp, _sorted_u(batch))
+        ru = sorted_midranks(xp, n, blocks_u, u_key.weights)
+        del blocks_u
+        blocks_e = None if ties_e is None else tie_runs(xp, _sorted_abs_error(batch))
+        re_sorted = sorted_midranks(xp, n, blocks_e, _abs_error_weights(batch))
+        del blocks_e
         order_e = batch.order("abs_error", lambda: batch.abs_error)
         re = xp.take(scatter(xp, order_e, re_sorted), u_key.order)
+        del re_sorted
         value = weighted_pearson(xp, ru, re, u_key.weights)
     if value is None:
         undefined("spearman", CONSTANT_UNCERTAINTY_OR_ERRORS)
     return value
+
+
+def _doubled_midranks(xp: Namespace, n: int, starts: Array) -> tuple[Array, float]:
+    """Per run of ties (starting at ``starts``): twice its midrank minus the mean rank,
+    d_b = s_b + e_b − N for the rows s_b..e_b − 1 (an integer, so exact; int32 where N < 2^31,
+    half the memory), and the rank variance sum Σ_b t_b·(d_b/2)² (t_b = e_b − s_b)."""
+    nb = int(starts.shape[0])
+    small = n < (1 << 31) - 1
+    d = xp.empty((nb,), dtype=xp.int32 if small else starts.dtype)
+    sq = 0.0
+    for rows in chunks(xp, nb):
+        s = starts[rows]
+        e = starts[rows.start + 1 : rows.stop + 1]
+        if rows.stop == nb:
+            e = xp.concat([e, xp.asarray([n], dtype=starts.dtype)])
+        t = xp.astype(e - s, xp.float64)
+        dd = xp.astype(s, xp.int64) + e  # in int64: s + e reaches 2N
+        dd -= n
+        d[rows] = xp.astype(dd, d.dtype)
+        df = xp.astype(dd, xp.float64)
+        sq += sum_of_products(xp, t, df, df)
+    return d, 0.25 * sq
+
+
+def _spearman_unit_ties(
+    xp: Namespace, n: int, pos: Array, ties_u: Array | None, ties_e: Array | None
+) -> float | None:
+    """Spearman's ρ for unit weights with ties (midranks), without an N-long rank vector of
+    the errors or any scatter.
+
+    ``pos`` sorts the errors listed in increasing uncertainty (:func:`_e_rank_order`): the
+    j-th smallest error is the row at uncertainty position p_j, so Σ_i r_u(i)·r_e(i) =
+    Σ_j r_u[p_j]·r_e[j] with both ranks in their own sorted order. The ranks are centred
+    (midranks average exactly N/2), so the cross sum needs no mean, and each variance is a
+    sum over the runs, Σ_b t_b·c_b² (no row-wise pass). The ranks are held doubled as
+    integers (exact) and halved in float64 chunk by chunk.
+    """
+    if n < 2:
+        return None
+    half = (n - 1) / 2.0
+    distinct = float(Fraction(n * (n * n - 1), 12))
+    ru = d_e = None
+    if ties_u is None:
+        saa = distinct
+    else:
+        d_u, saa = _doubled_midranks(xp, n, ties_u)
+        # doubled centred ranks in increasing uncertainty (int32: half an N-long float64),
+        # filled chunk by chunk (no N-long run lengths)
+        ru = xp.empty((n,), dtype=d_u.dtype)
+        for rows in chunks(xp, n):
+            ru[rows] = run_values(xp, d_u, ties_u, rows.start, rows.stop)
+        del d_u
+    if ties_e is None:
+        sbb = distinct
+    else:
+        d_e, sbb = _doubled_midranks(xp, n, ties_e)
+    if saa <= 0.0 or sbb <= 0.0:
+        return None
+    sab = 0.0
+    for rows in chunks(xp, n):  # Σ_j r_u[p_j]·r_e[j], chunk by chunk
+        if ru is None:
+            a = xp.astype(pos[rows], xp.float64)
+            a -= half
+        else:
+            a = xp.astype(xp.take(ru, pos[rows]), xp.float64)
+            a *= 0.5
+        if d_e is None or ties_e is None:
+            b = xp.arange(rows.start, rows.stop, dtype=xp.float64)
+            b -= half
+        else:
+            b = xp.astype(run_values(xp, d_e, ties_e, rows.start, rows.stop), xp.float64)
+            b *= 0.5
+        sab += sum_of_products(xp, a, b)
+    r = sab / (saa**0.5 * sbb**0.5)
+    return float(max(-1.0, min(1.0, r)))
 
 
 def _spearman_distinct(
