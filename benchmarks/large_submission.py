@@ -178,7 +178,9 @@ def in_process(arrays: dict[str, np.ndarray], tmp: Path) -> dict[str, Any]:
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def report(n: int, res: dict[str, Any], own: dict[str, Any], minutes: float) -> str:
+def report(
+    n: int, res: dict[str, Any], own: dict[str, Any], minutes: float, flags: str = ""
+) -> str:
     budget = 12 * 8 * n
     evaluate_s = float(own["evaluate_s"])
     bound = evaluate_s + res["upload_s"]
@@ -214,7 +216,7 @@ def report(n: int, res: dict[str, Any], own: dict[str, Any], minutes: float) -> 
         ),
     ]
     lines = [
-        f"`python benchmarks/large_submission.py --n {n}` "
+        f"`python benchmarks/large_submission.py --n {n}{flags}` "
         f"({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {minutes:.1f} min; {platform.machine()}, "
         f"{os.cpu_count()} cores shared with other work). A float32 Gaussian of N = {n:,} "
         f'points (mean, std, y: {3 * 4 * n / MB:.0f} MB), `metrics: "all"`, no bootstrap, '
@@ -234,11 +236,21 @@ def main() -> None:
     parser.add_argument("--n", type=points, default=10**8, help="points (e.g. 10**7)")
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--budget-gib",
+        type=float,
+        default=None,
+        help="UQEVAL_JOB_MEMORY_BUDGET_BYTES of the stack in GiB (default: the machine's rule; "
+        "the API's estimate is conservative and refuses 10^8 points under half of 24 GiB)",
+    )
     args = parser.parse_args()
     t0 = time.perf_counter()
     arrays = gaussian32(args.n)
+    extra = {}
+    if args.budget_gib is not None:
+        extra["UQEVAL_JOB_MEMORY_BUDGET_BYTES"] = str(int(args.budget_gib * 2**30))
     with tempfile.TemporaryDirectory(prefix="uqeval-large-") as tmp:
-        stack = Stack(workers=1, tmp=Path(tmp))
+        stack = Stack(workers=1, tmp=Path(tmp), settings_env=extra)
         stack.start()
         try:
             res = end_to_end(stack, arrays, args.timeout)
@@ -247,7 +259,8 @@ def main() -> None:
         if stack.survivors:
             print(f"processes that outlived the stack: {stack.survivors}", flush=True)
         own = in_process(arrays, Path(tmp))
-    text = report(args.n, res, own, (time.perf_counter() - t0) / 60)
+    flags = "" if args.budget_gib is None else f" --budget-gib {args.budget_gib:g}"
+    text = report(args.n, res, own, (time.perf_counter() - t0) / 60, flags)
     print(text)
     if not args.no_write:
         write_section("Large submission end to end", text)

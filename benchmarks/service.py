@@ -204,6 +204,8 @@ class Stack:
     start_s: float = 0.0
     stop_s: float = 0.0
     survivors: list[str] = field(default_factory=list)
+    #: further ``UQEVAL_*`` settings of the stack
+    settings_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -223,6 +225,7 @@ class Stack:
         # the default per-key rate limit (which tests/service/test_api_ratelimit.py covers).
         env["UQEVAL_RATE_LIMIT"] = "0"
         env["PYTHONPATH"] = str(self.root)
+        env.update(self.settings_env)
         if self.twin_of is not None:
             env["REDIS_URL"] = redis_url(self.twin_of)
         t0 = time.perf_counter()
