@@ -2,8 +2,10 @@
 
 :func:`submit` stores the arrays, the record, its indexes and the idempotency mapping in one
 Redis transaction, then publishes the Celery task ``uqeval.evaluate`` (by name: the API never
-imports the worker) on the ``cpu`` or ``gpu`` queue. Both steps share the budget
-``settings.enqueue_timeout_s``; when either fails, what was stored is removed and
+imports the worker) on the ``cpu`` or ``gpu`` queue. Each step has the budget
+``settings.enqueue_timeout_s`` (the store's transaction, then the publication; hashing the
+arrays and writing them to the blob store, which take as long as the batch is large, are not
+counted); when either fails, what was stored is removed and
 :class:`~service.store.StoreUnavailable` is raised (the API answers 503). Should the process
 die between the two steps, the submission stays in the ``pending`` index and :func:`reap`
 removes it later.
@@ -209,13 +211,14 @@ def submit(
     ``created`` is False for an idempotent replay (same owner, same ``idempotency_key``, same
     ``body_hash``): the existing record is returned and nothing is enqueued. Raises
     :class:`~service.store.IdempotencyConflict` for the same key with another body, and
-    :class:`~service.store.StoreUnavailable` when Redis cannot store or enqueue within
+    :class:`~service.store.StoreUnavailable` when Redis cannot store or enqueue, each within
     ``settings.enqueue_timeout_s`` — after removing whatever was stored.
 
     ``team`` and ``visibility`` decide who reads it; with a ``benchmark`` the worker takes the
     targets from that benchmark (``arrays`` then holds the prediction only), and ``quota``
     counts it against the team's quota there (:class:`~service.store.QuotaExceeded`).
     """
+    digest = input_hash(kind, arrays, analyses.document())
     deadline = time.monotonic() + settings.enqueue_timeout_s
     queue = choose_queue(store, settings, n)
     record = SubmissionRecord(
@@ -233,7 +236,7 @@ def submit(
         kind=kind,
         n=int(n),
         queue=queue,
-        input_hash=input_hash(kind, arrays, analyses.document()),
+        input_hash=digest,
         analyses=analyses,
         created_ts=time.time(),
         team=team,
@@ -251,10 +254,8 @@ def submit(
     if not created:
         return stored, False
     try:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError(f"enqueue budget of {settings.enqueue_timeout_s} s spent storing")
-        enqueue(settings, record.id, queue, timeout_s=remaining)
+        # Its own budget: the store's deadline was moved by the time its blob writes took.
+        enqueue(settings, record.id, queue, timeout_s=settings.enqueue_timeout_s)
         store.mark_enqueued(record.id)
     except Exception as exc:
         _rollback(store, record.id)
