@@ -16,7 +16,7 @@ in a subprocess, alternated with this one, and the values of the two are compare
 Run from the repository root:
 
     python benchmarks/bootstrap_speed.py                    # N = 10^6, B = 1000 (~2 minutes)
-    python benchmarks/bootstrap_speed.py --against /tmp/old # also the earlier version
+    python benchmarks/bootstrap_speed.py --against ../old  # also the earlier version
     python benchmarks/bootstrap_speed.py --n 100000 --no-write
 
 Writes the "Bootstrap speed" section of ``benchmarks/RESULTS.md`` (unless ``--no-write``).
