@@ -5,10 +5,6 @@ through /proc/<pid>/clear_refs) may grow by less than 256 MB."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,12 +18,11 @@ import pytest
 from service.settings import Settings
 from service.store import Store
 from tests.service._api import NPZ, error_of, new_key
-from tests.stack import settings_env
+from tests.uqeval.conftest import start_api, stop_api
 
 # ~20-25 s on 2 shared cores (uvicorn's start, a 240 MB body written and posted): in CI.
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 N = 20_000_000
 BLOCK = 1 << 20
 LIMIT = 256 << 20
@@ -77,45 +72,11 @@ def api_process(settings: Settings, tmp_path: Path) -> Iterator[tuple[str, int]]
         else settings.redis_url
     )
     idle = settings.model_copy(update={"redis_url": f"{base}/9", "data_dir": tmp_path / "data"})
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = int(s.getsockname()[1])
-    s.close()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "service.api.app:create_app",
-            "--factory",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=ROOT,
-        env={**settings_env(idle), "PATH": os.environ.get("PATH", "")},
-    )
-    url = f"http://127.0.0.1:{port}"
+    live = start_api(idle, tmp_path / "api.log")
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, "uvicorn exited"
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.1)
-        yield url, proc.pid
+        yield live.url, live.proc.pid
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop_api(live.proc)
         store = Store.from_url(idle.redis_url or "", idle)
         store.client.flushdb()
         store.close()
