@@ -244,6 +244,18 @@ def test_a_killed_worker_is_restarted_and_every_job_succeeds_once(serve: Serve) 
     assert serve.proc.poll() is None  # serve itself kept running
 
 
+def listening_port(pid: int) -> str:
+    """The port a redis-server process was started on.
+
+    Right after exec its /proc cmdline is still the argv (``... --port P ...``); once the
+    server has set its process title it reads ``redis-server HOST:P``. Either form answers.
+    """
+    words = cmdline(pid).split()
+    if "--port" in words:
+        return words[words.index("--port") + 1]
+    return words[-1].rpartition(":")[2]
+
+
 def test_a_killed_redis_is_restarted_and_the_accepted_work_completes(serve: Serve) -> None:
     ids = [serve.submit(body(100 + seed)) for seed in range(6)]
     # appendfsync everysec: what Redis accepted is on disk within about a second.
@@ -251,7 +263,7 @@ def test_a_killed_redis_is_restarted_and_the_accepted_work_completes(serve: Serv
     assert set(serve.statuses(ids)) & {"queued", "running"}  # work in flight
     redis_pid = serve.child("redis-server")
     assert redis_pid is not None
-    redis_port = cmdline(redis_pid).split()[-1]
+    redis_port = listening_port(redis_pid)
     os.kill(redis_pid, signal.SIGKILL)
 
     _code, ready = wait_for(
@@ -266,7 +278,7 @@ def test_a_killed_redis_is_restarted_and_the_accepted_work_completes(serve: Serv
         lambda: (p := serve.child("redis-server")) not in (None, redis_pid) and p,
         60,
     )
-    assert cmdline(new_pid).split()[-1] == redis_port  # same port: clients reconnect
+    assert listening_port(new_pid) == redis_port  # same port: clients reconnect
     wait_for("ready again", lambda: serve.ready()[0] == 200, 90)
 
     docs = serve.all_ended(ids, 240)
