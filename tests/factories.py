@@ -25,6 +25,7 @@ KINDS = (
     "quantiles",
     "point_uncertainty",
     "isotonic_recalibrated",
+    "interval",
 )
 
 #: The 19 levels used by Quantiles factories: 0.05, 0.10, ..., 0.95.
@@ -77,6 +78,16 @@ def make_prediction(
         return P.Quantiles(levels=QUANTILE_LEVELS, values=values), y
     if kind == "point_uncertainty":
         return P.PointUncertainty(prediction=mu, uncertainty=sd), y
+    if kind == "interval":
+        # asymmetric 90% intervals (as CQR gives), a few of zero width
+        half = 1.645 * sd
+        skew = rng.uniform(0.6, 1.4, size=n)
+        lower, upper = mu - half * skew, mu + half / skew
+        if n >= 5:
+            lower[::5] = upper[::5] = mu[::5]
+        if ties:
+            lower, upper = np.round(lower), np.round(upper)
+        return P.Interval(lower=lower, upper=upper, level=0.9), y
     if kind == "isotonic_recalibrated":
         from uqcore.regression.recalibration import fit_isotonic
 
@@ -113,6 +124,8 @@ def scale_prediction(pred: Any, c: float) -> Any:
         return P.Quantiles(levels=a["levels"], values=a["values"] * c)
     if kind == "point_uncertainty":
         return P.PointUncertainty(prediction=a["prediction"] * c, uncertainty=a["uncertainty"] * c)
+    if kind == "interval":
+        return P.Interval(lower=a["lower"] * c, upper=a["upper"] * c, level=pred.level)
     raise ValueError(kind)
 
 
@@ -129,11 +142,21 @@ def to_backend(pred: Any, y: np.ndarray, xp: Any) -> tuple[Any, Any]:
         yb = torch.from_numpy(np.asarray(y))
     else:
         yb = xp.asarray(y)
+    if getattr(pred, "kind", "") == "interval":
+        return type(pred)(**arrays, level=pred.level), yb
     return type(pred)(**arrays), yb
 
 
 #: Classification kinds of the registry-wide tests ("ensemble_logits": an Ensemble from logits).
-CLASSIFICATION_KINDS = ("probs", "logits", "ensemble", "ensemble_logits", "dirichlet")
+CLASSIFICATION_KINDS = (
+    "probs",
+    "logits",
+    "ensemble",
+    "ensemble_logits",
+    "dirichlet",
+    "prediction_set",
+    "prediction_set_probs",
+)
 
 
 def make_classification(
@@ -181,6 +204,19 @@ def make_classification(
     if kind == "dirichlet":
         alpha = np.exp(logits[0] / 2.0) + (0.0 if not ties else 1.0)
         return P.Dirichlet(alpha, estimates=est), y, targets
+    if kind in ("prediction_set", "prediction_set_probs"):
+        # APS-like sets: the classes of highest probability up to a random mass, so that set
+        # sizes vary from empty (mass 0) to all classes
+        mass = rng.choice([0.0, 0.5, 0.8, 0.95, 1.0], size=n)
+        order = np.argsort(-probs, axis=1, kind="stable")
+        before = np.take_along_axis(probs, order, axis=1).cumsum(axis=1) - np.take_along_axis(
+            probs, order, axis=1
+        )
+        sets = np.zeros((n, c), dtype=bool)
+        np.put_along_axis(sets, order, before < mass[:, None], axis=1)
+        if kind == "prediction_set":
+            return P.PredictionSet(sets), y, targets
+        return P.PredictionSet(sets, probs=probs, estimates=est), y, targets
     raise ValueError(kind)
 
 

@@ -8,6 +8,9 @@ Kinds (N samples, C >= 2 classes, M members):
 ``ensemble``   :class:`Ensemble`  M×N×C member probabilities (deep ensembles, MC dropout, SWAG,
                                   Laplace samples), or M×N×C member logits
 ``dirichlet``  :class:`Dirichlet` N×C concentrations α > 0 (evidential methods)
+``prediction_set`` :class:`PredictionSet` N×C booleans: the classes in each row's prediction
+                                  set (conformal classification), optionally with the N×C
+                                  probabilities the sets came from
 
 Probability rows must be non-negative and sum to 1 within :data:`PROBS_ATOL` (1e-4, loose
 enough for float32 softmax outputs over 1,000 classes); they are then used as given, not
@@ -16,7 +19,7 @@ equal probabilities of different rows by a rounding error and break their ties).
 float64, chunk by chunk over N for M×N×C input (the input is kept in its own dtype and never
 copied whole); arrays of other array-API libraries are copied to numpy first.
 
-Every kind has the capability ``"probs"`` (the predictive distribution p̄, for an ensemble its
+Every kind but a :class:`PredictionSet` without probabilities has the capability ``"probs"`` (the predictive distribution p̄, for an ensemble its
 mean, the Bayesian model average, BMA) and ``"estimates"`` (scalar uncertainty estimators, see
 :mod:`uqcore.classification.aggregators`); second-order kinds add ``"second_order"``.
 User-supplied estimates are passed as ``estimates={"name": array of N}``.
@@ -45,6 +48,7 @@ __all__ = [
     "Dirichlet",
     "Ensemble",
     "Logits",
+    "PredictionSet",
     "Probs",
     "applicable",
     "compute",
@@ -550,6 +554,8 @@ def _check_estimate_finite(value: NDArray, name: str, kind: str) -> None:
 
 def applicable(pred: ClassificationPrediction) -> list[str]:
     """Names of the built-in aggregators that ``pred`` provides, in catalogue order."""
+    if isinstance(pred, PredictionSet):  # those of its probabilities, if it has them
+        return builtin_names("probs") if pred.has_probs else []
     return builtin_names(pred.kind, isinstance(pred, Ensemble) and pred.from_logits)
 
 
@@ -571,9 +577,106 @@ def compute(pred: ClassificationPrediction, name: str) -> dict[str, NDArray]:
     return pred._aggregates()
 
 
+class PredictionSet(ClassificationPrediction):
+    """Prediction sets (e.g. conformal classification): ``sets[i, c]`` is True when class c is
+    in row i's set.
+
+    Parameters
+    ----------
+    sets : array_like of bool, shape (N, C)
+        Booleans (or integers 0 and 1). A row may be empty (no class) or hold every class.
+    probs : array_like, shape (N, C), optional
+        The class probabilities the sets were made from (rows on the simplex, as
+        :class:`Probs`). When given, the probability metrics (``brier``, ``ece``, ...) and
+        the aggregators of :class:`Probs` apply as well; without them only the set metrics do.
+
+    >>> PredictionSet([[True, False], [True, True]]).set_sizes().tolist()
+    [1, 2]
+    """
+
+    kind = "prediction_set"
+
+    def __init__(
+        self, sets: Any, probs: Any = None, *, estimates: Mapping[str, Any] | None = None
+    ) -> None:
+        arr = _host(sets, "sets")
+        if arr.ndim != 2:
+            raise UQValidationError(f"sets must be 2-D, found shape {arr.shape}", argument="sets")
+        if arr.shape[0] == 0:
+            raise UQValidationError(
+                f"sets must not be empty, found shape {arr.shape}", argument="sets"
+            )
+        if arr.shape[1] < 2:
+            raise UQValidationError(
+                f"sets must have at least 2 classes, found C = {arr.shape[1]}", argument="sets"
+            )
+        if arr.dtype.kind != "b":
+            if arr.dtype.kind not in "iuf":
+                raise UQValidationError(
+                    f"sets must hold booleans (or 0 and 1), found dtype {arr.dtype}",
+                    argument="sets",
+                )
+            idx = _first((arr == 0) | (arr == 1))
+            if idx is not None:
+                raise _bad_entry(arr, "sets", "must be a boolean (0 or 1)", idx)
+            arr = arr != 0
+        self._sets = arr
+        self.n, self.n_classes = int(arr.shape[0]), int(arr.shape[1])
+        self._probs: NDArray | None = None
+        if probs is not None:
+            p = _float_input(probs, "probs", 2)
+            if p.shape != arr.shape:
+                raise UQValidationError(
+                    f"probs must have the shape of sets {arr.shape}, found {p.shape}",
+                    argument="probs",
+                )
+            _check_simplex(p, "probs")
+            self._probs = p
+        self._set_estimates(estimates)
+
+    @property
+    def has_probs(self) -> bool:
+        """Whether the probabilities the sets came from were given."""
+        return self._probs is not None
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        caps = {"sets"}
+        if self._probs is not None:
+            caps |= {"probs", "estimates"}
+        return frozenset(caps)
+
+    def sets(self) -> NDArray:
+        """The prediction sets (N×C booleans)."""
+        return self._sets
+
+    def set_sizes(self) -> NDArray:
+        """The number of classes in each row's set (N integers)."""
+        return np.asarray(np.count_nonzero(self._sets, axis=1))
+
+    def probs(self) -> NDArray:
+        if self._probs is None:
+            raise UQValidationError(
+                "this prediction_set prediction was given without probs, so it has no class "
+                "probabilities",
+                argument="probs",
+            )
+        return np.asarray(self._probs, dtype=np.float64)
+
+    def _aggregates(self) -> dict[str, NDArray]:
+        return first_order(self.probs())
+
+    def arrays(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"sets": self._sets}
+        if self._probs is not None:
+            out["probs"] = self._probs
+        return out
+
+
 KINDS: dict[str, type[ClassificationPrediction]] = {
     "probs": Probs,
     "logits": Logits,
     "ensemble": Ensemble,
     "dirichlet": Dirichlet,
+    "prediction_set": PredictionSet,
 }

@@ -10,6 +10,10 @@ declares its *capabilities*, the quantities it can give:
 ``cdf``          the CDF F_i(y) at a target
 ``logpdf``       the log-density log f_i(y) at a target
 ``quantiles``    the quantile function F_i⁻¹(p) at levels p
+``interval``     a prediction interval per row (:meth:`RegressionPrediction.interval`): the
+                 given bounds of an :class:`Interval`, or the central interval
+                 [F_i⁻¹(½ − c/2), F_i⁻¹(½ + c/2)] at any nominal coverage c of a kind with
+                 quantiles
 
 Metrics declare which of these they need; the registry answers applicability from them.
 Inputs may be numpy, CuPy, torch or any array-API arrays (or Python sequences); values are
@@ -43,6 +47,7 @@ from uqcore._validation import (
 
 __all__ = [
     "Gaussian",
+    "Interval",
     "Laplace",
     "Mixture",
     "PointUncertainty",
@@ -185,6 +190,35 @@ class RegressionPrediction:
         """Predictive quantiles F_i⁻¹(p) for every row and level: an N×Q array."""
         raise self._missing("a quantile function")
 
+    #: The nominal coverage of the prediction's own interval (:class:`Interval`); ``None`` for
+    #: the distributional kinds, whose central intervals exist at every level.
+    level: float | None = None
+
+    def interval(self, level: float | None = None) -> tuple[Array, Array]:
+        """The prediction interval of every row at nominal coverage ``level``: (lower, upper).
+
+        For a kind with quantiles it is the central interval
+        [F_i⁻¹(½ − c/2), F_i⁻¹(½ + c/2)] at c = ``level`` (required). An :class:`Interval`
+        returns its bounds; ``level`` must then be ``None`` or its own level.
+        """
+        if "quantiles" not in self.capabilities:
+            raise self._missing("prediction intervals")
+        if level is None:
+            raise UQValidationError(
+                f"a {self.kind} prediction has central intervals at every level: pass level=c, "
+                "the nominal coverage in (0, 1)",
+                argument="level",
+            )
+        c = float(level)
+        if not 0.0 < c < 1.0:
+            raise UQValidationError(
+                f"level must be a nominal coverage in (0, 1); found {level!r}",
+                argument="level",
+                value=level,
+            )
+        q = self.ppf([0.5 - c / 2.0, 0.5 + c / 2.0])
+        return q[:, 0], q[:, 1]
+
     def _levels(self, levels: Any) -> Array:
         xp = self.xp
         dev = _device(getattr(self, self._row_fields[0]))
@@ -197,7 +231,9 @@ class RegressionPrediction:
 class _LocationScale(RegressionPrediction):
     """Shared code of the location-scale families: z = (y − loc) / scale."""
 
-    _capabilities = frozenset({"point", "uncertainty", "std", "cdf", "logpdf", "quantiles"})
+    _capabilities = frozenset(
+        {"point", "uncertainty", "std", "cdf", "logpdf", "quantiles", "interval"}
+    )
     _loc_name: ClassVar[str]
     _scale_name: ClassVar[str]
 
@@ -391,7 +427,9 @@ class Mixture(RegressionPrediction):
 
     kind = "mixture"
     _row_fields = ("weights", "means", "stds")
-    _capabilities = frozenset({"point", "uncertainty", "std", "cdf", "logpdf", "quantiles"})
+    _capabilities = frozenset(
+        {"point", "uncertainty", "std", "cdf", "logpdf", "quantiles", "interval"}
+    )
 
     def __init__(self, weights: Any, means: Any, stds: Any) -> None:
         f = self._init_arrays(
@@ -535,7 +573,9 @@ class Samples(RegressionPrediction):
 
     kind = "samples"
     _row_fields: ClassVar[tuple[str, ...]] = ("draws",)
-    _capabilities = frozenset({"point", "uncertainty", "std", "cdf", "logpdf", "quantiles"})
+    _capabilities = frozenset(
+        {"point", "uncertainty", "std", "cdf", "logpdf", "quantiles", "interval"}
+    )
 
     def __init__(self, draws: Any) -> None:
         f = self._init_arrays({"draws": (draws, 2)}, ("draws",))
@@ -705,7 +745,7 @@ class Quantiles(RegressionPrediction):
 
     @property
     def capabilities(self) -> frozenset[str]:
-        caps = {"quantiles"}
+        caps = {"quantiles", "interval"}
         lv = to_numpy(self.levels)
         if lv[0] <= 0.5 <= lv[-1]:
             caps.add("point")
@@ -759,6 +799,93 @@ class Quantiles(RegressionPrediction):
         return a + (b - a) * xp.asarray(frac, dtype=self.values.dtype, device=dev)[None, :]
 
 
+class Interval(RegressionPrediction):
+    """A prediction interval per row, e.g. from split conformal prediction or CQR.
+
+    Parameters
+    ----------
+    lower, upper : array_like, shape (N,)
+        Finite bounds with ``lower <= upper`` (a zero-width interval is allowed). The
+        interval is closed: y is covered when lower <= y <= upper.
+    level : float, optional
+        The nominal coverage 1 − α in (0, 1) the intervals were made for, when known. Metrics
+        that need a nominal level (``interval_score``, ``cwc``, ``coverage_pvalue``, the target
+        of ``coverage``) use it; without it they take their ``level`` option.
+
+    Capability ``interval`` only: no point prediction (the midpoint of a conformalized quantile
+    interval is not the model's point prediction), no distribution.
+
+    >>> Interval([0.0, 1.0], [1.0, 3.0], level=0.9)
+    Interval(kind='interval', n=2, level=0.9)
+    """
+
+    kind = "interval"
+    _row_fields = ("lower", "upper")
+    _capabilities = frozenset({"interval"})
+
+    def __init__(self, lower: Any, upper: Any, level: float | None = None) -> None:
+        f = self._init_arrays({"lower": (lower, 1), "upper": (upper, 1)}, ("lower", "upper"))
+        ok = f["upper"] >= f["lower"]
+        idx = first_bad(ok)
+        if idx is not None:
+            (i,) = idx
+            lo, hi = to_numpy(f["lower"]), to_numpy(f["upper"])
+            raise UQValidationError(
+                f"upper must be >= lower in every row; upper[{i}] = {hi[i]:.6g} < "
+                f"lower[{i}] = {lo[i]:.6g}",
+                argument="upper",
+                index=(i,),
+                value=hi[i],
+            )
+        self.lower = f["lower"]
+        self.upper = f["upper"]
+        self.level = _nominal_level(level)
+
+    def take(self, indices: Any) -> Any:
+        out = super().take(indices)
+        out.level = self.level
+        return out
+
+    def interval(self, level: float | None = None) -> tuple[Array, Array]:
+        if level is not None and self.level is not None and abs(float(level) - self.level) > 1e-12:
+            raise UQValidationError(
+                f"the intervals were made at level {self.level:g}; level {float(level):g} was "
+                "asked for (an interval prediction has no other level)",
+                argument="level",
+                value=level,
+            )
+        return self.lower, self.upper
+
+    def width(self) -> Array:
+        """upper − lower per row."""
+        return self.upper - self.lower
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(kind={self.kind!r}, n={self.n}, level={self.level!r})"
+
+
+def _nominal_level(level: Any) -> float | None:
+    if level is None:
+        return None
+    if isinstance(level, bool):
+        raise UQValidationError(
+            f"level must be a number in (0, 1) or None; found {level!r}", argument="level"
+        )
+    try:
+        c = float(level)
+    except (TypeError, ValueError):
+        raise UQValidationError(
+            f"level must be a number in (0, 1) or None; found {level!r}", argument="level"
+        ) from None
+    if not 0.0 < c < 1.0:
+        raise UQValidationError(
+            f"level must be a nominal coverage in (0, 1); found {level!r}",
+            argument="level",
+            value=level,
+        )
+    return c
+
+
 class PointUncertainty(RegressionPrediction):
     """A point prediction with a scalar uncertainty score and no distribution.
 
@@ -793,5 +920,14 @@ class PointUncertainty(RegressionPrediction):
 #: Public kind name -> class, for payload decoding and the catalogue.
 KINDS: dict[str, type[RegressionPrediction]] = {
     cls.kind: cls
-    for cls in (Gaussian, Laplace, StudentT, Mixture, Samples, Quantiles, PointUncertainty)
+    for cls in (
+        Gaussian,
+        Laplace,
+        StudentT,
+        Mixture,
+        Samples,
+        Quantiles,
+        PointUncertainty,
+        Interval,
+    )
 }

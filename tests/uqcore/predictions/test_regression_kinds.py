@@ -257,4 +257,5 @@ def test_integer_and_list_inputs_become_float64() -> None:
         "samples",
         "quantiles",
         "point_uncertainty",
+        "interval",
     }
