@@ -25,6 +25,13 @@ def test_all_metrics_all_estimators_is_json_without_nan(kind: str) -> None:
     assert doc["prediction_kind"] == pred.kind
     names = set(registry.names("classification"))
     assert set(doc["values"]) | set(doc["not_applicable"]) == names
+    if not pred.estimator_names():  # prediction sets without probabilities
+        assert "estimators" not in doc and "by_estimator" not in doc
+        assert all(
+            "estimator" not in registry.get(name, "classification").defaults
+            for name in doc["values"]
+        )
+        return
     assert doc["estimators"] == pred.estimator_names()
     for name, row in doc["by_estimator"].items():
         assert "estimator" in registry.get(name, "classification").defaults
