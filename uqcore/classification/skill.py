@@ -19,8 +19,8 @@ import numpy as np
 
 from uqcore.batch import ClassificationBatch
 from uqcore.classification.accuracy import BrierVariant
-from uqcore.regression.skill import model_score
 from uqcore.registry import register, undefined
+from uqcore.regression.skill import model_score
 
 __all__ = ["brier_skill", "class_frequencies", "log_loss_skill"]
 

@@ -202,7 +202,9 @@ def smooth_ece(
         "total weight (a test statistic counts rows)"
     },
 )
-def spiegelhalter_z(batch: ClassificationBatch, *, target: Target = "top_label") -> dict[str, Any] | None:
+def spiegelhalter_z(
+    batch: ClassificationBatch, *, target: Target = "top_label"
+) -> dict[str, Any] | None:
     """Spiegelhalter's Z test of calibration for the Brier score of probability forecasts.
 
     Z = Σ_i w_i (o_i − f_i)(1 − 2f_i) / √(Σ_i w_i (1 − 2f_i)² f_i (1 − f_i)) (Spiegelhalter

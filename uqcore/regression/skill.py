@@ -40,9 +40,9 @@ from uqcore._backend import to_numpy
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
 from uqcore.options import Coverage, CoverageLevels, OpenLevels
+from uqcore.registry import UndefinedMetricWarning, get, register, undefined
 from uqcore.regression import scoring
 from uqcore.regression.scoring import Bandwidth, Estimator
-from uqcore.registry import UndefinedMetricWarning, get, register, undefined
 
 __all__ = [
     "check_score_skill",
@@ -135,29 +135,29 @@ def _cache_key(name: str, options: dict[str, Any]) -> str | None:
     return f"skill:terms:{name}:" + ",".join(parts)
 
 
-def model_score(batch: Batch, name: str, skill: str, task: str, **options: Any) -> float | None:
+def model_score(batch: Any, name: str, skill: str, task: str, **options: Any) -> float | None:
     """The registered score ``name`` of the batch's prediction (its implementation, or the
     weighted mean of its per-row terms, which are cached on the batch for resamples); where
     it is undefined, warn for ``skill`` with the score's reason and return ``None``."""
     spec = get(name, task)
     key = _cache_key(name, options) if spec.mean_terms is not None else None
     if key is not None and spec.mean_terms is not None:
-        terms = batch.shared(key, lambda: spec.mean_terms(batch, **options))  # type: ignore[misc]
+        terms = batch.shared(key, lambda: spec.mean_terms(batch, **options))
         if int(terms.shape[0]) == batch.n:
             value = batch.mean(terms)
             if math.isfinite(value):
-                return value
+                return float(value)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UndefinedMetricWarning)
-        value = spec.impl(batch, **options)
-    if value is None:
+        got = spec.impl(batch, **options)
+    if got is None:
         why = next(
             (str(w.message) for w in caught if issubclass(w.category, UndefinedMetricWarning)),
             f"{name} is undefined",
         )
         undefined(skill, f"the prediction's score is undefined ({why})")
         return None
-    return float(value)
+    return float(got["value"] if isinstance(got, dict) else got)
 
 
 def ratio_skill(skill: str, score: float | None, reference: float) -> float | None:
@@ -288,9 +288,9 @@ def interval_score_skill(
             pen = xp.clip(lo - y, min=0.0) + xp.clip(y - hi, min=0.0)
             return (hi - lo) + (2.0 / alpha) * pen
 
-        score = batch.mean(batch.shared(key, terms))
+        own = batch.mean(batch.shared(key, terms))
         ref = _climatology_interval_score(batch, np.asarray([alpha]), 1.0)
-        return ratio_skill("interval_score_skill", score, ref)
+        return ratio_skill("interval_score_skill", own, ref)
     grid = scoring._interval_grid(batch, levels)
     score = model_score(
         batch, "interval_score", "interval_score_skill", "regression", levels=levels, scaled=scaled
