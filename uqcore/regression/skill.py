@@ -75,12 +75,13 @@ def _climate(batch: Batch) -> tuple[Host, Host, Host]:
     The sort order is weight-free and cached; the weights are normalised by their sum
     (rescaled first where extreme), so every product stays within the data's magnitude."""
     y = batch.shared("skill:y_host", lambda: np.asarray(to_numpy(batch.y), dtype=np.float64))
-    order = batch.shared("skill:y_order", lambda: np.argsort(y, kind="stable"))
-    ys = batch.shared("skill:y_sorted", lambda: y[order])
     w, total = batch.mean_weights
-    if w is None:
+    if w is None:  # unweighted: the sorted values suffice, no argsort
+        ys = batch.shared("skill:y_sorted", lambda: np.sort(y))
         p = np.full(batch.n, 1.0 / batch.n)
     else:
+        order = batch.shared("skill:y_order", lambda: np.argsort(y))
+        ys = batch.shared("skill:y_by_order", lambda: y[order])
         p = np.asarray(to_numpy(w), dtype=np.float64)[order] / total
     f = np.cumsum(p)[:-1]
     g = np.cumsum(p[::-1])[::-1][1:]  # the weight above each gap, summed from the top
