@@ -25,7 +25,9 @@ __all__ = ["smooth_ece", "smooth_ece_at", "spiegelhalter_z"]
 
 _TASK = "classification"
 Target = Literal["top_label", "binary"]
-SmoothBandwidth = Literal["auto"] | Annotated[float, Range(0, 1, lo_open=True)]
+#: "auto" (the fixed point) or σ in [0.001, 1] (the floor of relplot's search: finer grids
+#: than 10^4 points add nothing at the resolution of the search).
+SmoothBandwidth = Literal["auto"] | Annotated[float, Range(0.001, 1)]
 
 _BN = (
     "Błasiok & Nakkiran 2023, Smooth ECE: principled reliability diagrams via kernel "
