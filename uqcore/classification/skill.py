@@ -8,7 +8,7 @@ worse; undefined (``None`` with a warning) where the reference scores 0 (one cla
 
 They are ratios of two weighted means whose reference moves with the resample's own class
 frequencies, not weighted means of fixed per-row terms, so they declare no ``mean_terms``;
-the model's per-row terms are cached on the batch and a resample costs O(N + C).
+a resample costs O(N·C), as the score itself.
 """
 
 from __future__ import annotations

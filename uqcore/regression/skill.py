@@ -22,8 +22,8 @@ terms Σ_j g_j h(F_j) with no cancellation:
 * a grid of levels with weights c_k is Σ_j g_j Σ_k c_k min((1 − τ_k)F_j, τ_k G_j), piecewise
   linear in F_j: one ``searchsorted`` of F_j into the sorted levels and prefix sums, O(N log Q).
 
-The model's per-row terms and the order of y do not depend on the weights: they are cached
-on the batch, so the stability engine's resamples (``Batch.with_weights``) cost O(N) each.
+The sorted targets (or their order, weighted) do not depend on the weights: they are cached
+on the batch, so the stability engine's resamples (``Batch.with_weights``) sort nothing.
 The skill scores are not weighted means of fixed per-row terms (the reference moves with
 the resample's own distribution of y), so they declare no ``mean_terms``.
 """
@@ -125,29 +125,11 @@ def _climatology_interval_score(batch: Batch, alphas: Host, factor: float) -> fl
 
 
 # -- the prediction's score ----------------------------------------------------------------
-def _cache_key(name: str, options: dict[str, Any]) -> str | None:
-    parts = []
-    for key, value in sorted(options.items()):
-        if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value):
-            value = tuple(float(v) for v in value)
-        elif value is not None and not isinstance(value, (str, int, float, bool)):
-            return None  # arrays (per-row options): not cached
-        parts.append(f"{key}={value!r}")
-    return f"skill:terms:{name}:" + ",".join(parts)
-
-
 def model_score(batch: Any, name: str, skill: str, task: str, **options: Any) -> float | None:
-    """The registered score ``name`` of the batch's prediction (its implementation, or the
-    weighted mean of its per-row terms, which are cached on the batch for resamples); where
-    it is undefined, warn for ``skill`` with the score's reason and return ``None``."""
+    """The registered score ``name`` of the batch's prediction (its implementation, which
+    computes block by block without holding per-row terms); where it is undefined, warn for
+    ``skill`` with the score's reason and return ``None``."""
     spec = get(name, task)
-    key = _cache_key(name, options) if spec.mean_terms is not None else None
-    if key is not None and spec.mean_terms is not None:
-        terms = batch.shared(key, lambda: spec.mean_terms(batch, **options))
-        if int(terms.shape[0]) == batch.n:
-            value = batch.mean(terms)
-            if math.isfinite(value):
-                return float(value)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UndefinedMetricWarning)
         got = spec.impl(batch, **options)
@@ -282,14 +264,9 @@ def interval_score_skill(
         lo, hi, c = _interval_at(batch, level)
         alpha = 1.0 - c
         xp = batch.xp
-        key = f"skill:terms:interval:{c!r}"
-
-        def terms() -> Any:
-            y = batch.y
-            pen = xp.clip(lo - y, min=0.0) + xp.clip(y - hi, min=0.0)
-            return (hi - lo) + (2.0 / alpha) * pen
-
-        own = batch.mean(batch.shared(key, terms))
+        y = batch.y
+        pen = xp.clip(lo - y, min=0.0) + xp.clip(y - hi, min=0.0)
+        own = batch.mean((hi - lo) + (2.0 / alpha) * pen)
         ref = _climatology_interval_score(batch, np.asarray([alpha]), 1.0)
         return ratio_skill("interval_score_skill", own, ref)
     grid = scoring._interval_grid(batch, levels)
