@@ -13,6 +13,7 @@ from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
 from uqcore.registry import UndefinedMetricWarning
 from uqcore.report import Report, evaluate, metric
+from uqcore.skill import skill, skill_from_values
 
 __version__ = "0.1.0"
 
@@ -25,6 +26,8 @@ __all__ = [
     "evaluate",
     "metric",
     "predictions",
+    "skill",
+    "skill_from_values",
     "to_numpy",
 ]
 

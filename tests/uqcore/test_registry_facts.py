@@ -31,12 +31,14 @@ BIASED = {
     ("regression", "nmerci"),
     ("classification", "ece"),
     ("classification", "ace"),
+    ("classification", "smooth_ece"),
 }
 
 #: The best value of each "target" metric under its options, from its definition.
 TARGETS: dict[str, Callable[[Mapping[str, Any]], float]] = {
     "coverage": lambda params: float(params.get("level", 0.95)),  # the nominal level
     "disentanglement_rank_corr": lambda params: 0.0,  # no correlation
+    "spiegelhalter_z": lambda params: 0.0,  # the Brier score as expected under calibration
 }
 
 

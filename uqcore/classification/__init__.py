@@ -9,6 +9,8 @@ from uqcore.classification import (
     decomposition,
     ood,
     selective,
+    skill,
+    smooth,
 )
 from uqcore.classification.aggregators import AGGREGATORS, DEFAULT_ESTIMATOR
 from uqcore.classification.aleatoric import RankCorrMatrix, rank_corr_matrix
@@ -32,4 +34,6 @@ __all__ = [
     "rank_corr_matrix",
     "reliability_diagram",
     "selective",
+    "skill",
+    "smooth",
 ]

@@ -7,6 +7,7 @@ from uqcore.regression import (
     ranking,
     recalibration,
     scoring,
+    skill,
     stratified,
 )
 
@@ -17,5 +18,6 @@ __all__ = [
     "ranking",
     "recalibration",
     "scoring",
+    "skill",
     "stratified",
 ]
