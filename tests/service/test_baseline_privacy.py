@@ -26,7 +26,13 @@ def setup(api: TestClient, worker: Any) -> dict[str, Any]:
     y = np.random.default_rng(5).normal(size=N)
     r = api.post(
         "/v1/benchmarks",
-        json={"name": "b", "primary_metric": "mae", "y": y.tolist(), "public_board": True},
+        json={
+            "name": "b",
+            "primary_metric": "mae",
+            "metrics": ["mae", "r2"],
+            "y": y.tolist(),
+            "public_board": True,
+        },
         headers=ADMIN,
     )
     assert r.status_code == 201, r.text
@@ -122,3 +128,27 @@ def test_display_name_is_the_baseline_row_model_name(api: TestClient, setup: dic
     owner = setup["keys"]["owner"]
     text = api.get(f"/v1/benchmarks/{bid}/leaderboard", headers=owner).text
     assert SECRET_MODEL not in text and setup["private"] not in text
+
+
+def test_entries_show_their_skill_against_the_baseline(api: TestClient, setup: dict) -> None:
+    """skill_vs_baseline = 1 − value / baseline value on a board of a score (mae), in JSON and
+    CSV; null on a board of a metric that is not a score."""
+    bid, other = setup["bid"], setup["keys"]["other"]
+    doc = api.get(f"/v1/benchmarks/{bid}/leaderboard", headers=other).json()
+    assert doc["metric"] == "mae"
+    base = doc["baseline"]["value"]
+    (entry,) = doc["entries"]  # the public submission (the private baseline is not ranked)
+    assert entry["skill_vs_baseline"] == pytest.approx(1.0 - entry["value"] / base, rel=1e-12)
+    assert entry["value"] > base and entry["skill_vs_baseline"] < 0  # noisier than the baseline
+    text = api.get(
+        f"/v1/benchmarks/{bid}/leaderboard", params={"format": "csv"}, headers=other
+    ).text
+    row = next(r for r in csv.DictReader(io.StringIO(text)) if r["is_baseline"] == "False")
+    assert float(row["skill_vs_baseline"]) == pytest.approx(entry["skill_vs_baseline"])
+    shown = api.get(f"/v1/benchmarks/{bid}", headers=other).json()["metrics"]
+    not_scores = [m for m in shown if m in ("r2", "corr", "spearman", "coverage", "nll")]
+    assert not_scores, shown
+    board = api.get(
+        f"/v1/benchmarks/{bid}/leaderboard", params={"metric": not_scores[0]}, headers=other
+    ).json()
+    assert [e["skill_vs_baseline"] for e in board["entries"]] == [None]

@@ -30,6 +30,7 @@ import hashlib
 import io
 import json
 import logging
+import warnings
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
@@ -66,7 +67,7 @@ from service.store import (
     Store,
     SubmissionRecord,
 )
-from uqcore import registry
+from uqcore import UQValidationError, registry, skill_from_values
 
 log = logging.getLogger("uqeval.api")
 
@@ -100,6 +101,7 @@ CSV_COLUMNS = [
     "separable_from_leader",
     "separable_from_baseline",
     "p_value_vs_baseline",
+    "skill_vs_baseline",
     "is_baseline",
     "metadata",
 ]
@@ -179,6 +181,17 @@ def _baseline(
         model_name=bench.baseline_name or DEFAULT_BASELINE_NAME,
         **_values(shown, flags),
     )
+
+
+def _skill(metric: str, task: str, value: float, baseline_value: float) -> float | None:
+    """The skill of ``value`` against the baseline's value (uqcore's rule); None for a metric
+    that is not a score, or a baseline that scores 0."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", registry.UndefinedMetricWarning)
+            return skill_from_values(metric, value, baseline_value, task=task)
+    except UQValidationError:
+        return None
 
 
 def _note(note: Any, task: str) -> str | None:
@@ -294,6 +307,10 @@ def _read(
         for e in (_entry(bench, r, ranks, rec, names) for r, rec in zip(rows, records, strict=True))
         if e is not None
     ]
+    baseline = _baseline(store, bench, board, bench.rule, ranks, base_record)
+    if baseline is not None:
+        for e in entries:
+            e.skill_vs_baseline = _skill(name, bench.task, e.value, baseline.value)
     return Leaderboard(
         benchmark_id=bench.id,
         metric=name,
@@ -305,7 +322,7 @@ def _read(
         offset=offset,
         limit=limit,
         entries=entries,
-        baseline=_baseline(store, bench, board, bench.rule, ranks, base_record),
+        baseline=baseline,
         ranks=status,
         plots=[PlotLink(**p) for p in leaderboard_plots(bench.id, metric, estimator)],
     )

@@ -41,6 +41,13 @@ class LeaderboardEntry(BaseModel):
         "baseline contains 0 (null without a baseline or until computed).",
     )
     p_value_vs_baseline: float | None = None
+    skill_vs_baseline: float | None = Field(
+        default=None,
+        description="1 − value / the baseline's value: the skill score against the baseline "
+        "(uqcore.skill_from_values), for metrics that are scores (lower is better, best 0, "
+        "e.g. crps, brier, wis). Null for other metrics, without a baseline, or where the "
+        "baseline scores 0.",
+    )
     is_baseline: bool = False
 
 
@@ -112,6 +119,7 @@ class Leaderboard(BaseModel):
                             "separable_from_leader": None,
                             "separable_from_baseline": True,
                             "p_value_vs_baseline": 0.001,
+                            "skill_vs_baseline": 0.18,
                             "is_baseline": False,
                         }
                     ],
