@@ -350,6 +350,10 @@ BLOCK_METRICS = [
     "uce",
     "merci",
     "nmerci",
+    "crps_skill",
+    "check_score_skill",
+    "interval_score_skill",
+    "nll_skill",
 ]
 
 
@@ -591,3 +595,39 @@ def test_progress_that_raises_stops_the_bootstrap() -> None:
     assert calls == [0.1]
     with pytest.raises(UQValidationError, match="progress must be a callable"):
         bootstrap(pred, y, ["mae"], n_resamples=10, progress=0.5)  # type: ignore[arg-type]
+
+
+SKILL_METRICS = ["crps_skill", "check_score_skill", "interval_score_skill", "nll_skill"]
+
+
+@pytest.mark.parametrize("kind", ["samples", "quantiles", "interval", "laplace"])
+@pytest.mark.parametrize("ties", [False, True])
+def test_skill_block_paths_equal_the_metric_on_resampled_arrays(kind: str, ties: bool) -> None:
+    """The skill scores' block paths (the prediction's score as row sums, the climatology from
+    the cumulative weights along the order of y) equal the metric on the explicit resample,
+    with integer base weights, tied targets and every kind they apply to."""
+    pred, y = make_prediction(kind, 120, seed=43, ties=ties)
+    names = [m for m in SKILL_METRICS if registry.get(m).why_not(pred) is None]
+    assert names  # every kind here has one
+    base = np.random.default_rng(44).integers(1, 4, size=120).astype(float)
+    counts = Resampler(120).block(5, range(6))
+    chosen, _ = select_metrics([pred], names, None)
+    for w in (None, base):
+        fast = Engine(Batch(pred, y, w), chosen)
+        assert sorted(fast._fast) == sorted(names)
+        got = fast.values([Resample(row) for row in counts])
+        for name in names:
+            for i, row in enumerate(counts):
+                idx = counts_to_indices(row if w is None else row * w)
+                _same(float(got[name][i]), _plain(name, pred.take(idx), y[idx]), f"{name}[{i}]")
+
+
+def test_skill_block_path_reports_constant_targets_as_undefined() -> None:
+    pred = P.Gaussian(np.zeros(6), np.ones(6))
+    y = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 2.0])
+    chosen, _ = select_metrics([pred], ["crps_skill"], None)
+    engine = Engine(Batch(pred, y), chosen)
+    assert "crps_skill" in engine._fast
+    only_ones = np.array([[2, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]])
+    got = engine.values([Resample(row) for row in only_ones])["crps_skill"]
+    assert math.isnan(got[0]) and not math.isnan(got[1])
