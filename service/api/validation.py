@@ -136,14 +136,18 @@ def _shift_message(message: str, argument: str, start: int, axis: int) -> str:
     """``message`` with the row of ``argument[...]`` moved by ``start`` (a block's rows are
     numbered from its start; the body's from 0)."""
     if axis == 0:
-        pattern = re.compile(re.escape(argument) + r"\[(\d+)")
+        pattern = re.compile(r"(?<![\w'])" + re.escape(argument) + r"\[(\d+)")
         return pattern.sub(lambda m: f"{argument}[{int(m.group(1)) + start}", message)
     pattern = re.compile(re.escape(argument) + r"\[(\d+), (\d+)")
     return pattern.sub(lambda m: f"{argument}[{m.group(1)}, {int(m.group(2)) + start}", message)
 
 
-def _shifted(exc: UQValidationError, start: int, names: dict[str, str]) -> UQValidationError:
-    """The error of a block starting at row ``start`` as the whole array's error."""
+def _shifted(
+    exc: UQValidationError, start: int, names: dict[str, str], others: tuple[str, ...] = ()
+) -> UQValidationError:
+    """The error of a block starting at row ``start`` as the whole array's error. ``others``
+    are the block's other arrays with rows on axis 0: a rule across fields names their rows
+    too ("upper[3] < lower[3]"), which move with the argument's."""
     arg = exc.argument
     if start == 0 or arg is None or exc.index is None:
         return exc
@@ -157,6 +161,9 @@ def _shifted(exc: UQValidationError, start: int, names: dict[str, str]) -> UQVal
     elif axis == 0:
         index = index + start
     message = _shift_message(str(exc), arg, start, axis)
+    for other in others:
+        if other != arg:
+            message = _shift_message(message, other, start, 0)
     return UQValidationError(message, argument=arg, index=index, value=exc.value)
 
 
@@ -196,6 +203,11 @@ def _blockwise(
     if n <= spooling.CHUNK_ROWS:
         return None
     names = {f"estimates[{k[len(ESTIMATE_PREFIX) :]!r}]": k for k in arrays}
+    others = tuple(
+        k
+        for k, a in {**arrays, **extra}.items()
+        if not k.startswith(ESTIMATE_PREFIX) and _row_axis(k, a) == 0
+    )
     first: tuple[Any, frozenset[str]] | None = None
     weight_error: UQValidationError | None = None
     weights_ok = False
@@ -217,7 +229,7 @@ def _blockwise(
                     batch = make_batch(prediction, y, None, **rows)
                 targets = getattr(batch, "targets", frozenset())
         except UQValidationError as exc:
-            raise _uq_error(_shifted(exc, start, names), sub) from None
+            raise _uq_error(_shifted(exc, start, names, others), sub) from None
         finally:
             release(*arrays.values(), *extra.values())
         if first is None:
