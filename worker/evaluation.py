@@ -303,6 +303,11 @@ def compute(
     phases.end_phase()
 
     names = list(report)
+    if not names and metrics == "all":
+        # said in the document rather than left as an empty table (the API refuses such a
+        # request; a local evaluation or an older job can still get here)
+        caps = ", ".join(sorted(getattr(pred, "capabilities", ()))) or "nothing"
+        notes.append(f"no {task} metric applies to this {kind} prediction (it provides {caps})")
     result_metrics: dict[str, Any] = {}
     for name in names:
         spec = registry.get(name, task)

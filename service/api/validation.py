@@ -333,13 +333,35 @@ def _check_estimators(sub: DecodedSubmission, prediction: Any) -> None:
             )
 
 
+def _check_some_metric_applies(
+    sub: DecodedSubmission, prediction: Any, targets: frozenset[str]
+) -> None:
+    """``metrics: "all"`` computes the metrics that apply: when none does (a kind whose
+    metrics the registry lacks), a 422 says so rather than an empty result. The weights'
+    rules are left to the metrics' own checks (they do not decide whether a metric exists)."""
+    task = task_of(sub.kind)
+    for spec in registry.specs(task):
+        if spec.why_not(prediction, targets, None, sub.analyses.params.get(spec.name)) is None:
+            return
+    caps = ", ".join(sorted(prediction.capabilities)) or "nothing"
+    raise ApiError(
+        422,
+        f"no {task} metric applies to this {sub.kind} prediction (it provides {caps}); "
+        f"GET /v1/metrics?kind={sub.kind} lists the metrics of each kind",
+        field="analyses.metrics",
+        code="metric_not_applicable",
+    )
+
+
 def _check_analyses(
     sub: DecodedSubmission, prediction: Any, targets: frozenset[str], n: int
 ) -> Analyses:
     analyses = sub.analyses
     task = task_of(sub.kind)
     wanted = analyses.metrics
-    if wanted != "all":
+    if wanted == "all":
+        _check_some_metric_applies(sub, prediction, targets)
+    else:
         for i, name in enumerate(wanted):
             try:
                 spec = registry.get(name, task)
