@@ -215,7 +215,7 @@ def encode_npz(arrays: Mapping[str, np.ndarray], request: Mapping[str, Any]) -> 
     stays float32), and ``request`` as a 0-d string array holding the JSON of the request
     fields (``kind``, ``model_name``, ``metadata``, ``analyses``, ...)."""
     buf = io.BytesIO()
-    members: dict[str, Any] = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
+    members: dict[str, Any] = {name: np.asarray(a, order="C") for name, a in arrays.items()}
     members["request"] = np.array(json.dumps(dict(request), allow_nan=False))
     # As numpy.savez writes it, but with a fixed member time: the same arrays and request
     # give the same bytes, so an interrupted resumable upload can be resumed from them.
