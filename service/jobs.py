@@ -87,7 +87,7 @@ def input_hash(kind: str, arrays: Mapping[str, np.ndarray[Any, Any]], analyses: 
     for name in sorted(arrays):
         value = arrays[name]
         source = codec.npy_file_of(value)
-        a = value if source is not None else np.ascontiguousarray(value)
+        a = value if source is not None else np.asarray(value, order="C")
         h.update(f"\0{name}\0{a.dtype.str}\0{a.shape}\0".encode())
         if source is None:
             h.update(a.data)

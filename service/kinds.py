@@ -16,9 +16,10 @@ from uqcore import UQValidationError
 from uqcore import predictions as P
 from uqcore.predictions import classification as PC
 
-#: kind -> the array fields of the prediction, in constructor order. The targets (``y`` for
+#: kind -> the fields of the prediction, in constructor order. The targets (``y`` for
 #: regression, ``labels`` for classification) and the optional ``sample_weight`` travel beside
-#: them. An ensemble takes exactly one of its two fields (see :data:`ONE_OF`).
+#: them. An ensemble takes exactly one of its two fields (see :data:`ONE_OF`); some fields may
+#: be left out (see :data:`OPTIONAL_FIELDS`).
 KIND_FIELDS: dict[str, tuple[str, ...]] = {
     "gaussian": ("mean", "std"),
     "laplace": ("loc", "scale"),
@@ -27,18 +28,27 @@ KIND_FIELDS: dict[str, tuple[str, ...]] = {
     "samples": ("draws",),
     "quantiles": ("levels", "values"),
     "point_uncertainty": ("prediction", "uncertainty"),
+    "interval": ("lower", "upper", "level"),
     "probs": ("probs",),
     "logits": ("logits",),
     "ensemble": ("member_probs", "member_logits"),
     "dirichlet": ("alpha",),
+    "prediction_set": ("sets", "probs"),
 }
 
 #: The classification kinds (uqcore.predictions.classification); the others are regression.
-CLASSIFICATION_KINDS = frozenset({"probs", "logits", "ensemble", "dirichlet"})
+CLASSIFICATION_KINDS = frozenset({"probs", "logits", "ensemble", "dirichlet", "prediction_set"})
 REGRESSION_KINDS: tuple[str, ...] = tuple(k for k in KIND_FIELDS if k not in CLASSIFICATION_KINDS)
 
 #: Kinds whose fields are alternatives: exactly one of them is given.
 ONE_OF: dict[str, tuple[str, ...]] = {"ensemble": ("member_probs", "member_logits")}
+
+#: Fields a kind may leave out: an interval's nominal level (unknown when absent), the
+#: probabilities a prediction set was made from (without them only the set metrics apply).
+OPTIONAL_FIELDS: dict[str, frozenset[str]] = {
+    "interval": frozenset({"level"}),
+    "prediction_set": frozenset({"probs"}),
+}
 
 #: Named user-supplied estimates of a classification prediction travel as arrays
 #: ``estimate:<name>`` (N values each) beside the prediction fields.
@@ -59,11 +69,61 @@ def target_field(kind: str) -> str:
 
 
 #: Fields that are matrices (N×K, N×S, N×Q or N×C); ``levels`` is a vector of length Q; the
-#: ensemble fields are M×N×C arrays (:data:`TENSOR_FIELDS`); the rest are vectors of length N.
+#: ensemble fields are M×N×C arrays (:data:`TENSOR_FIELDS`); ``level`` is one number
+#: (:data:`SCALAR_FIELDS`); the rest are vectors of length N.
 MATRIX_FIELDS = frozenset(
-    {"weights", "means", "stds", "draws", "values", "probs", "logits", "alpha"}
+    {"weights", "means", "stds", "draws", "values", "probs", "logits", "alpha", "sets"}
 )
 TENSOR_FIELDS = frozenset({"member_probs", "member_logits"})
+SCALAR_FIELDS = frozenset({"level"})
+#: Fields of booleans: JSON true/false, NPZ a bool array; 0 and 1 are accepted for them too,
+#: as uqcore accepts them.
+BOOL_FIELDS = frozenset({"sets"})
+
+
+def field_rank(name: str) -> int:
+    """The number of dimensions of field ``name``: 0 (a number), 1 (a vector), 2 (a matrix)
+    or 3 (an M×N×C array)."""
+    if name in SCALAR_FIELDS:
+        return 0
+    if name in TENSOR_FIELDS:
+        return 3
+    return 2 if name in MATRIX_FIELDS else 1
+
+
+def required_fields(kind: str) -> tuple[str, ...]:
+    """The fields that a prediction of ``kind`` must give (none of an ensemble's alternatives
+    is required on its own: :func:`build_prediction` checks that exactly one is given)."""
+    if kind in ONE_OF:
+        return ()
+    optional = OPTIONAL_FIELDS.get(kind, frozenset())
+    return tuple(f for f in KIND_FIELDS[kind] if f not in optional)
+
+
+def construct(kind: str, fields: Mapping[str, Any]) -> Any:
+    """The uqcore prediction of ``kind`` from its checked ``fields`` (arrays of any namespace
+    uqcore takes; a scalar field as a 0-d array or a number), by keyword: a field left out is
+    the constructor's default. Classification kinds also take estimates ``estimate:<name>``."""
+    args: dict[str, Any] = {}
+    for f in KIND_FIELDS[kind]:
+        if f in fields:
+            value = fields[f]
+            args[f] = float(np.asarray(value).item()) if f in SCALAR_FIELDS else value
+    if kind in CLASSIFICATION_KINDS:
+        estimates = {
+            k[len(ESTIMATE_PREFIX) :]: v for k, v in fields.items() if k.startswith(ESTIMATE_PREFIX)
+        }
+        cls: Any = PC.KINDS[kind]
+        return cls(**args, estimates=estimates)
+    return P.KINDS[kind](**args)
+
+
+def _check_dtype(name: str, a: np.ndarray) -> None:
+    if name in BOOL_FIELDS and a.dtype.kind == "b":
+        return
+    if not np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.complexfloating):
+        what = "booleans (or 0 and 1)" if name in BOOL_FIELDS else "real numbers"
+        raise UQValidationError(f"{name} must hold {what}; found dtype {a.dtype}", argument=name)
 
 
 def build_prediction(kind: str, arrays: Mapping[str, Any]) -> Any:
@@ -72,9 +132,10 @@ def build_prediction(kind: str, arrays: Mapping[str, Any]) -> Any:
     Classification kinds also take named estimates as arrays ``estimate:<name>`` (N values).
     Raises :class:`uqcore.UQValidationError` naming the field, the rule and the first offending
     index for any bad input (unknown kind, missing or unexpected field, wrong rank, NaN/inf, a
-    kind rule such as std <= 0 or a probability row off the simplex); its ``argument`` is the
-    field (the first one listed for a missing or unexpected field). Arrays are passed on in
-    their own dtype (a float32 ensemble stays float32).
+    kind rule such as std <= 0, upper < lower or a probability row off the simplex); its
+    ``argument`` is the field (the first one listed for a missing or unexpected field). Arrays
+    are passed on in their own dtype (a float32 ensemble stays float32); a scalar field
+    (``level``) is a 0-d array or a number.
     """
     if kind not in KIND_FIELDS:
         raise UQValidationError(
@@ -84,11 +145,6 @@ def build_prediction(kind: str, arrays: Mapping[str, Any]) -> Any:
         )
     fields = KIND_FIELDS[kind]
     classification = kind in CLASSIFICATION_KINDS
-    estimates = {
-        k[len(ESTIMATE_PREFIX) :]: v
-        for k, v in arrays.items()
-        if classification and k.startswith(ESTIMATE_PREFIX)
-    }
     given = [f for f in arrays if not (classification and f.startswith(ESTIMATE_PREFIX))]
     if kind in ONE_OF:
         present = [f for f in ONE_OF[kind] if f in arrays]
@@ -98,8 +154,7 @@ def build_prediction(kind: str, arrays: Mapping[str, Any]) -> Any:
                 f"of them; found {present}",
                 argument=ONE_OF[kind][0],
             )
-        fields = tuple(present)
-    missing = [f for f in fields if f not in arrays]
+    missing = [f for f in required_fields(kind) if f not in arrays]
     if missing:
         raise UQValidationError(
             f"prediction of kind {kind!r} needs field(s) {missing}", argument=missing[0]
@@ -110,21 +165,19 @@ def build_prediction(kind: str, arrays: Mapping[str, Any]) -> Any:
             f"prediction of kind {kind!r} takes only {list(fields)}; unexpected field(s) {extra}",
             argument=extra[0],
         )
-    values = []
+    values: dict[str, Any] = {}
     for f in fields:
+        if f not in arrays:
+            continue
         a = np.asarray(arrays[f])
-        want = 3 if f in TENSOR_FIELDS else 2 if f in MATRIX_FIELDS else 1
+        want = field_rank(f)
         if a.ndim != want:
-            shape = {3: "an M×N×C array", 2: "a matrix (N×K)", 1: "a vector"}[want]
+            shape = {3: "an M×N×C array", 2: "a matrix (N×K)", 1: "a vector", 0: "one number"}
             raise UQValidationError(
-                f"{f} must be {shape}; found shape {tuple(a.shape)}", argument=f
+                f"{f} must be {shape[want]}; found shape {tuple(a.shape)}", argument=f
             )
-        if not np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.complexfloating):
-            raise UQValidationError(
-                f"{f} must hold real numbers; found dtype {a.dtype}", argument=f
-            )
-        values.append(a)
+        _check_dtype(f, a)
+        values[f] = a
     if classification:
-        cls: Any = PC.KINDS[kind]
-        return cls(**dict(zip(fields, values, strict=True)), estimates=estimates)
-    return P.KINDS[kind](*values)
+        values.update((k, v) for k, v in arrays.items() if k.startswith(ESTIMATE_PREFIX))
+    return construct(kind, values)

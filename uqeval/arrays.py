@@ -24,7 +24,9 @@ from service.kinds import (
     ESTIMATE_PREFIX,
     KIND_FIELDS,
     ONE_OF,
+    SCALAR_FIELDS,
     TENSOR_FIELDS,
+    required_fields,
 )
 from uqeval.errors import BadRequest
 
@@ -107,15 +109,17 @@ def prediction_arrays(pred: Any) -> tuple[str, dict[str, np.ndarray]]:
     ----------
     pred : uqcore prediction
         Any of ``uqcore.predictions`` (Gaussian, Laplace, StudentT, Mixture, Samples,
-        Quantiles, PointUncertainty, Probs, Logits, Ensemble, Dirichlet).
+        Quantiles, PointUncertainty, Interval, Probs, Logits, Ensemble, Dirichlet,
+        PredictionSet).
 
     Returns
     -------
     kind : str
         The service's kind name (``gaussian``, ..., ``ensemble``).
     arrays : dict of str to numpy.ndarray
-        The fields named as in the API (``mean``, ``std``; ``member_probs`` ...) and, for a
-        classification prediction, its named estimates as ``estimate:<name>``.
+        The fields named as in the API (``mean``, ``std``; ``member_probs`` ...; an
+        interval's ``level``, when it has one, as a 0-d array) and, for a classification
+        prediction, its named estimates as ``estimate:<name>``.
     """
     kind = getattr(pred, "kind", None)
     if kind not in KIND_FIELDS or not callable(getattr(pred, "arrays", None)):
@@ -125,6 +129,11 @@ def prediction_arrays(pred: Any) -> tuple[str, dict[str, np.ndarray]]:
             field="prediction",
         )
     arrays = {name: to_host(v, name) for name, v in pred.arrays().items()}
+    for name in SCALAR_FIELDS.intersection(KIND_FIELDS[kind]) - set(arrays):
+        # a scalar attribute (an interval's level), not one of the prediction's arrays
+        value = getattr(pred, name, None)
+        if value is not None:
+            arrays[name] = np.asarray(float(value))
     if kind in CLASSIFICATION_KINDS:
         for est, v in (getattr(pred, "estimates", None) or {}).items():
             arrays[ESTIMATE_PREFIX + est] = to_host(v, ESTIMATE_PREFIX + est)
@@ -132,8 +141,10 @@ def prediction_arrays(pred: Any) -> tuple[str, dict[str, np.ndarray]]:
 
 
 def infer_kind(names: Any) -> str:
-    """The prediction kind whose fields are among ``names`` (the members of an NPZ, the keys
-    of a mapping); targets, optional arrays and estimates are ignored.
+    """The prediction kind whose required fields are among ``names`` (the members of an NPZ,
+    the keys of a mapping) and that takes most of them (``sets`` and ``probs`` are a
+    prediction_set, ``probs`` alone a probs prediction); targets, optional arrays and
+    estimates are ignored.
 
     Raises
     ------
@@ -146,12 +157,14 @@ def infer_kind(names: Any) -> str:
     best: list[str] = []
     score = 0
     for kind, fields in KIND_FIELDS.items():
-        options = [(f,) for f in ONE_OF[kind]] if kind in ONE_OF else [fields]
+        options = [(f,) for f in ONE_OF[kind]] if kind in ONE_OF else [required_fields(kind)]
+        taken = len(given & set(fields))
         for needed in options:
-            if set(needed) <= given and len(needed) >= score:
-                if len(needed) > score:
-                    best, score = [], len(needed)
+            if set(needed) <= given and taken >= score:
+                if taken > score:
+                    best, score = [], taken
                 best.append(kind)
+                break
     if len(best) == 1:
         return best[0]
     known = ", ".join(f"{k}: {'/'.join(f)}" for k, f in KIND_FIELDS.items())
@@ -202,7 +215,7 @@ def encode_npz(arrays: Mapping[str, np.ndarray], request: Mapping[str, Any]) -> 
     stays float32), and ``request`` as a 0-d string array holding the JSON of the request
     fields (``kind``, ``model_name``, ``metadata``, ``analyses``, ...)."""
     buf = io.BytesIO()
-    members: dict[str, Any] = {name: np.ascontiguousarray(a) for name, a in arrays.items()}
+    members: dict[str, Any] = {name: np.asarray(a, order="C") for name, a in arrays.items()}
     members["request"] = np.array(json.dumps(dict(request), allow_nan=False))
     # As numpy.savez writes it, but with a fixed member time: the same arrays and request
     # give the same bytes, so an interrupted resumable upload can be resumed from them.

@@ -27,7 +27,9 @@ from service.kinds import (
     CLASSIFICATION_KINDS,
     ESTIMATE_PREFIX,
     KIND_FIELDS,
+    SCALAR_FIELDS,
     build_prediction,
+    construct,
     target_field,
     task_of,
 )
@@ -95,7 +97,8 @@ def inputs(kind: str, arrays: Mapping[str, np.ndarray[Any, Any]], backend: Backe
     else:
         build_prediction(kind, fields)  # validation on the host, identical to the API's
         dev = {name: backend.asarray(np.asarray(v)) for name, v in arrays.items()}
-        pred = uqcore.predictions.KINDS[kind](*(dev[f] for f in KIND_FIELDS[kind]))
+        # a scalar field (an interval's level) stays a host number
+        pred = construct(kind, {f: fields[f] if f in SCALAR_FIELDS else dev[f] for f in fields})
     return Inputs(pred, dev[tname], dev.get("sample_weight"), dev, extra)
 
 
@@ -300,6 +303,11 @@ def compute(
     phases.end_phase()
 
     names = list(report)
+    if not names and metrics == "all":
+        # said in the document rather than left as an empty table (the API refuses such a
+        # request; a local evaluation or an older job can still get here)
+        caps = ", ".join(sorted(getattr(pred, "capabilities", ()))) or "nothing"
+        notes.append(f"no {task} metric applies to this {kind} prediction (it provides {caps})")
     result_metrics: dict[str, Any] = {}
     for name in names:
         spec = registry.get(name, task)

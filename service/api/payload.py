@@ -9,9 +9,10 @@ Two body formats are accepted by ``POST /v1/submissions``:
 
     * the prediction arrays, named by the kind's fields (``mean``, ``std``; ``loc``, ``scale``,
       ``df``; ``weights``, ``means``, ``stds``; ``draws``; ``levels``, ``values``;
-      ``prediction``, ``uncertainty``),
-      for classification ``probs``; ``logits``; ``member_probs`` or ``member_logits`` (M×N×C,
-      kept in their dtype: a float32 ensemble stays float32); ``alpha``,
+      ``prediction``, ``uncertainty``; ``lower``, ``upper`` and optionally ``level``, a 0-d
+      array), for classification ``probs``; ``logits``; ``member_probs`` or ``member_logits``
+      (M×N×C, kept in their dtype: a float32 ensemble stays float32); ``alpha``; ``sets``
+      (N×C booleans, or 0/1 integers) and optionally ``probs``,
     * ``y`` (regression targets) or ``labels`` (classification: N integers in [0, C)),
       optionally ``sample_weight`` and ``groups`` (integers); for classification optionally
       ``soft_labels`` (N×C), ``ood`` (N booleans or 0/1) and named estimates
@@ -54,12 +55,13 @@ from service.api.schemas import (
 from service.api.schemas.common import MAX_GROUP, MAX_LABEL, MIN_GROUP
 from service.api.spool import Spool, converted, read_member, release, row_blocks
 from service.kinds import (
+    BOOL_FIELDS,
     CLASSIFICATION_KINDS,
     CLASSIFICATION_TARGETS,
     ESTIMATE_PREFIX,
     KIND_FIELDS,
-    MATRIX_FIELDS,
-    TENSOR_FIELDS,
+    field_rank,
+    required_fields,
     target_field,
 )
 
@@ -250,7 +252,7 @@ def decode(fmt: BodyFormat, body: bytes, *, max_bytes: int) -> DecodedSubmission
     return out
 
 
-def _rectangular(name: str, rows: list[list[float]]) -> np.ndarray:
+def _rectangular(name: str, rows: list[list[Any]], dtype: Any = np.float64) -> np.ndarray:
     width = len(rows[0])
     for i, row in enumerate(rows):
         if len(row) != width:
@@ -261,7 +263,7 @@ def _rectangular(name: str, rows: list[list[float]]) -> np.ndarray:
                 field=name,
                 index=i,
             )
-    return np.asarray(rows, dtype=np.float64)
+    return np.asarray(rows, dtype=dtype)
 
 
 def _tensor(name: str, members: list[list[list[float]]]) -> np.ndarray:
@@ -308,13 +310,15 @@ def decode_json(body: bytes) -> DecodedSubmission:
     arrays: dict[str, np.ndarray] = {}
     for f in KIND_FIELDS[kind]:
         value = getattr(pred, f)
-        if value is None:  # the unused alternative field of an ensemble
+        if value is None:  # an optional field, or the unused alternative of an ensemble
             continue
-        if f in TENSOR_FIELDS:
+        rank = field_rank(f)
+        if rank == 3:
             arrays[f] = _tensor(f"prediction.{f}", value)
-        elif f in MATRIX_FIELDS:
-            arrays[f] = _rectangular(f"prediction.{f}", value)
-        else:
+        elif rank == 2:
+            dtype = bool if f in BOOL_FIELDS else np.float64
+            arrays[f] = _rectangular(f"prediction.{f}", value, dtype)
+        else:  # a vector, or a number (a 0-d array)
             arrays[f] = np.asarray(value, dtype=np.float64)
     estimates = {
         name: np.asarray(v, dtype=np.float64)
@@ -467,20 +471,20 @@ def decode_npz(
                 field=unexpected[0],
             )
         # An ensemble's one-of fields are checked with the kind's rules (validation).
-        needed = () if kind == "ensemble" else KIND_FIELDS[kind]
-        for f in (*needed, *targets[:1]):
+        for f in (*required_fields(kind), *targets[:1]):
             if f not in infos:
                 raise ApiError(422, f"NPZ upload of kind {kind!r} needs a member {f!r}", field=f)
         arrays = {name: _read_member(zf, info, name, spool) for name, info in infos.items()}
     for name, a in arrays.items():
-        if name == "ood" and a.dtype.kind == "b":
+        if (name == "ood" or name in BOOL_FIELDS) and a.dtype.kind == "b":
             continue
         if a.dtype.kind not in "iuf":
-            raise ApiError(
-                422,
-                f"{name} must hold real numbers (integer or float dtype); found dtype {a.dtype}",
-                field=name,
+            what = (
+                "booleans (bool dtype, or the numbers 0 and 1)"
+                if name in BOOL_FIELDS
+                else "real numbers (integer or float dtype)"
             )
+            raise ApiError(422, f"{name} must hold {what}; found dtype {a.dtype}", field=name)
     groups = arrays.get("groups")
     if groups is not None and groups.dtype.kind not in "iu":
         raise ApiError(

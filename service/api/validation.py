@@ -136,14 +136,18 @@ def _shift_message(message: str, argument: str, start: int, axis: int) -> str:
     """``message`` with the row of ``argument[...]`` moved by ``start`` (a block's rows are
     numbered from its start; the body's from 0)."""
     if axis == 0:
-        pattern = re.compile(re.escape(argument) + r"\[(\d+)")
+        pattern = re.compile(r"(?<![\w'])" + re.escape(argument) + r"\[(\d+)")
         return pattern.sub(lambda m: f"{argument}[{int(m.group(1)) + start}", message)
     pattern = re.compile(re.escape(argument) + r"\[(\d+), (\d+)")
     return pattern.sub(lambda m: f"{argument}[{m.group(1)}, {int(m.group(2)) + start}", message)
 
 
-def _shifted(exc: UQValidationError, start: int, names: dict[str, str]) -> UQValidationError:
-    """The error of a block starting at row ``start`` as the whole array's error."""
+def _shifted(
+    exc: UQValidationError, start: int, names: dict[str, str], others: tuple[str, ...] = ()
+) -> UQValidationError:
+    """The error of a block starting at row ``start`` as the whole array's error. ``others``
+    are the block's other arrays with rows on axis 0: a rule across fields names their rows
+    too ("upper[3] < lower[3]"), which move with the argument's."""
     arg = exc.argument
     if start == 0 or arg is None or exc.index is None:
         return exc
@@ -157,6 +161,9 @@ def _shifted(exc: UQValidationError, start: int, names: dict[str, str]) -> UQVal
     elif axis == 0:
         index = index + start
     message = _shift_message(str(exc), arg, start, axis)
+    for other in others:
+        if other != arg:
+            message = _shift_message(message, other, start, 0)
     return UQValidationError(message, argument=arg, index=index, value=exc.value)
 
 
@@ -196,6 +203,11 @@ def _blockwise(
     if n <= spooling.CHUNK_ROWS:
         return None
     names = {f"estimates[{k[len(ESTIMATE_PREFIX) :]!r}]": k for k in arrays}
+    others = tuple(
+        k
+        for k, a in {**arrays, **extra}.items()
+        if not k.startswith(ESTIMATE_PREFIX) and _row_axis(k, a) == 0
+    )
     first: tuple[Any, frozenset[str]] | None = None
     weight_error: UQValidationError | None = None
     weights_ok = False
@@ -217,7 +229,7 @@ def _blockwise(
                     batch = make_batch(prediction, y, None, **rows)
                 targets = getattr(batch, "targets", frozenset())
         except UQValidationError as exc:
-            raise _uq_error(_shifted(exc, start, names), sub) from None
+            raise _uq_error(_shifted(exc, start, names, others), sub) from None
         finally:
             release(*arrays.values(), *extra.values())
         if first is None:
@@ -321,13 +333,35 @@ def _check_estimators(sub: DecodedSubmission, prediction: Any) -> None:
             )
 
 
+def _check_some_metric_applies(
+    sub: DecodedSubmission, prediction: Any, targets: frozenset[str]
+) -> None:
+    """``metrics: "all"`` computes the metrics that apply: when none does (a kind whose
+    metrics the registry lacks), a 422 says so rather than an empty result. The weights'
+    rules are left to the metrics' own checks (they do not decide whether a metric exists)."""
+    task = task_of(sub.kind)
+    for spec in registry.specs(task):
+        if spec.why_not(prediction, targets, None, sub.analyses.params.get(spec.name)) is None:
+            return
+    caps = ", ".join(sorted(prediction.capabilities)) or "nothing"
+    raise ApiError(
+        422,
+        f"no {task} metric applies to this {sub.kind} prediction (it provides {caps}); "
+        f"GET /v1/metrics?kind={sub.kind} lists the metrics of each kind",
+        field="analyses.metrics",
+        code="metric_not_applicable",
+    )
+
+
 def _check_analyses(
     sub: DecodedSubmission, prediction: Any, targets: frozenset[str], n: int
 ) -> Analyses:
     analyses = sub.analyses
     task = task_of(sub.kind)
     wanted = analyses.metrics
-    if wanted != "all":
+    if wanted == "all":
+        _check_some_metric_applies(sub, prediction, targets)
+    else:
         for i, name in enumerate(wanted):
             try:
                 spec = registry.get(name, task)

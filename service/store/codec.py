@@ -66,7 +66,7 @@ def encode_array(array: np.ndarray[Any, Any]) -> tuple[dict[str, Any], list[byte
     is zlib-compressed (tag ``z``) when a sample of it compresses below COMPRESS_BELOW,
     else kept as is (tag ``r``)."""
     buf = io.BytesIO()
-    np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
+    np.save(buf, np.asarray(array, order="C"), allow_pickle=False)  # 0-d stays 0-d
     raw = buf.getbuffer()
     chunks = []
     for i in range(0, max(len(raw), 1), CHUNK_BYTES):

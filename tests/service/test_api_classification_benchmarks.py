@@ -132,7 +132,7 @@ def test_create_get_update_without_targets(api: TestClient, submitter: dict[str,
     assert created["n_classes"] == C  # the width of the soft labels
     assert created["has_soft_labels"] is True and created["has_ood"] is True
     assert created["estimators"] == ESTIMATORS
-    assert created["kinds"] == ["probs", "logits", "ensemble", "dirichlet"]
+    assert created["kinds"] == ["probs", "logits", "ensemble", "dirichlet", "prediction_set"]
     assert created["metrics"] == METRICS
     for hidden_field in ("labels", "soft_labels", "ood", "y", "label_max"):
         assert hidden_field not in created

@@ -36,7 +36,8 @@ def test_catalogue_lists_the_registry(api: TestClient):
     cls = {m["name"]: m for m in entries if m["task"] == "classification"}
     mae = metrics["mae"]
     assert (mae["task"], mae["direction"], mae["needs"]) == ("regression", "lower", ["point"])
-    assert mae["kinds"] == list(REGRESSION_KINDS)
+    # every regression kind but an interval, which has no point prediction
+    assert mae["kinds"] == [k for k in REGRESSION_KINDS if k != "interval"]
     assert metrics["nmerci"]["defaults"]["alpha"] == 0.95
     # Each parameter's domain, as uqcore checks it (tests/uqcore/test_options.py).
     assert metrics["nmerci"]["options"]["alpha"] == {
@@ -51,10 +52,12 @@ def test_catalogue_lists_the_registry(api: TestClient):
         assert m["options"] == {k: o.schema() for k, o in spec.options.items()}
     assert "point_uncertainty" not in metrics["nll"]["kinds"]
     # Classification metrics list the classification kinds only; second-order metrics only
-    # the second-order kinds; OOD metrics apply when the submission sends OOD flags.
-    assert cls["nll"]["kinds"] == ["probs", "logits", "ensemble", "dirichlet"]
+    # the second-order kinds; OOD metrics apply when the submission sends OOD flags; the
+    # probability metrics apply to prediction sets sent with their probabilities.
+    first_order = ["probs", "logits", "ensemble", "dirichlet", "prediction_set"]
+    assert cls["nll"]["kinds"] == first_order
     assert cls["disentanglement_rank_corr"]["kinds"] == ["ensemble", "dirichlet"]
-    assert cls["auroc_ood"]["kinds"] == ["probs", "logits", "ensemble", "dirichlet"]
+    assert cls["auroc_ood"]["kinds"] == first_order
     for m in entries:
         assert m["summary"] and m["kinds"], m["name"]
         kinds = CLASSIFICATION_KINDS if m["task"] == "classification" else set(REGRESSION_KINDS)

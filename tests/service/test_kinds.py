@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from service.kinds import CLASSIFICATION_KINDS, KIND_FIELDS, MATRIX_FIELDS, build_prediction
+from service.kinds import (
+    CLASSIFICATION_KINDS,
+    KIND_FIELDS,
+    MATRIX_FIELDS,
+    build_prediction,
+    required_fields,
+)
 from uqcore import UQValidationError
 from uqcore import predictions as P
 from uqcore.predictions import classification as PC
@@ -41,6 +47,8 @@ def _arrays(kind: str) -> dict[str, np.ndarray]:
             "estimate:score": pos,
         },
         "dirichlet": {"alpha": RNG.uniform(0.5, 3.0, size=(N, 3))},
+        "interval": {"lower": vec - pos, "upper": vec + pos, "level": np.asarray(0.8)},
+        "prediction_set": {"sets": RNG.random((N, 3)) < 0.5},
     }[kind]
 
 
@@ -120,3 +128,77 @@ def test_matrix_fields_must_be_matrices() -> None:
     assert "draws" in MATRIX_FIELDS
     with pytest.raises(UQValidationError, match=r"draws must be a matrix"):
         build_prediction("samples", {"draws": np.zeros(4)})
+
+
+def test_interval_level_is_an_optional_number() -> None:
+    lo, hi = np.array([0.0, 1.0, -2.0]), np.array([1.0, 1.0, 0.5])
+    assert required_fields("interval") == ("lower", "upper")
+    with_level = build_prediction("interval", {"lower": lo, "upper": hi, "level": 0.9})
+    assert with_level.level == 0.9
+    np.testing.assert_array_equal(with_level.width(), hi - lo)
+    assert build_prediction("interval", {"lower": lo, "upper": hi}).level is None
+    # a 0-d array, as an NPZ member holds it
+    assert (
+        build_prediction("interval", {"lower": lo, "upper": hi, "level": np.float32(0.5)}).level
+        == 0.5
+    )
+
+
+@pytest.mark.parametrize(
+    ("arrays", "field", "message"),
+    [
+        ({"upper": np.ones(3)}, "lower", r"needs field\(s\) \['lower'\]"),
+        ({"lower": np.zeros((3, 1)), "upper": np.ones(3)}, "lower", "lower must be a vector"),
+        ({"lower": np.zeros(3), "upper": np.array([1.0, -1.0, 1.0])}, "upper", r"upper\[1\]"),
+        ({"lower": np.zeros(3), "upper": np.ones(3), "level": 1.0}, "level", r"\(0, 1\)"),
+        ({"lower": np.zeros(3), "upper": np.ones(3), "level": np.nan}, "level", r"\(0, 1\)"),
+        ({"lower": np.zeros(3), "upper": np.ones(3), "level": [0.9]}, "level", "one number"),
+        ({"lower": np.zeros(3), "upper": np.ones(3), "level": True}, "level", "real numbers"),
+        ({"lower": np.zeros(3), "upper": np.ones(3), "level": "0.9"}, "level", "real numbers"),
+    ],
+)
+def test_interval_rules(arrays: dict[str, object], field: str, message: str) -> None:
+    with pytest.raises(UQValidationError, match=message) as info:
+        build_prediction("interval", arrays)
+    assert info.value.argument == field
+
+
+def test_prediction_set_with_and_without_probs() -> None:
+    sets = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 0], [1, 1, 1]])
+    probs = np.array([[0.8, 0.1, 0.1], [0.5, 0.4, 0.1], [0.4, 0.3, 0.3], [0.3, 0.3, 0.4]])
+    alone = build_prediction("prediction_set", {"sets": sets})
+    assert required_fields("prediction_set") == ("sets",)
+    assert alone.capabilities == {"sets"}
+    assert alone.set_sizes().tolist() == [1, 2, 0, 3]
+    both = build_prediction("prediction_set", {"sets": sets.astype(bool), "probs": probs})
+    assert both.has_probs and "probs" in both.capabilities
+    np.testing.assert_array_equal(both.probs(), probs)
+
+
+@pytest.mark.parametrize(
+    ("arrays", "field", "message", "index"),
+    [
+        ({}, "sets", r"needs field\(s\) \['sets'\]", None),
+        ({"sets": np.ones(3, dtype=bool)}, "sets", "sets must be a matrix", None),
+        ({"sets": np.array([[1, 0], [0, 2]])}, "sets", r"boolean \(0 or 1\)", (1, 1)),
+        ({"sets": np.array([["a", "b"]])}, "sets", "booleans", None),
+        ({"sets": np.eye(2, dtype=bool), "probs": np.full((2, 3), 1 / 3)}, "probs", "shape", None),
+        (
+            {"sets": np.eye(2, dtype=bool), "probs": np.array([[0.5, 0.5], [0.9, 0.3]])},
+            "probs",
+            r"probs\[1\]",
+            1,
+        ),
+    ],
+)
+def test_prediction_set_rules(
+    arrays: dict[str, object], field: str, message: str, index: object
+) -> None:
+    with pytest.raises(UQValidationError, match=message) as info:
+        build_prediction("prediction_set", arrays)
+    assert info.value.argument == field
+    if index is not None:
+        got = info.value.index
+        assert (
+            got if isinstance(index, tuple) else got[0] if isinstance(got, tuple) else got
+        ) == index

@@ -108,14 +108,26 @@ def test_response_and_request_models_carry_examples(doc: dict[str, Any]):
         "samples",
         "quantiles",
         "point_uncertainty",
+        "interval",
         "probs",
         "logits",
         "ensemble",
         "dirichlet",
+        "prediction_set",
     }
     ens = schemas["EnsemblePrediction"]
     assert set(ens["properties"]) == {"kind", "member_probs", "member_logits", "estimates"}
     assert ens["required"] == ["kind"]
+    # optional fields are optional; a level is one number in (0, 1); sets hold booleans
+    interval = schemas["IntervalPrediction"]
+    assert sorted(interval["required"]) == ["kind", "lower", "upper"]
+    level = next(s for s in interval["properties"]["level"]["anyOf"] if s.get("type") == "number")
+    assert (level["exclusiveMinimum"], level["exclusiveMaximum"]) == (0, 1)
+    sets = schemas["PredictionSetPrediction"]
+    assert sorted(sets["required"]) == ["kind", "sets"]
+    assert set(sets["properties"]) == {"kind", "sets", "probs", "estimates"}
+    entry = sets["properties"]["sets"]["items"]["items"]
+    assert {"type": "boolean"} in entry["anyOf"]
     assert {"labels", "soft_labels", "ood"} <= set(schemas["SubmissionCreate"]["properties"])
 
 

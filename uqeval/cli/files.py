@@ -22,10 +22,14 @@ from typing import Any
 import numpy as np
 
 from service.kinds import (
+    BOOL_FIELDS as PREDICTION_BOOL_FIELDS,
+)
+from service.kinds import (
     CLASSIFICATION_TARGETS,
     ESTIMATE_PREFIX,
     KIND_FIELDS,
     MATRIX_FIELDS,
+    SCALAR_FIELDS,
     target_field,
 )
 from uqeval.errors import BadRequest
@@ -37,7 +41,10 @@ KNOWN_FIELDS = PREDICTION_FIELDS | frozenset(EXTRA_FIELDS)
 #: Fields that a table can give as several columns (one per class, draw, level, component).
 TABLE_MATRIX_FIELDS = (MATRIX_FIELDS | {"soft_labels"}) - {"levels"}
 INTEGER_FIELDS = frozenset({"labels", "groups"})
-BOOL_FIELDS = frozenset({"ood"})
+#: Fields whose CSV cells are true/false (or 1/0, yes/no); numbers of ``ood`` are read as
+#: "not 0", those of a prediction field (``sets``) are sent as they are, for the server to
+#: check that each is 0 or 1.
+BOOL_FIELDS = frozenset({"ood"}) | PREDICTION_BOOL_FIELDS
 
 NPZ_SUFFIXES = (".npz",)
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -224,9 +231,27 @@ def _convert(name: str, values: np.ndarray, source: str) -> np.ndarray:
                 index=i,
             )
         return values.astype(np.int64)
-    if base in BOOL_FIELDS and values.dtype.kind in "iuf":
+    if base == "ood" and values.dtype.kind in "iuf":
         return np.asarray(values != 0)
     return values
+
+
+def _scalar(name: str, values: np.ndarray, source: str) -> np.ndarray:
+    """A field of one number (an interval's ``level``) given as a column: every row must hold
+    the same value, which becomes a 0-d array."""
+    if values.ndim == 0:
+        return values
+    flat = values.reshape(-1)
+    differ = np.flatnonzero(flat != flat[0])
+    if flat.size == 0 or differ.size:
+        i = int(differ[0]) if differ.size else 0
+        raise BadRequest(
+            f"{source} {name!r} is one number for the whole file: every row must hold the same "
+            f"value; row {i} differs from row 0",
+            field=name,
+            index=i,
+        )
+    return np.asarray(flat[0])
 
 
 def _is_number(text: str) -> bool:
@@ -318,6 +343,8 @@ def from_table(table: Mapping[str, np.ndarray], mapping: ColumnMap, source: str)
             used.update(members)
     if mapping.levels is not None:
         out["levels"] = np.asarray(mapping.levels, dtype=np.float64)
+    for name in SCALAR_FIELDS & set(out):
+        out[name] = _scalar(name, np.asarray(out[name]), f"{source} column")
     if not PREDICTION_FIELDS & set(out):
         raise BadRequest(
             f"{source} holds no prediction field: its columns are "

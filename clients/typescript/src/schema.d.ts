@@ -17,8 +17,9 @@ export interface paths {
          *     reference, and the prediction kinds it applies to. No API key needed.
          *
          *     A kind "applies" when it provides what the metric needs (classification metrics that need
-         *     OOD flags or soft labels apply when the submission sends them); a Student-t prediction with
-         *     some df <= 2 has no finite std, so std-based metrics do not apply to that batch.
+         *     OOD flags or soft labels apply when the submission sends them; the probability metrics
+         *     apply to a prediction_set sent with its probs); a Student-t prediction with some df <= 2
+         *     has no finite std, so std-based metrics do not apply to that batch.
          */
         get: operations["listMetrics"];
         put?: never;
@@ -1368,7 +1369,7 @@ export interface components {
              * @description Prediction kinds accepted, all of the task (default: every kind of it).
              * @default null
              */
-            kinds?: ("gaussian" | "laplace" | "student_t" | "mixture" | "samples" | "quantiles" | "point_uncertainty" | "probs" | "logits" | "ensemble" | "dirichlet")[] | null;
+            kinds?: ("gaussian" | "laplace" | "student_t" | "mixture" | "samples" | "quantiles" | "point_uncertainty" | "interval" | "probs" | "logits" | "ensemble" | "dirichlet" | "prediction_set")[] | null;
             /**
              * N Classes
              * @description Classification only: the number of classes C every prediction must have (default: the width of soft_labels if given, else any C above every label).
@@ -1676,7 +1677,7 @@ export interface components {
              * @description Prediction kinds accepted, all of the task (default: every kind of it).
              * @default null
              */
-            kinds?: ("gaussian" | "laplace" | "student_t" | "mixture" | "samples" | "quantiles" | "point_uncertainty" | "probs" | "logits" | "ensemble" | "dirichlet")[] | null;
+            kinds?: ("gaussian" | "laplace" | "student_t" | "mixture" | "samples" | "quantiles" | "point_uncertainty" | "interval" | "probs" | "logits" | "ensemble" | "dirichlet" | "prediction_set")[] | null;
             /**
              * N Classes
              * @description Classification only: the number of classes C every prediction must have (default: the width of soft_labels if given, else any C above every label).
@@ -1959,7 +1960,7 @@ export interface components {
         };
         /**
          * EnsemblePrediction
-         * @description A ensemble prediction: arrays member_probs, member_logits.
+         * @description An ensemble prediction: arrays member_probs, member_logits.
          * @example {
          *       "kind": "ensemble",
          *       "member_probs": [
@@ -2136,6 +2137,47 @@ export interface components {
             n_resamples?: number | null;
         } & {
             [key: string]: unknown;
+        };
+        /**
+         * IntervalPrediction
+         * @description An interval prediction: arrays lower, upper; optionally level.
+         * @example {
+         *       "kind": "interval",
+         *       "level": 0.9,
+         *       "lower": [
+         *         -0.7,
+         *         1.3,
+         *         2.2
+         *       ],
+         *       "upper": [
+         *         0.9,
+         *         2.6,
+         *         4.1
+         *       ]
+         *     }
+         */
+        IntervalPrediction: {
+            /**
+             * @description The prediction kind. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            kind: "interval";
+            /**
+             * Lower
+             * @description Lower bounds of the intervals, N finite values.
+             */
+            lower: number[];
+            /**
+             * Upper
+             * @description Upper bounds of the intervals, N finite values, each >= lower (closed intervals).
+             */
+            upper: number[];
+            /**
+             * Level
+             * @description Optional nominal coverage 1 − α in (0, 1) the intervals were made for; metrics that need a level use it instead of their level option.
+             * @default null
+             */
+            level?: number | null;
         };
         JsonValue: unknown;
         /**
@@ -2390,7 +2432,8 @@ export interface components {
          *             "mixture",
          *             "samples",
          *             "quantiles",
-         *             "point_uncertainty"
+         *             "point_uncertainty",
+         *             "interval"
          *           ],
          *           "name": "mae",
          *           "needs": [
@@ -2609,6 +2652,73 @@ export interface components {
              * @description Scalar uncertainty score, N values, each >= 0 (larger = less certain).
              */
             uncertainty: number[];
+        };
+        /**
+         * PredictionSetPrediction
+         * @description A prediction_set prediction: arrays sets; optionally probs.
+         * @example {
+         *       "kind": "prediction_set",
+         *       "probs": [
+         *         [
+         *           0.7,
+         *           0.2,
+         *           0.1
+         *         ],
+         *         [
+         *           0.1,
+         *           0.8,
+         *           0.1
+         *         ],
+         *         [
+         *           0.3,
+         *           0.3,
+         *           0.4
+         *         ]
+         *       ],
+         *       "sets": [
+         *         [
+         *           true,
+         *           true,
+         *           false
+         *         ],
+         *         [
+         *           false,
+         *           true,
+         *           false
+         *         ],
+         *         [
+         *           true,
+         *           true,
+         *           true
+         *         ]
+         *       ]
+         *     }
+         */
+        PredictionSetPrediction: {
+            /**
+             * @description The prediction kind. (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            kind: "prediction_set";
+            /**
+             * Sets
+             * @description Prediction sets, N×C booleans (true/false, or 1/0): entry [i][c] says whether class c is in row i's set; a set may be empty or hold every class.
+             */
+            sets: (boolean | (0 | 1))[][];
+            /**
+             * Probs
+             * @description Optional class probabilities the sets were made from, N×C (the shape of sets), rows on the simplex (± 1e-4); with them the probability metrics (brier, ece, ...) apply too.
+             * @default null
+             */
+            probs?: number[][] | null;
+            /**
+             * Estimates
+             * @description Optional named uncertainty estimates, name -> N values (higher = more uncertain).
+             * @default null
+             */
+            estimates?: {
+                [key: string]: number[];
+            } | null;
         };
         /**
          * ProbsPrediction
@@ -3117,7 +3227,7 @@ export interface components {
              * Prediction
              * @description The prediction; its "kind" selects the arrays.
              */
-            prediction: components["schemas"]["GaussianPrediction"] | components["schemas"]["LaplacePrediction"] | components["schemas"]["StudentTPrediction"] | components["schemas"]["MixturePrediction"] | components["schemas"]["SamplesPrediction"] | components["schemas"]["QuantilesPrediction"] | components["schemas"]["PointUncertaintyPrediction"] | components["schemas"]["ProbsPrediction"] | components["schemas"]["LogitsPrediction"] | components["schemas"]["EnsemblePrediction"] | components["schemas"]["DirichletPrediction"];
+            prediction: components["schemas"]["GaussianPrediction"] | components["schemas"]["LaplacePrediction"] | components["schemas"]["StudentTPrediction"] | components["schemas"]["MixturePrediction"] | components["schemas"]["SamplesPrediction"] | components["schemas"]["QuantilesPrediction"] | components["schemas"]["PointUncertaintyPrediction"] | components["schemas"]["IntervalPrediction"] | components["schemas"]["ProbsPrediction"] | components["schemas"]["LogitsPrediction"] | components["schemas"]["EnsemblePrediction"] | components["schemas"]["DirichletPrediction"] | components["schemas"]["PredictionSetPrediction"];
             /**
              * Y
              * @description Regression targets, N finite values (required for a regression kind without a benchmark_id).
@@ -3350,7 +3460,7 @@ export interface components {
              * @description The prediction kind; the NPZ holds its arrays.
              * @enum {string}
              */
-            kind: "gaussian" | "laplace" | "student_t" | "mixture" | "samples" | "quantiles" | "point_uncertainty" | "probs" | "logits" | "ensemble" | "dirichlet";
+            kind: "gaussian" | "laplace" | "student_t" | "mixture" | "samples" | "quantiles" | "point_uncertainty" | "interval" | "probs" | "logits" | "ensemble" | "dirichlet" | "prediction_set";
         };
         /**
          * SubmissionSummary
@@ -3601,7 +3711,7 @@ export interface operations {
                 /** @description Only metrics of this task. */
                 task?: string | null;
                 /** @description Only metrics that apply to this prediction kind. */
-                kind?: ("gaussian" | "laplace" | "student_t" | "mixture" | "samples" | "quantiles" | "point_uncertainty" | "probs" | "logits" | "ensemble" | "dirichlet") | null;
+                kind?: ("gaussian" | "laplace" | "student_t" | "mixture" | "samples" | "quantiles" | "point_uncertainty" | "interval" | "probs" | "logits" | "ensemble" | "dirichlet" | "prediction_set") | null;
             };
             header?: never;
             path?: never;
@@ -3710,9 +3820,11 @@ export interface operations {
          *       `numpy.savez_compressed`) whose members are the prediction arrays named by the kind's
          *       fields (gaussian: `mean`, `std`; laplace: `loc`, `scale`; student_t: `loc`, `scale`, `df`;
          *       mixture: `weights`, `means`, `stds` (N×K); samples: `draws` (N×S); quantiles: `levels` (Q),
-         *       `values` (N×Q); point_uncertainty: `prediction`, `uncertainty`; classification: probs:
-         *       `probs` (N×C); logits: `logits` (N×C); ensemble: `member_probs` or `member_logits` (M×N×C,
-         *       kept in their dtype, float32 stays float32); dirichlet: `alpha` (N×C)), the targets `y`
+         *       `values` (N×Q); point_uncertainty: `prediction`, `uncertainty`; interval: `lower`,
+         *       `upper`, optionally `level` (a 0-d array in (0, 1)); classification: probs: `probs` (N×C);
+         *       logits: `logits` (N×C); ensemble: `member_probs` or `member_logits` (M×N×C, kept in their
+         *       dtype, float32 stays float32); dirichlet: `alpha` (N×C); prediction_set: `sets` (N×C, bool
+         *       or 0/1 integers), optionally `probs` (N×C)), the targets `y`
          *       (regression) or `labels` (classification, N class indices), optionally `sample_weight` and
          *       `groups`, for classification optionally `soft_labels` (N×C), `ood` (N booleans) and named
          *       estimates `estimate:<name>` (N values), and `request`: a 0-d string array holding the JSON

@@ -76,8 +76,9 @@ def list_metrics(
     reference, and the prediction kinds it applies to. No API key needed.
 
     A kind "applies" when it provides what the metric needs (classification metrics that need
-    OOD flags or soft labels apply when the submission sends them); a Student-t prediction with
-    some df <= 2 has no finite std, so std-based metrics do not apply to that batch.
+    OOD flags or soft labels apply when the submission sends them; the probability metrics
+    apply to a prediction_set sent with its probs); a Student-t prediction with some df <= 2
+    has no finite std, so std-based metrics do not apply to that batch.
     """
     if task is not None:
         tasks = list(SERVICE_TASKS)

@@ -69,9 +69,11 @@ Two body formats:
   `numpy.savez_compressed`) whose members are the prediction arrays named by the kind's
   fields (gaussian: `mean`, `std`; laplace: `loc`, `scale`; student_t: `loc`, `scale`, `df`;
   mixture: `weights`, `means`, `stds` (N×K); samples: `draws` (N×S); quantiles: `levels` (Q),
-  `values` (N×Q); point_uncertainty: `prediction`, `uncertainty`; classification: probs:
-  `probs` (N×C); logits: `logits` (N×C); ensemble: `member_probs` or `member_logits` (M×N×C,
-  kept in their dtype, float32 stays float32); dirichlet: `alpha` (N×C)), the targets `y`
+  `values` (N×Q); point_uncertainty: `prediction`, `uncertainty`; interval: `lower`,
+  `upper`, optionally `level` (a 0-d array in (0, 1)); classification: probs: `probs` (N×C);
+  logits: `logits` (N×C); ensemble: `member_probs` or `member_logits` (M×N×C, kept in their
+  dtype, float32 stays float32); dirichlet: `alpha` (N×C); prediction_set: `sets` (N×C, bool
+  or 0/1 integers), optionally `probs` (N×C)), the targets `y`
   (regression) or `labels` (classification, N class indices), optionally `sample_weight` and
   `groups`, for classification optionally `soft_labels` (N×C), `ood` (N booleans) and named
   estimates `estimate:<name>` (N values), and `request`: a 0-d string array holding the JSON

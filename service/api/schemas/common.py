@@ -3,9 +3,9 @@ JSON-value check, the constrained types, the prediction kinds and the error answ
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from service.kinds import KIND_FIELDS
 from service.models import MetricName, StrictModel, check_json_value
@@ -13,6 +13,7 @@ from service.models import MetricName, StrictModel, check_json_value
 __all__ = [
     "KINDS",
     "BenchmarkId",
+    "BoolMatrix",
     "ErrorDetail",
     "ErrorResponse",
     "EstimatorName",
@@ -20,6 +21,7 @@ __all__ = [
     "Groups",
     "Kind",
     "Labels",
+    "Level",
     "Matrix",
     "MetricName",
     "StrictModel",
@@ -44,6 +46,27 @@ BenchmarkId = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Z
 Vector = Annotated[list[float], Field(min_length=1)]
 Matrix = Annotated[list[Annotated[list[float], Field(min_length=1)]], Field(min_length=1)]
 Tensor = Annotated[list[Matrix], Field(min_length=1)]
+
+
+def _bool_entry(value: Any) -> Any:
+    """A JSON boolean as it is, an integer 0 or 1 as the boolean it stands for (uqcore reads
+    0/1 as booleans too, and NPZ bodies may hold them); anything else is refused."""
+    if isinstance(value, bool):
+        return value
+    if type(value) is int and value in (0, 1):
+        return bool(value)
+    raise ValueError("must be a boolean: true or false (or 1 or 0)")
+
+
+#: One boolean: JSON true/false, or 1/0.
+BoolEntry = Annotated[
+    bool,
+    BeforeValidator(_bool_entry),
+    WithJsonSchema({"anyOf": [{"type": "boolean"}, {"type": "integer", "enum": [0, 1]}]}),
+]
+BoolMatrix = Annotated[list[Annotated[list[BoolEntry], Field(min_length=1)]], Field(min_length=1)]
+#: A nominal coverage level 1 − α: one number strictly between 0 and 1.
+Level = Annotated[float, Field(gt=0, lt=1)]
 
 #: Bounds of the integer arrays, checked before anything is converted to a fixed-size integer
 #: (a JSON integer has no size: 10**30 must be a 422, not an overflow). A class label indexes
