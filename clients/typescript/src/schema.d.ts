@@ -777,6 +777,14 @@ export interface components {
                      */
                     variant?: "bma" | "members_mean" | "top_class" | "binary";
                 };
+                /** classification brier_skill */
+                brier_skill?: {
+                    /**
+                     * @default bma
+                     * @enum {string}
+                     */
+                    variant?: "bma" | "members_mean" | "top_class" | "binary";
+                };
                 /** regression calibration_error */
                 calibration_error?: {
                     /**
@@ -794,6 +802,13 @@ export interface components {
                 };
                 /** regression check_score */
                 check_score?: {
+                    /** @default null */
+                    levels?: number[] | null;
+                    /** @default true */
+                    scaled?: boolean;
+                };
+                /** regression check_score_skill */
+                check_score_skill?: {
                     /** @default null */
                     levels?: number[] | null;
                     /** @default true */
@@ -825,6 +840,14 @@ export interface components {
                 };
                 /** regression crps */
                 crps?: {
+                    /**
+                     * @default nrg
+                     * @enum {string}
+                     */
+                    estimator?: "nrg" | "fair" | "pwm";
+                };
+                /** regression crps_skill */
+                crps_skill?: {
                     /**
                      * @default nrg
                      * @enum {string}
@@ -943,6 +966,17 @@ export interface components {
                     /** @default true */
                     scaled?: boolean;
                 };
+                /** regression interval_score_skill */
+                interval_score_skill?: {
+                    /** @default null */
+                    levels?: number[] | null;
+                    /** @default 0.9 */
+                    level?: number;
+                    /** @default true */
+                    scaled?: boolean;
+                };
+                /** classification log_loss_skill */
+                log_loss_skill?: Record<string, never>;
                 /** regression mae */
                 mae?: Record<string, never>;
                 /** regression marpd */
@@ -1018,6 +1052,11 @@ export interface components {
                     /** @default silverman */
                     bandwidth?: number | number[] | ("silverman" | "scott" | "scoringrules");
                 };
+                /** regression nll_skill */
+                nll_skill?: {
+                    /** @default silverman */
+                    bandwidth?: number | number[] | ("silverman" | "scott" | "scoringrules");
+                };
                 /** regression nmerci */
                 nmerci?: {
                     /** @default 0.95 */
@@ -1085,8 +1124,26 @@ export interface components {
                 rmse?: Record<string, never>;
                 /** regression sharpness */
                 sharpness?: Record<string, never>;
+                /** classification smooth_ece */
+                smooth_ece?: {
+                    /**
+                     * @default top_label
+                     * @enum {string}
+                     */
+                    target?: "top_label" | "binary";
+                    /** @default auto */
+                    bandwidth?: number | "auto";
+                };
                 /** regression spearman */
                 spearman?: Record<string, never>;
+                /** classification spiegelhalter_z */
+                spiegelhalter_z?: {
+                    /**
+                     * @default top_label
+                     * @enum {string}
+                     */
+                    target?: "top_label" | "binary";
+                };
                 /** classification top5_accuracy */
                 top5_accuracy?: {
                     /** @default 5 */
@@ -2238,6 +2295,7 @@ export interface components {
          *           "rank_high": 1,
          *           "rank_low": 1,
          *           "separable_from_baseline": true,
+         *           "skill_vs_baseline": 0.18,
          *           "std": 0.015,
          *           "submission_id": "sub_3f2b6c1e9a7d4e0f8b5a2c1d0e9f8a7b",
          *           "team_id": "team_1a2b3c4d5e6f",
@@ -2361,6 +2419,11 @@ export interface components {
             separable_from_baseline?: boolean | null;
             /** P Value Vs Baseline */
             p_value_vs_baseline?: number | null;
+            /**
+             * Skill Vs Baseline
+             * @description 1 − value / the baseline's value: the skill score against the baseline (uqcore.skill_from_values), for metrics that are scores (lower is better, best 0, e.g. crps, brier, wis). Null for other metrics, without a baseline, or where the baseline scores 0.
+             */
+            skill_vs_baseline?: number | null;
             /**
              * Is Baseline
              * @default false
