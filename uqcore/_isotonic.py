@@ -1,0 +1,218 @@
+"""Isotonic recalibration and the CORP score decomposition (miscalibration, discrimination,
+uncertainty) shared by the regression and classification metrics.
+
+CORP (Dimitriadis, Gneiting & Jordan 2021, PNAS 118(8) e2016191118; for general functionals
+Gneiting & Resin 2023, Electron. J. Statist. 17:3226): the outcomes y are recalibrated on the
+forecasts x by isotonic regression, x̂ = argmin over non-decreasing functions f of
+Σ w_i S(f(x_i), y_i), tied forecasts sharing one value (f is a function of x); then, with S̄
+the weighted mean score and r the climatological forecast (the functional of the marginal
+distribution of y),
+
+    MCB = S̄(x) − S̄(x̂),   DSC = S̄(r) − S̄(x̂),   UNC = S̄(r),   S̄(x) = MCB − DSC + UNC.
+
+Functionals and their consistent scores:
+
+* ``"mean"``: the squared error (the Brier score for binary outcomes). The fit is
+  :func:`scipy.optimize.isotonic_regression` (PAV; its weights must be positive, so
+  zero-weight rows are dropped first and tied forecasts are merged into one point whose weight
+  is the sum of theirs and whose outcome is their weighted mean).
+* ``"quantile"`` at level α: the pinball loss ρ_α(y − x) = (1{y < x} − α)(x − y). The
+  isotonic fit minimises the pinball loss; its block values are weighted α-quantiles, which
+  are not unique. We give the smallest minimiser (every block takes its lower α-quantile, the
+  inverted-CDF value: the smallest y_j with Σ_{y_i ≤ y_j} w_i ≥ α Σ w_i); every minimiser has
+  the same loss, so MCB, DSC and UNC do not depend on the choice, only the diagram's steps do
+  (model-diagnostics draws the midpoint of the lower and the upper solution). The fit is exact:
+  the partitioning algorithm for separable convex isotonic regression on a chain (Hochbaum &
+  Queyranne 2003; Stout 2013 "Isotonic regression via partitioning"), which bisects the sorted
+  distinct outcomes and, at each threshold, solves the two-valued problem for every segment at
+  once with a prefix sum — O(N log N), a few numpy passes per bisection level.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from scipy.optimize import isotonic_regression
+
+__all__ = ["Corp", "Functional", "corp", "isotonic_fit", "pinball", "weighted_quantile"]
+
+NDArray = np.ndarray[Any, Any]
+Functional = Literal["mean", "quantile"]
+
+
+@dataclass(frozen=True)
+class Corp:
+    """One CORP decomposition: the mean scores and the recalibration's steps."""
+
+    score: float  # S̄(x)
+    mcb: float
+    dsc: float
+    unc: float
+    x: NDArray  # the distinct forecasts (of positive weight), ascending
+    fitted: NDArray  # x̂ at each of them (non-decreasing)
+    weight: NDArray  # the total weight of each distinct forecast
+    reference: float  # the climatological forecast r
+
+    def scaled(self, e: int, power: int) -> Corp:
+        """The decomposition of data multiplied by 2^e (scores scale by 2^(e·power))."""
+
+        def s(v: float) -> float:
+            try:
+                return math.ldexp(v, e * power)
+            except OverflowError:  # the caller reports the value as beyond float64's range
+                return math.copysign(math.inf, v)
+
+        return Corp(
+            s(self.score),
+            s(self.mcb),
+            s(self.dsc),
+            s(self.unc),
+            self.x * math.ldexp(1.0, e) if e else self.x,
+            self.fitted * math.ldexp(1.0, e) if e else self.fitted,
+            self.weight,
+            math.ldexp(self.reference, e),
+        )
+
+
+def pinball(y: NDArray, x: NDArray, level: float) -> NDArray:
+    """ρ_α(y − x) = (1{y < x} − α)(x − y), per row."""
+    return ((y < x).astype(np.float64) - level) * (x - y)
+
+
+def weighted_quantile(y: NDArray, w: NDArray, level: float) -> float:
+    """The lower weighted α-quantile: the smallest y_j with Σ_{y_i ≤ y_j} w_i ≥ α Σ w_i."""
+    order = np.argsort(y, kind="stable")
+    cw = np.cumsum(w[order])
+    j = int(np.searchsorted(cw, level * cw[-1], side="left"))
+    return float(y[order][min(j, y.shape[0] - 1)])
+
+
+def _groups(x: NDArray, w: NDArray) -> tuple[NDArray, NDArray, NDArray]:
+    """(order sorting x, start of each run of equal x in that order, group index per sorted row)."""
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    starts = np.flatnonzero(np.concatenate(([True], xs[1:] != xs[:-1])))
+    gid = np.cumsum(np.concatenate(([0], (xs[1:] != xs[:-1]).astype(np.intp))))
+    return order, starts, gid
+
+
+def _ranges(starts: NDArray, ends: NDArray) -> NDArray:
+    """Concatenation of arange(s, e) over the pairs (vectorised)."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.intp)
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    out: NDArray = np.arange(total, dtype=np.intp) + offsets
+    return out
+
+
+def _isotonic_quantile(gid: NDArray, y: NDArray, w: NDArray, m: int, level: float) -> NDArray:
+    """The smallest isotonic α-quantile fit of y (rows sorted by x, group ``gid`` per row, m
+    groups): one value per group (partitioning, see the module docstring)."""
+    values, rank = np.unique(y, return_inverse=True)
+    k = values.shape[0]
+    result = np.zeros(m, dtype=np.intp)
+    # segments of groups [start, end) whose values lie among values[lo..hi]
+    start, end = np.array([0]), np.array([m])
+    lo, hi = np.array([0]), np.array([k - 1])
+    up_w, down_w = -level * w, (1.0 - level) * w
+    while start.shape[0]:
+        done = lo == hi
+        if done.any():
+            idx = _ranges(start[done], end[done])
+            result[idx] = np.repeat(lo[done], (end - start)[done])
+            keep = ~done
+            start, end, lo, hi = start[keep], end[keep], lo[keep], hi[keep]
+            if not start.shape[0]:
+                break
+        mid = (lo + hi) // 2
+        seg = np.full(m, -1, dtype=np.intp)
+        lengths = end - start
+        seg[_ranges(start, end)] = np.repeat(np.arange(start.shape[0]), lengths)
+        row_seg = seg[gid]
+        active = row_seg >= 0
+        mids = np.where(active, mid[np.maximum(row_seg, 0)], -1)
+        # the change of the loss, in units of (values[mid+1] − values[mid]), when a row's
+        # group moves up from values[mid] to values[mid+1]: + (1 − α) w for y <= values[mid],
+        # − α w above
+        d = np.where(active, np.where(rank <= mids, down_w, up_w), 0.0)
+        delta = np.bincount(gid, weights=d, minlength=m)
+        q = np.concatenate(([0.0], np.cumsum(delta)))
+        # groups [cut, end) go up; the cost Q[end] − Q[cut] is least where Q[cut] is largest
+        # over cut in [start, end]; the largest such cut (fewest up) gives the smallest fit
+        cand = _ranges(start, end + 1)
+        offs = np.concatenate(([0], np.cumsum(lengths + 1)[:-1]))
+        vals = q[cand]
+        best = np.maximum.reduceat(vals, offs)
+        seg_of = np.repeat(np.arange(start.shape[0]), lengths + 1)
+        pos = np.where(vals == best[seg_of], cand, -1)
+        cut = np.maximum.reduceat(pos, offs)
+        start, end, lo, hi = (
+            np.concatenate((start, cut)),
+            np.concatenate((cut, end)),
+            np.concatenate((lo, mid + 1)),
+            np.concatenate((mid, hi)),
+        )
+        nonempty = end > start
+        start, end, lo, hi = start[nonempty], end[nonempty], lo[nonempty], hi[nonempty]
+    fitted: NDArray = values[result]
+    return fitted
+
+
+def isotonic_fit(
+    x: NDArray, y: NDArray, w: NDArray, *, functional: Functional = "mean", level: float = 0.5
+) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+    """(distinct x ascending, x̂ at each, their weights, x̂ per row) of the isotonic fit of y on
+    x under the weights w > 0 (rows of zero weight must be dropped by the caller)."""
+    order, starts, gid = _groups(x, w)
+    xs, ys, ws = x[order], y[order], w[order]
+    gw = np.add.reduceat(ws, starts)
+    if functional == "mean":
+        means = np.add.reduceat(ws * ys, starts) / gw
+        fitted = isotonic_regression(means, weights=gw).x
+    else:
+        fitted = _isotonic_quantile(gid, ys, ws, starts.shape[0], level)
+    per_row = np.empty_like(y)
+    per_row[order] = fitted[gid]
+    return xs[starts], fitted, gw, per_row
+
+
+def corp(
+    x: NDArray,
+    y: NDArray,
+    w: NDArray | None,
+    *,
+    functional: Functional = "mean",
+    level: float = 0.5,
+) -> Corp:
+    """The CORP decomposition of the forecasts ``x`` for the outcomes ``y`` (weights ``w``,
+    ``None`` for unit weights): see the module docstring."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if w is None:
+        w = np.ones_like(y)
+    else:
+        w = np.asarray(w, dtype=np.float64)
+        if not bool(np.all(w > 0)):
+            keep = w > 0
+            x, y, w = x[keep], y[keep], w[keep]
+    total = float(np.sum(w))
+    xs, fitted, gw, xhat = isotonic_fit(x, y, w, functional=functional, level=level)
+    if functional == "mean":
+        ref = float(np.sum(w * y) / total)
+
+        def score(f: NDArray | float) -> float:
+            d = y - f
+            return float(np.sum(w * d * d) / total)
+    else:
+        ref = weighted_quantile(y, w, level)
+
+        def score(f: NDArray | float) -> float:
+            return float(np.sum(w * pinball(y, np.broadcast_to(f, y.shape), level)) / total)
+
+    s_x, s_hat, s_ref = score(x), score(xhat), score(ref)
+    return Corp(s_x, s_x - s_hat, s_ref - s_hat, s_ref, xs, fitted, gw, ref)
