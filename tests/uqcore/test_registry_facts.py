@@ -31,6 +31,12 @@ BIASED = {
     ("regression", "nmerci"),
     ("classification", "ece"),
     ("classification", "ace"),
+    ("regression", "corp_mcb"),
+    ("regression", "corp_dsc"),
+    ("classification", "corp_mcb"),
+    ("classification", "corp_dsc"),
+    ("classification", "brier_reliability"),
+    ("classification", "brier_resolution"),
 }
 
 #: The best value of each "target" metric under its options, from its definition.

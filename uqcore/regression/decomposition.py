@@ -117,7 +117,9 @@ _CORP_ARGS: dict[str, Any] = {
 }
 
 
-@register("corp_mcb", direction="lower", bounds=(0.0, None), best=0.0, **_CORP_ARGS)
+@register(
+    "corp_mcb", direction="lower", bounds=(0.0, None), best=0.0, biased=True, **_CORP_ARGS
+)
 def corp_mcb(batch: Batch, *, functional: Functional = "mean", level: Level = 0.5) -> Any:
     """CORP miscalibration MCB = S̄(x) − S̄(x̂): the score the isotonic recalibration x̂ saves.
 
@@ -127,7 +129,8 @@ def corp_mcb(batch: Batch, *, functional: Functional = "mean", level: Level = 0.
     loss of the quantile F⁻¹(``level``) (``functional="quantile"``: kinds with quantiles
     only, undefined for the others although ``needs`` is the point's). S̄ is the weighted
     mean. S̄(x) = MCB − DSC + UNC exactly; the dict gives all three and ``score`` = S̄(x).
-    Best 0 (x is its own recalibration); lower is better; in the units of y² (mean) or y
+    Best 0 (x is its own recalibration); lower is better (the in-sample fit makes MCB and DSC
+    biased upwards at small N: marked biased); in the units of y² (mean) or y
     (quantile). Dimitriadis, Gneiting & Jordan 2021; model-diagnostics' ``decompose`` is the
     same (it takes the midpoint of the non-unique quantile fit, which changes no value).
 
@@ -139,7 +142,7 @@ def corp_mcb(batch: Batch, *, functional: Functional = "mean", level: Level = 0.
     return _corp_value(batch, "corp_mcb", "mcb", functional, level)
 
 
-@register("corp_dsc", direction="higher", bounds=(0.0, None), **_CORP_ARGS)
+@register("corp_dsc", direction="higher", bounds=(0.0, None), biased=True, **_CORP_ARGS)
 def corp_dsc(batch: Batch, *, functional: Functional = "mean", level: Level = 0.5) -> Any:
     """CORP discrimination DSC = S̄(r) − S̄(x̂): what the recalibrated forecast gains over
     climatology r.
