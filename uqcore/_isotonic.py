@@ -79,7 +79,8 @@ class Corp:
 
 def pinball(y: NDArray, x: NDArray, level: float) -> NDArray:
     """ρ_α(y − x) = (1{y < x} − α)(x − y), per row."""
-    return ((y < x).astype(np.float64) - level) * (x - y)
+    out: NDArray = ((y < x).astype(np.float64) - level) * (x - y)
+    return out
 
 
 def weighted_quantile(y: NDArray, w: NDArray, level: float) -> float:

@@ -11,7 +11,7 @@ CORP (:mod:`uqcore._isotonic`): x̂ the isotonic (PAV) recalibration of o on x, 
 event rate; MCB = B̄(x) − B̄(x̂), DSC = B̄(ō) − B̄(x̂), UNC = B̄(ō) = ō(1 − ō), and
 B̄(x) = MCB − DSC + UNC exactly.
 
-Murphy (1973), binned: equal-width bins of x on [0, 1] with edges e_j = j/J, each bin
+Murphy (1973), binned: equal-width bins of x on [0, 1] with edges e_j = j/J (``numpy.linspace(0, 1, J + 1)``), each bin
 (e_{j−1}, e_j] closed on the right and the first bin [0, e_1] closed on both sides; bin k with
 weight W_k, mean forecast x̄_k and event rate ō_k; W = Σ W_k:
 
@@ -42,8 +42,8 @@ __all__ = [
     "brier_uncertainty",
     "corp_dsc",
     "corp_mcb",
-    "corp_unc",
     "corp_of",
+    "corp_unc",
     "event_forecast",
 ]
 
@@ -150,8 +150,9 @@ def murphy_of(batch: ClassificationBatch, target: str, n_bins: int) -> dict[str,
         x, o = event_forecast(batch, target)
         w = batch.weights_or_ones()
         total = float(np.sum(w))
-        # bin (e_{j−1}, e_j], the first [0, e_1]: ceil(x·J) − 1, clipped
-        k = np.clip(np.ceil(x * n_bins).astype(np.intp) - 1, 0, n_bins - 1)
+        # bin (e_{j−1}, e_j], the first [0, e_1], with e = numpy.linspace(0, 1, J + 1)
+        edges = np.linspace(0.0, 1.0, n_bins + 1)
+        k = np.clip(np.searchsorted(edges, x, side="left") - 1, 0, n_bins - 1)
         wk = np.bincount(k, weights=w, minlength=n_bins)
         sx = np.bincount(k, weights=w * x, minlength=n_bins)
         so = np.bincount(k, weights=w * o, minlength=n_bins)

@@ -41,8 +41,8 @@ __all__ = [
     "HUB_COVERAGES",
     "corp_dsc",
     "corp_mcb",
-    "corp_unc",
     "corp_of",
+    "corp_unc",
     "wis",
     "wis_dispersion",
     "wis_overprediction",
@@ -117,9 +117,7 @@ _CORP_ARGS: dict[str, Any] = {
 }
 
 
-@register(
-    "corp_mcb", direction="lower", bounds=(0.0, None), best=0.0, biased=True, **_CORP_ARGS
-)
+@register("corp_mcb", direction="lower", bounds=(0.0, None), best=0.0, biased=True, **_CORP_ARGS)
 def corp_mcb(batch: Batch, *, functional: Functional = "mean", level: Level = 0.5) -> Any:
     """CORP miscalibration MCB = S̄(x) − S̄(x̂): the score the isotonic recalibration x̂ saves.
 
@@ -182,15 +180,16 @@ def _wis_grid(batch: Batch, levels: Any) -> tuple[np.ndarray[Any, Any], str | No
         known = np.asarray(to_numpy(pred.levels), dtype=np.float64)  # type: ignore[attr-defined]
         if not bool(np.any(np.abs(known - 0.5) <= _TOL)):
             return np.zeros(0), "the quantiles prediction has no median (level 0.5)"
-        alphas = []
+        pairs: list[float] = []
         for p in known[known < 0.5 - _TOL]:
             if bool(np.any(np.abs(known - (1.0 - p)) <= _TOL)):
-                alphas.append(2.0 * p)
-        return np.asarray(alphas, dtype=np.float64), None
+                pairs.append(2.0 * float(p))
+        return np.asarray(pairs, dtype=np.float64), None
     c = np.asarray(HUB_COVERAGES if levels is None else levels, dtype=np.float64)
     alphas = np.unique(1.0 - c)
     if pred.kind == "quantiles":
-        j = pred.outside(np.concatenate([alphas / 2, 1 - alphas / 2, [0.5]]))  # type: ignore[attr-defined]
+        ends = np.concatenate([alphas / 2, 1 - alphas / 2, [0.5]])
+        j = pred.outside(ends)  # type: ignore[attr-defined]
         if j is not None:
             return alphas, "the central intervals at levels reach beyond the predicted levels"
     return alphas, None
