@@ -230,3 +230,58 @@ def test_bootstrap_resamples_equal_the_decomposition_of_the_drawn_rows() -> None
         assert r["corp_mcb"]["values"][i] == pytest.approx(d.mcb, rel=1e-9, abs=1e-12)
         assert r["corp_dsc"]["values"][i] == pytest.approx(d.dsc, rel=1e-9, abs=1e-12)
         assert r["wis"]["values"][i] == pytest.approx(per_row[idx].mean(), rel=1e-10)
+
+
+# -- curves ------------------------------------------------------------------------------------
+def _elementary(x: float, y: float, t: float, functional: str, a: float) -> float:
+    """Ehm et al. (2016) eqs. 9 and 11, one row and one threshold."""
+    x, y, t = float(x), float(y), float(t)
+    if functional == "quantile":
+        return (float(y < x) - a) * (float(t < x) - float(t < y))
+    return abs(float(y < x) - a) * (max(y - t, 0.0) - max(x - t, 0.0) - (y - x) * float(t < x))
+
+
+@pytest.mark.parametrize("functional", ["mean", "quantile"])
+def test_murphy_diagram_against_the_elementary_scores_and_its_mixture(functional: str) -> None:
+    from uqcore.score_curves import murphy_diagram
+
+    rng = np.random.default_rng(11)
+    n = 40
+    mu = rng.normal(size=n)
+    y = mu + rng.normal(size=n)
+    w = rng.uniform(0.2, 2.0, n)
+    pred = P.Gaussian(mu, np.ones(n))
+    a = 0.3 if functional == "quantile" else 0.5
+    x = mu if functional == "mean" else np.asarray(pred.ppf([a]))[:, 0]
+    d = murphy_diagram(pred, y, sample_weight=w, functional=functional, level=a, n_points=7)
+    lo, hi = min(x.min(), y.min()), max(x.max(), y.max())
+    np.testing.assert_allclose(d.theta, np.linspace(lo, hi, 7), rtol=0, atol=0)
+    for t, s in zip(d.theta, d.score, strict=True):
+        ref = sum(w[i] * _elementary(x[i], y[i], t, functional, a) for i in range(n)) / w.sum()
+        assert s == pytest.approx(ref, rel=1e-12, abs=1e-15)
+    # the mixture: ∫ S_θ dθ is the pinball loss, 4 ∫ S_θ dθ the squared error
+    fine = murphy_diagram(pred, y, sample_weight=w, functional=functional, level=a, n_points=20001)
+    area = np.trapezoid(fine.score, fine.theta)
+    if functional == "quantile":
+        score = np.sum(w * pinball(y, x, a)) / w.sum()
+    else:
+        score = np.sum(w * (y - x) ** 2) / w.sum() / 4.0
+    assert area == pytest.approx(score, rel=1e-4)  # a step function: O(h) error
+
+
+def test_corp_reliability_curve_is_the_fit_of_the_metric() -> None:
+    from uqcore.curves import curve_from_json, curve_to_json, curves
+
+    rng = np.random.default_rng(12)
+    n = 50
+    mu = np.round(rng.normal(size=n), 1)
+    y = mu + rng.normal(size=n)
+    got = curves(P.Gaussian(mu, np.ones(n)), y, ["corp_reliability", "murphy_diagram"])
+    c = got["corp_reliability"]
+    ux = np.unique(mu)
+    assert c.x == tuple(ux)
+    xhat = _minmax_isotonic_mean(mu, y, np.ones(n))
+    np.testing.assert_allclose(np.asarray(c.fitted)[np.searchsorted(ux, mu)], xhat, rtol=1e-12)
+    assert c.mcb == pytest.approx(corp_mcb(P.Gaussian(mu, np.ones(n)), y)["value"], rel=1e-15)
+    for name, curve in got.items():
+        assert curve_from_json(name, curve_to_json(curve)) == curve
