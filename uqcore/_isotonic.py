@@ -37,7 +37,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.optimize import isotonic_regression
 
-__all__ = ["Corp", "Functional", "corp", "isotonic_fit", "pinball", "weighted_quantile"]
+__all__ = ["Corp", "Functional", "corp", "isotonic_fit", "pinball"]
 
 NDArray = np.ndarray[Any, Any]
 Functional = Literal["mean", "quantile"]
@@ -83,23 +83,6 @@ def pinball(y: NDArray, x: NDArray, level: float) -> NDArray:
     return out
 
 
-def weighted_quantile(y: NDArray, w: NDArray, level: float) -> float:
-    """The lower weighted α-quantile: the smallest y_j with Σ_{y_i ≤ y_j} w_i ≥ α Σ w_i."""
-    order = np.argsort(y, kind="stable")
-    cw = np.cumsum(w[order])
-    j = int(np.searchsorted(cw, level * cw[-1], side="left"))
-    return float(y[order][min(j, y.shape[0] - 1)])
-
-
-def _groups(x: NDArray, w: NDArray) -> tuple[NDArray, NDArray, NDArray]:
-    """(order sorting x, start of each run of equal x in that order, group index per sorted row)."""
-    order = np.argsort(x, kind="stable")
-    xs = x[order]
-    starts = np.flatnonzero(np.concatenate(([True], xs[1:] != xs[:-1])))
-    gid = np.cumsum(np.concatenate(([0], (xs[1:] != xs[:-1]).astype(np.intp))))
-    return order, starts, gid
-
-
 def _ranges(starts: NDArray, ends: NDArray) -> NDArray:
     """Concatenation of arange(s, e) over the pairs (vectorised)."""
     lengths = ends - starts
@@ -111,10 +94,11 @@ def _ranges(starts: NDArray, ends: NDArray) -> NDArray:
     return out
 
 
-def _isotonic_quantile(gid: NDArray, y: NDArray, w: NDArray, m: int, level: float) -> NDArray:
-    """The smallest isotonic α-quantile fit of y (rows sorted by x, group ``gid`` per row, m
-    groups): one value per group (partitioning, see the module docstring)."""
-    values, rank = np.unique(y, return_inverse=True)
+def _isotonic_quantile(
+    gid: NDArray, rank: NDArray, values: NDArray, w: NDArray, m: int, level: float
+) -> NDArray:
+    """The smallest isotonic α-quantile fit of y = values[rank] (rows sorted by x, group
+    ``gid`` per row, m groups): one value per group (partitioning, see the module docstring)."""
     k = values.shape[0]
     result = np.zeros(m, dtype=np.intp)
     # segments of groups [start, end) whose values lie among values[lo..hi]
@@ -165,21 +149,31 @@ def _isotonic_quantile(gid: NDArray, y: NDArray, w: NDArray, m: int, level: floa
 
 
 def isotonic_fit(
-    x: NDArray, y: NDArray, w: NDArray, *, functional: Functional = "mean", level: float = 0.5
+    xs: NDArray,
+    ys: NDArray,
+    ws: NDArray,
+    *,
+    functional: Functional = "mean",
+    level: float = 0.5,
+    ranks: tuple[NDArray, NDArray] | None = None,
 ) -> tuple[NDArray, NDArray, NDArray, NDArray]:
-    """(distinct x ascending, x̂ at each, their weights, x̂ per row) of the isotonic fit of y on
-    x under the weights w > 0 (rows of zero weight must be dropped by the caller)."""
-    order, starts, gid = _groups(x, w)
-    xs, ys, ws = x[order], y[order], w[order]
-    gw = np.add.reduceat(ws, starts)
+    """(distinct x ascending, x̂ at each, their weights, group index per row) of the isotonic
+    fit of y on x; rows sorted by x, weights > 0. ``ranks``: (the distinct y ascending, the
+    index of each row's y among them), which the quantile fit needs (computed if not given)."""
+    new = np.empty(xs.shape[0], dtype=bool)
+    new[:1] = True
+    np.not_equal(xs[1:], xs[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    gid = np.cumsum(new) - 1
+    ties = starts.shape[0] < xs.shape[0]
+    gw = np.add.reduceat(ws, starts) if ties else ws
     if functional == "mean":
-        means = np.add.reduceat(ws * ys, starts) / gw
+        means = np.add.reduceat(ws * ys, starts) / gw if ties else ys
         fitted = isotonic_regression(means, weights=gw).x
     else:
-        fitted = _isotonic_quantile(gid, ys, ws, starts.shape[0], level)
-    per_row = np.empty_like(y)
-    per_row[order] = fitted[gid]
-    return xs[starts], fitted, gw, per_row
+        values, rank = ranks if ranks is not None else np.unique(ys, return_inverse=True)
+        fitted = _isotonic_quantile(gid, rank, values, ws, starts.shape[0], level)
+    return xs[starts], fitted, gw, gid
 
 
 def corp(
@@ -189,31 +183,39 @@ def corp(
     *,
     functional: Functional = "mean",
     level: float = 0.5,
+    order: NDArray | None = None,
 ) -> Corp:
     """The CORP decomposition of the forecasts ``x`` for the outcomes ``y`` (weights ``w``,
-    ``None`` for unit weights): see the module docstring."""
+    ``None`` for unit weights): see the module docstring. ``order``: an argsort of ``x`` (any
+    order of ties), given when it is cached (resamples of one batch share it)."""
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    if w is None:
-        w = np.ones_like(y)
-    else:
+    if order is None:
+        order = np.argsort(x)
+    if w is not None:
         w = np.asarray(w, dtype=np.float64)
         if not bool(np.all(w > 0)):
-            keep = w > 0
-            x, y, w = x[keep], y[keep], w[keep]
-    total = float(np.sum(w))
-    xs, fitted, gw, xhat = isotonic_fit(x, y, w, functional=functional, level=level)
+            order = order[w[order] > 0]  # still sorted: rows of zero weight count nowhere
+    xs, ys = x[order], y[order]
+    ws = np.ones_like(ys) if w is None else w[order]
+    total = float(np.sum(ws))
+    ranks = None
     if functional == "mean":
-        ref = float(np.sum(w * y) / total)
-
-        def score(f: NDArray | float) -> float:
-            d = y - f
-            return float(np.sum(w * d * d) / total)
+        ref = float(np.sum(ws * ys) / total)
     else:
-        ref = weighted_quantile(y, w, level)
+        values, rank = np.unique(ys, return_inverse=True)
+        ranks = (values, rank)
+        cw = np.cumsum(np.bincount(rank, weights=ws, minlength=values.shape[0]))
+        j = int(np.searchsorted(cw, level * cw[-1], side="left"))
+        ref = float(values[min(j, values.shape[0] - 1)])
+    ux, fitted, gw, gid = isotonic_fit(xs, ys, ws, functional=functional, level=level, ranks=ranks)
+    xhat = fitted[gid]
 
-        def score(f: NDArray | float) -> float:
-            return float(np.sum(w * pinball(y, np.broadcast_to(f, y.shape), level)) / total)
+    def score(f: NDArray | float) -> float:
+        if functional == "mean":
+            d = ys - f
+            return float(np.sum(ws * d * d) / total)
+        return float(np.sum(ws * pinball(ys, np.broadcast_to(f, ys.shape), level)) / total)
 
-    s_x, s_hat, s_ref = score(x), score(xhat), score(ref)
-    return Corp(s_x, s_x - s_hat, s_ref - s_hat, s_ref, xs, fitted, gw, ref)
+    s_x, s_hat, s_ref = score(xs), score(xhat), score(ref)
+    return Corp(s_x, s_x - s_hat, s_ref - s_hat, s_ref, ux, fitted, gw, ref)

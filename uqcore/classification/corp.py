@@ -76,7 +76,9 @@ def corp_of(batch: ClassificationBatch, target: str) -> Corp:
 
     def compute() -> Corp:
         x, o = event_forecast(batch, target)
-        return corp(x, o, batch.weights, functional="mean")
+        # the sort of the forecasts is weight-free: resamples of the batch share it
+        order = batch.shared(f"corp-order:{target}", lambda: np.argsort(x))
+        return corp(x, o, batch.weights, functional="mean", order=order)
 
     return batch.weighted(f"corp:{target}", compute)
 

@@ -67,10 +67,11 @@ _TOL = 1e-9
 
 
 # -- CORP ---------------------------------------------------------------------------------------
-def corp_of(batch: Batch, functional: Functional, level: float) -> Corp | str:
-    """The CORP decomposition of the batch (cached per options), or why it is undefined."""
+def _forecast(batch: Batch, functional: Functional, level: float) -> tuple[Any, Any] | str:
+    """(forecast x, an argsort of x) as float64 numpy arrays (cached: resamples share them),
+    or why the functional is undefined for the prediction."""
 
-    def compute() -> Corp | str:
+    def compute() -> tuple[Any, Any] | str:
         pred = batch.prediction
         if functional == "mean":
             x = to_numpy(batch.point)
@@ -81,14 +82,28 @@ def corp_of(batch: Batch, functional: Functional, level: float) -> Corp | str:
                 x = to_numpy(pred.ppf([level]))[:, 0]
             except UQValidationError as exc:
                 return str(exc)
-        y = to_numpy(batch.y)
-        w = None if batch.weights is None else to_numpy(batch.weights)
         x = np.asarray(x, dtype=np.float64)
-        y = np.asarray(y, dtype=np.float64)
+        return x, np.argsort(x)
+
+    return batch.shared(f"corp-x:{functional}:{level!r}", compute)
+
+
+def corp_of(batch: Batch, functional: Functional, level: float) -> Corp | str:
+    """The CORP decomposition of the batch (cached per options), or why it is undefined."""
+
+    def compute() -> Corp | str:
+        got = _forecast(batch, functional, level)
+        if isinstance(got, str):
+            return got
+        x, order = got
+        y = np.asarray(to_numpy(batch.y), dtype=np.float64)
+        w = None if batch.weights is None else to_numpy(batch.weights)
         # exact powers of two keep squares and sums inside float64's range at any scale
         e = exponent(max_abs(np, x), max_abs(np, y))
         power = 2 if functional == "mean" else 1
-        out = corp(rescaled(x, e), rescaled(y, e), w, functional=functional, level=level)
+        out = corp(
+            rescaled(x, e), rescaled(y, e), w, functional=functional, level=level, order=order
+        )
         out = out.scaled(e, power)
         if not all(math.isfinite(v) for v in (out.score, out.mcb, out.dsc, out.unc)):
             return "the scores exceed float64's range"
@@ -207,13 +222,19 @@ def _wis_parts(batch: Batch, levels: Any) -> tuple[Array, Array, Array] | str:
         lv = np.concatenate([[0.5], alphas / 2.0, 1.0 - alphas / 2.0])
         half = xp.asarray(alphas / 2.0, dtype=batch.y.dtype, device=batch.device)
         norm = 1.0 / (k + 0.5)
+        cols = None
+        if batch.prediction.kind == "quantiles":  # its own columns where the levels are its own
+            known = np.asarray(to_numpy(batch.prediction.levels), dtype=np.float64)  # type: ignore[attr-defined]
+            j = np.argmin(np.abs(known[None, :] - lv[:, None]), axis=1)
+            if bool(np.all(np.abs(known[j] - lv) <= _TOL)):
+                cols = xp.asarray(j, device=batch.device)
         n = batch.n
         step = max(1, 2**18 // (2 * k + 1))
         parts: list[list[Array]] = [[], [], []]
         for a in range(0, n, step):
             b = min(n, a + step)
             sub = _rows(batch.prediction, a, b) if (a, b) != (0, n) else batch.prediction
-            q = sub.ppf(lv)
+            q = sub.ppf(lv) if cols is None else xp.take(sub.values, cols, axis=1)  # type: ignore[union-attr]
             y = batch.y[a:b][:, None]
             m, lo, up = q[:, 0], q[:, 1 : k + 1], q[:, k + 1 :]
             disp = xp.sum(half * (up - lo), axis=1)
