@@ -156,8 +156,9 @@ def isotonic_fit(
     functional: Functional = "mean",
     level: float = 0.5,
     ranks: tuple[NDArray, NDArray] | None = None,
-) -> tuple[NDArray, NDArray, NDArray, NDArray]:
-    """(distinct x ascending, x̂ at each, their weights, group index per row) of the isotonic
+) -> tuple[NDArray, NDArray, NDArray, NDArray | None]:
+    """(distinct x ascending, x̂ at each, their weights, group index per row, None when no x
+    is tied) of the isotonic
     fit of y on x; rows sorted by x, weights > 0. ``ranks``: (the distinct y ascending, the
     index of each row's y among them), which the quantile fit needs (computed if not given)."""
     new = np.empty(xs.shape[0], dtype=bool)
@@ -173,6 +174,21 @@ def isotonic_fit(
     else:
         values, rank = ranks if ranks is not None else np.unique(ys, return_inverse=True)
         fitted = _isotonic_quantile(gid, rank, values, ws, starts.shape[0], level)
+    return xs[starts], fitted, gw, (gid if ties else None)
+
+
+def _unit_fit(xs: NDArray, ys: NDArray) -> tuple[NDArray, NDArray, NDArray, NDArray | None]:
+    """:func:`isotonic_fit` of the mean under unit weights, without an array of ones."""
+    new = np.empty(xs.shape[0], dtype=bool)
+    new[:1] = True
+    np.not_equal(xs[1:], xs[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    if starts.shape[0] == xs.shape[0]:
+        fitted = isotonic_regression(ys).x
+        return xs, fitted, np.ones_like(fitted), None
+    gid = np.cumsum(new) - 1
+    gw = np.diff(np.append(starts, xs.shape[0])).astype(np.float64)
+    fitted = isotonic_regression(np.add.reduceat(ys, starts) / gw, weights=gw).x
     return xs[starts], fitted, gw, gid
 
 
@@ -197,25 +213,41 @@ def corp(
         if not bool(np.all(w > 0)):
             order = order[w[order] > 0]  # still sorted: rows of zero weight count nowhere
     xs, ys = x[order], y[order]
-    ws = np.ones_like(ys) if w is None else w[order]
-    total = float(np.sum(ws))
+    ws = None if w is None else w[order]
+    total = float(ys.shape[0]) if ws is None else float(np.sum(ws))
+
+    def wsum(v: NDArray) -> float:
+        return float(np.sum(v)) if ws is None else float(np.dot(ws, v))
+
     ranks = None
     if functional == "mean":
-        ref = float(np.sum(ws * ys) / total)
+        ref = wsum(ys) / total
     else:
         values, rank = np.unique(ys, return_inverse=True)
         ranks = (values, rank)
         cw = np.cumsum(np.bincount(rank, weights=ws, minlength=values.shape[0]))
         j = int(np.searchsorted(cw, level * cw[-1], side="left"))
         ref = float(values[min(j, values.shape[0] - 1)])
-    ux, fitted, gw, gid = isotonic_fit(xs, ys, ws, functional=functional, level=level, ranks=ranks)
-    xhat = fitted[gid]
+    ux, fitted, gw, gid = (
+        isotonic_fit(
+            xs,
+            ys,
+            np.ones_like(ys) if ws is None else ws,
+            functional=functional,
+            level=level,
+            ranks=ranks,
+        )
+        if ws is not None or functional != "mean"
+        else _unit_fit(xs, ys)
+    )
+    # no ties: one group per row, x̂ is the fit itself (no gather)
+    xhat = fitted if gid is None else fitted[gid]
 
     def score(f: NDArray | float) -> float:
         if functional == "mean":
             d = ys - f
-            return float(np.sum(ws * d * d) / total)
-        return float(np.sum(ws * pinball(ys, np.broadcast_to(f, ys.shape), level)) / total)
+            return (float(np.dot(d, d)) if ws is None else float(np.dot(ws, d * d))) / total
+        return wsum(pinball(ys, np.broadcast_to(f, ys.shape), level)) / total
 
     s_x, s_hat, s_ref = score(xs), score(xhat), score(ref)
     return Corp(s_x, s_x - s_hat, s_ref - s_hat, s_ref, ux, fitted, gw, ref)

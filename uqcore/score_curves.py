@@ -93,6 +93,11 @@ def corp_reliability(
                 f"functional must be 'top_label' or 'binary' for classification, found {target!r}",
                 argument="functional",
             )
+        from uqcore.classification.corp import binary_undefined
+
+        why = binary_undefined(batch, target)  # type: ignore[arg-type]
+        if why is not None:
+            raise UQValidationError(why, argument="functional")
         d = class_corp(batch, target)  # type: ignore[arg-type]
         lv = None
     else:

@@ -5,7 +5,8 @@ Both score a probability x_i of a binary event o_i ∈ {0, 1} by the Brier score
 ``target="top_label"`` (default) takes the top-label confidence max_c p_ic and o_i = 1 when
 the predicted class is the label (the Brier score of the confidence, not scikit-learn's
 multiclass ``brier_score_loss``); ``target="binary"`` takes p_i1, the probability of class 1,
-and o_i = 1{label_i = 1}, for two classes only (a clear error otherwise).
+and o_i = 1{label_i = 1}, for two classes only (undefined otherwise, with the reason; the
+curve ``corp_reliability`` raises it as an error).
 
 CORP (:mod:`uqcore._isotonic`): x̂ the isotonic (PAV) recalibration of o on x, ō the weighted
 event rate; MCB = B̄(x) − B̄(x̂), DSC = B̄(ō) − B̄(x̂), UNC = B̄(ō) = ō(1 − ō), and
@@ -34,7 +35,7 @@ from uqcore._isotonic import Corp, corp
 from uqcore._validation import UQValidationError
 from uqcore.batch import ClassificationBatch
 from uqcore.options import Bins
-from uqcore.registry import register
+from uqcore.registry import register, undefined
 
 __all__ = [
     "brier_reliability",
@@ -71,6 +72,14 @@ def event_forecast(batch: ClassificationBatch, target: str) -> tuple[NDArray, ND
     return batch.confidence, batch.correct
 
 
+def binary_undefined(batch: ClassificationBatch, target: str) -> str | None:
+    """Why ``target`` does not apply to the batch (``"binary"`` needs two classes), or None."""
+    c = batch.prediction.n_classes
+    if target == "binary" and c != 2:
+        return f"target='binary' needs 2 classes, found {c}; use target='top_label'"
+    return None
+
+
 def corp_of(batch: ClassificationBatch, target: str) -> Corp:
     """The CORP decomposition of the Brier score of ``target`` (cached on the batch)."""
 
@@ -83,14 +92,18 @@ def corp_of(batch: ClassificationBatch, target: str) -> Corp:
     return batch.weighted(f"corp:{target}", compute)
 
 
-def _corp_value(batch: ClassificationBatch, part: str, target: str) -> dict[str, Any]:
+def _corp_value(batch: ClassificationBatch, part: str, target: str) -> dict[str, Any] | None:
+    why = binary_undefined(batch, target)
+    if why is not None:
+        undefined(f"corp_{part}", why)
+        return None
     d = corp_of(batch, target)
     parts = {"mcb": d.mcb, "dsc": d.dsc, "unc": d.unc}
     return {"value": parts[part], "score": d.score, **parts}
 
 
 _ARGS: dict[str, Any] = {
-    "family": "decomposition",
+    "family": "calibration",
     "needs": {"probs"},
     "task": "classification",
     "reference": _CORP,
@@ -98,7 +111,7 @@ _ARGS: dict[str, Any] = {
 
 
 @register("corp_mcb", direction="lower", bounds=(0.0, 1.0), best=0.0, biased=True, **_ARGS)
-def corp_mcb(batch: ClassificationBatch, *, target: Target = "top_label") -> dict[str, Any]:
+def corp_mcb(batch: ClassificationBatch, *, target: Target = "top_label") -> dict[str, Any] | None:
     """CORP miscalibration of the Brier score: MCB = B̄(x) − B̄(x̂), x̂ the isotonic recalibration.
 
     x the top-label confidence against correctness (``target="top_label"``) or the
@@ -116,7 +129,7 @@ def corp_mcb(batch: ClassificationBatch, *, target: Target = "top_label") -> dic
 
 
 @register("corp_dsc", direction="higher", bounds=(0.0, 0.25), biased=True, **_ARGS)
-def corp_dsc(batch: ClassificationBatch, *, target: Target = "top_label") -> dict[str, Any]:
+def corp_dsc(batch: ClassificationBatch, *, target: Target = "top_label") -> dict[str, Any] | None:
     """CORP discrimination of the Brier score: DSC = B̄(ō) − B̄(x̂), ō the event rate.
 
     Options and details as ``corp_mcb``. 0 <= DSC <= UNC <= 1/4; higher is better.
@@ -130,7 +143,7 @@ def corp_dsc(batch: ClassificationBatch, *, target: Target = "top_label") -> dic
 
 
 @register("corp_unc", direction="lower", bounds=(0.0, 0.25), **_ARGS)
-def corp_unc(batch: ClassificationBatch, *, target: Target = "top_label") -> dict[str, Any]:
+def corp_unc(batch: ClassificationBatch, *, target: Target = "top_label") -> dict[str, Any] | None:
     """CORP uncertainty of the Brier score: UNC = B̄(ō) = ō(1 − ō), ō the weighted event rate.
 
     A property of the events (correctness, or label 1); its direction is nominal. Options and
@@ -182,12 +195,16 @@ def murphy_of(batch: ClassificationBatch, target: str, n_bins: int) -> dict[str,
 
 
 def _murphy_value(batch: ClassificationBatch, part: str, target: str, n_bins: int) -> Any:
+    why = binary_undefined(batch, target)
+    if why is not None:
+        undefined(f"brier_{part}", why)
+        return None
     d = murphy_of(batch, target, n_bins)
     return {"value": d[part], **d, "n_bins": n_bins}
 
 
 _MURPHY_ARGS: dict[str, Any] = {
-    "family": "decomposition",
+    "family": "calibration",
     "needs": {"probs"},
     "task": "classification",
     "reference": _MURPHY,

@@ -125,7 +125,7 @@ def _corp_value(batch: Batch, name: str, part: str, functional: Functional, leve
 
 
 _CORP_ARGS: dict[str, Any] = {
-    "family": "decomposition",
+    "family": "calibration",
     "needs": {"point"},
     "reference": _CORP,
     "scaling": "quadratic",

@@ -92,9 +92,16 @@ def test_corp_agrees_with_model_diagnostics() -> None:
 
 
 def test_binary_target_needs_two_classes() -> None:
+    from uqcore.registry import UndefinedMetricWarning
+    from uqcore.score_curves import corp_reliability
+
     p, labels = _probs(20, 3, 5)
+    with pytest.warns(UndefinedMetricWarning, match="2 classes"):
+        assert corp_mcb(P.Probs(p), labels, target="binary") is None
+    with pytest.warns(UndefinedMetricWarning, match="2 classes"):
+        assert brier_resolution(P.Probs(p), labels, target="binary") is None
     with pytest.raises(UQValidationError, match="2 classes"):
-        corp_mcb(P.Probs(p), labels, target="binary")
+        corp_reliability(P.Probs(p), labels, functional="binary")
 
 
 @pytest.mark.parametrize("weighted", [False, True])

@@ -350,6 +350,9 @@ BLOCK_METRICS = [
     "uce",
     "merci",
     "nmerci",
+    "corp_mcb",
+    "corp_dsc",
+    "corp_unc",
 ]
 
 

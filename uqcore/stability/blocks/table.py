@@ -18,7 +18,7 @@ import numpy as np
 from uqcore.batch import Batch
 from uqcore.registry import undefined_message
 from uqcore.regression import accuracy, ranking
-from uqcore.stability.blocks import binned, calibration, quantiles, ranks, row_sums
+from uqcore.stability.blocks import binned, calibration, isotonic, quantiles, ranks, row_sums
 from uqcore.stability.blocks.context import BlockEvaluator, Keys
 
 __all__ = ["BESIDE", "FIRST", "PATHS", "BlockPath", "Prepare", "prepare", "undefined_reason"]
@@ -59,6 +59,9 @@ PATHS: dict[str, BlockPath] = {
     "merci": BlockPath(quantiles.merci),
     # the path exists for variant="paper" only; the value of the normaliser is not reported
     "nmerci": BlockPath(quantiles.merci, ranking.normaliser_not_positive(None, "paper")),
+    "corp_mcb": BlockPath(isotonic.corp),
+    "corp_dsc": BlockPath(isotonic.corp),
+    "corp_unc": BlockPath(isotonic.corp),
 }
 
 #: Evaluators that run first in a block: adversarial group calibration, whose random groups
