@@ -12,8 +12,9 @@ row's error, hence y. A coarse curve gives only numbers that each sum a large se
   coefficient in [0, 1] (tied rows share a step's fraction, as uqcore's curves do);
 - per-bin or per-group values are given only for bins and groups of at least
   :data:`COARSE_MIN_ROWS` rows;
-- a curve whose points are rows (``interval_width``) or small random groups
-  (``group_calibration``) is not given at all.
+- a curve whose points are rows (``interval_width``), small random groups
+  (``group_calibration``) or blocks of rows that may be single rows (``corp_reliability``,
+  whose isotonic steps can hold one row each) is not given at all.
 
 The grid, per curve (N the benchmark's rows, M = :func:`coarse_points` (N) =
 min(:data:`COARSE_MAX_POINTS`, N // :data:`COARSE_MIN_ROWS`)):
@@ -33,6 +34,8 @@ min(:data:`COARSE_MAX_POINTS`, N // :data:`COARSE_MIN_ROWS`)):
 - ``reliability_diagram``: :data:`COARSE_RELIABILITY_BINS` equal-width bins; a bin of fewer
   than :data:`COARSE_MIN_ROWS` rows has its confidence and accuracy dropped (``None``).
 - ``stratified``: only the groups of at least :data:`COARSE_MIN_ROWS` rows.
+- ``murphy_diagram``: :data:`COARSE_MAX_POINTS` thresholds evenly between the least and the
+  largest forecast (not the targets); each point is a mean over all N rows.
 
 The summary numbers of a curve (its area: ``aurc``, ``auroc``, ``average_precision``, the
 KS statistic of the PIT, ...) are the metrics of the same names: one number each.
@@ -96,7 +99,9 @@ COARSE_PIT_BINS = 10
 #: Bins of the coarse reliability diagram (those of fewer than COARSE_MIN_ROWS rows dropped).
 COARSE_RELIABILITY_BINS = 15
 #: Curves whose points are rows or small random groups: never given coarse.
-ROW_LEVEL_CURVES: frozenset[str] = frozenset({"interval_width", "group_calibration"})
+ROW_LEVEL_CURVES: frozenset[str] = frozenset(
+    {"interval_width", "group_calibration", "corp_reliability"}
+)
 
 
 def coarse_points(n: int) -> int:
@@ -159,6 +164,14 @@ def _stratified(prediction: Any, y: Any, m: int, *, groups: Any = None, **_: Any
         counts=tuple(full.counts[i] for i in keep),
         weights=tuple(full.weights[i] for i in keep),
     )
+
+
+def _murphy(prediction: Any, y: Any, m: int, **_: Any) -> Any:
+    from uqcore.score_curves import murphy_diagram
+
+    x = np.asarray(to_numpy(prediction.point()), dtype=np.float64)
+    thetas = np.linspace(float(np.min(x)), float(np.max(x)), COARSE_MAX_POINTS)
+    return murphy_diagram(prediction, y, thetas=thetas.tolist())
 
 
 # -- classification ----------------------------------------------------------------------------
@@ -282,6 +295,7 @@ _COARSE: dict[str, Any] = {
     "pit_histogram": _pit,
     "sparsification_curve": _sparsification,
     "stratified": _stratified,
+    "murphy_diagram": _murphy,
     "reliability_diagram": _reliability,
     "risk_coverage_curve": _risk_coverage,
     "roc_ood": _roc(roc_ood, _ood, "roc_ood"),

@@ -35,7 +35,8 @@ __all__ = [
     "register_curve",
 ]
 
-Task = Literal["regression", "classification"]
+#: "any": a curve of both tasks (its ``needs_any`` then names what each task's predictions give).
+Task = Literal["regression", "classification", "any"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class CurveSpec:
     ----------
     name : str
         Its key in :attr:`uqcore.Report.curves` and in a result document's ``curves``.
-    task : {"regression", "classification"}
+    task : {"regression", "classification", "any"}
     needs : frozenset of str
         Prediction capabilities needed (any one of ``needs_any`` besides, when given).
     inputs : frozenset of str
@@ -83,7 +84,7 @@ class CurveSpec:
         """Why the curve does not apply to ``prediction`` given the extra inputs
         ``available`` and the weights (None when it applies)."""
         task = str(getattr(prediction, "task", "regression"))
-        if task != self.task:
+        if self.task not in (task, "any"):
             return f"{self.name} is a {self.task} curve; the prediction is {task}"
         caps = set(getattr(prediction, "capabilities", ()))
         kind = getattr(prediction, "kind", type(prediction).__name__)
@@ -121,7 +122,7 @@ def register_curve(spec: CurveSpec) -> CurveSpec:
 
 def curve_names(task: str | None = None) -> list[str]:
     """The registered curve names (of ``task`` when given), in registration order."""
-    return [n for n, s in CURVES.items() if task is None or s.task == task]
+    return [n for n, s in CURVES.items() if task is None or s.task in (task, "any")]
 
 
 def curves(
@@ -218,3 +219,48 @@ def curve_from_json(name: str, data: Mapping[str, Any]) -> Any:
 # Registration, on import of this module.
 from uqcore.classification import curves as _classification_curves  # noqa: E402, F401
 from uqcore.regression import curves as _regression_curves  # noqa: E402, F401
+
+
+def _corp(prediction: Any, y: Any, *, sample_weight: Any = None, **_: Any) -> Any:
+    from uqcore.score_curves import corp_reliability
+
+    return corp_reliability(prediction, y, sample_weight=sample_weight)
+
+
+def _murphy(prediction: Any, y: Any, *, sample_weight: Any = None, **_: Any) -> Any:
+    from uqcore.score_curves import murphy_diagram
+
+    return murphy_diagram(prediction, y, sample_weight=sample_weight)
+
+
+def _register_score_curves() -> None:
+    from uqcore.score_curves import CorpReliability, MurphyDiagram
+
+    register_curve(
+        CurveSpec(
+            "corp_reliability",
+            "any",
+            frozenset(),
+            frozenset(),
+            _corp,
+            CorpReliability,
+            needs_any=frozenset({"point", "probs"}),
+            description="CORP reliability diagram: the isotonic recalibration of the outcome "
+            "on the forecast (mean or top-label confidence), with MCB, DSC and UNC",
+        )
+    )
+    register_curve(
+        CurveSpec(
+            "murphy_diagram",
+            "regression",
+            frozenset({"point"}),
+            frozenset(),
+            _murphy,
+            MurphyDiagram,
+            description="Murphy diagram: mean elementary scores of the mean against the "
+            "threshold θ",
+        )
+    )
+
+
+_register_score_curves()

@@ -32,6 +32,12 @@ BIASED = {
     ("classification", "ece"),
     ("classification", "ace"),
     ("classification", "smooth_ece"),
+    ("regression", "corp_mcb"),
+    ("regression", "corp_dsc"),
+    ("classification", "corp_mcb"),
+    ("classification", "corp_dsc"),
+    ("classification", "brier_reliability"),
+    ("classification", "brier_resolution"),
 }
 
 #: The best value of each "target" metric under its options, from its definition.

@@ -3,6 +3,7 @@
 from uqcore.regression import (
     accuracy,
     calibration,
+    decomposition,
     group_calibration,
     ranking,
     recalibration,
@@ -14,6 +15,7 @@ from uqcore.regression import (
 __all__ = [
     "accuracy",
     "calibration",
+    "decomposition",
     "group_calibration",
     "ranking",
     "recalibration",

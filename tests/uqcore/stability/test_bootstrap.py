@@ -354,6 +354,9 @@ BLOCK_METRICS = [
     "check_score_skill",
     "interval_score_skill",
     "nll_skill",
+    "corp_mcb",
+    "corp_dsc",
+    "corp_unc",
 ]
 
 

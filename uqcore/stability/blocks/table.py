@@ -19,7 +19,15 @@ from uqcore.batch import Batch
 from uqcore.registry import undefined_message
 from uqcore.regression import accuracy, ranking
 from uqcore.regression import skill as rskill
-from uqcore.stability.blocks import binned, calibration, quantiles, ranks, row_sums, skill
+from uqcore.stability.blocks import (
+    binned,
+    calibration,
+    isotonic,
+    quantiles,
+    ranks,
+    row_sums,
+    skill,
+)
 from uqcore.stability.blocks.context import BlockEvaluator, Keys
 
 __all__ = ["BESIDE", "FIRST", "PATHS", "BlockPath", "Prepare", "prepare", "undefined_reason"]
@@ -64,6 +72,9 @@ PATHS: dict[str, BlockPath] = {
     "check_score_skill": BlockPath(skill.skill, rskill.CONSTANT),
     "interval_score_skill": BlockPath(skill.skill, rskill.CONSTANT),
     "nll_skill": BlockPath(skill.skill, rskill.CONSTANT),
+    "corp_mcb": BlockPath(isotonic.corp),
+    "corp_dsc": BlockPath(isotonic.corp),
+    "corp_unc": BlockPath(isotonic.corp),
 }
 
 #: Evaluators that run first in a block: adversarial group calibration, whose random groups

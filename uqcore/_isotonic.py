@@ -1,0 +1,253 @@
+"""Isotonic recalibration and the CORP score decomposition (miscalibration, discrimination,
+uncertainty) shared by the regression and classification metrics.
+
+CORP (Dimitriadis, Gneiting & Jordan 2021, PNAS 118(8) e2016191118; for general functionals
+Gneiting & Resin 2023, Electron. J. Statist. 17:3226): the outcomes y are recalibrated on the
+forecasts x by isotonic regression, x̂ = argmin over non-decreasing functions f of
+Σ w_i S(f(x_i), y_i), tied forecasts sharing one value (f is a function of x); then, with S̄
+the weighted mean score and r the climatological forecast (the functional of the marginal
+distribution of y),
+
+    MCB = S̄(x) − S̄(x̂),   DSC = S̄(r) − S̄(x̂),   UNC = S̄(r),   S̄(x) = MCB − DSC + UNC.
+
+Functionals and their consistent scores:
+
+* ``"mean"``: the squared error (the Brier score for binary outcomes). The fit is
+  :func:`scipy.optimize.isotonic_regression` (PAV; its weights must be positive, so
+  zero-weight rows are dropped first and tied forecasts are merged into one point whose weight
+  is the sum of theirs and whose outcome is their weighted mean).
+* ``"quantile"`` at level α: the pinball loss ρ_α(y − x) = (1{y < x} − α)(x − y). The
+  isotonic fit minimises the pinball loss; its block values are weighted α-quantiles, which
+  are not unique. We give the smallest minimiser (every block takes its lower α-quantile, the
+  inverted-CDF value: the smallest y_j with Σ_{y_i ≤ y_j} w_i ≥ α Σ w_i); every minimiser has
+  the same loss, so MCB, DSC and UNC do not depend on the choice, only the diagram's steps do
+  (model-diagnostics draws the midpoint of the lower and the upper solution). The fit is exact:
+  the partitioning algorithm for separable convex isotonic regression on a chain (Hochbaum &
+  Queyranne 2003; Stout 2013 "Isotonic regression via partitioning"), which bisects the sorted
+  distinct outcomes and, at each threshold, solves the two-valued problem for every segment at
+  once with a prefix sum — O(N log N), a few numpy passes per bisection level.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from scipy.optimize import isotonic_regression
+
+__all__ = ["Corp", "Functional", "corp", "isotonic_fit", "pinball"]
+
+NDArray = np.ndarray[Any, Any]
+Functional = Literal["mean", "quantile"]
+
+
+@dataclass(frozen=True)
+class Corp:
+    """One CORP decomposition: the mean scores and the recalibration's steps."""
+
+    score: float  # S̄(x)
+    mcb: float
+    dsc: float
+    unc: float
+    x: NDArray  # the distinct forecasts (of positive weight), ascending
+    fitted: NDArray  # x̂ at each of them (non-decreasing)
+    weight: NDArray  # the total weight of each distinct forecast
+    reference: float  # the climatological forecast r
+
+    def scaled(self, e: int, power: int) -> Corp:
+        """The decomposition of data multiplied by 2^e (scores scale by 2^(e·power))."""
+
+        def s(v: float) -> float:
+            try:
+                return math.ldexp(v, e * power)
+            except OverflowError:  # the caller reports the value as beyond float64's range
+                return math.copysign(math.inf, v)
+
+        return Corp(
+            s(self.score),
+            s(self.mcb),
+            s(self.dsc),
+            s(self.unc),
+            self.x * math.ldexp(1.0, e) if e else self.x,
+            self.fitted * math.ldexp(1.0, e) if e else self.fitted,
+            self.weight,
+            math.ldexp(self.reference, e),
+        )
+
+
+def pinball(y: NDArray, x: NDArray, level: float) -> NDArray:
+    """ρ_α(y − x) = (1{y < x} − α)(x − y), per row."""
+    out: NDArray = ((y < x).astype(np.float64) - level) * (x - y)
+    return out
+
+
+def _ranges(starts: NDArray, ends: NDArray) -> NDArray:
+    """Concatenation of arange(s, e) over the pairs (vectorised)."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.intp)
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    out: NDArray = np.arange(total, dtype=np.intp) + offsets
+    return out
+
+
+def _isotonic_quantile(
+    gid: NDArray, rank: NDArray, values: NDArray, w: NDArray, m: int, level: float
+) -> NDArray:
+    """The smallest isotonic α-quantile fit of y = values[rank] (rows sorted by x, group
+    ``gid`` per row, m groups): one value per group (partitioning, see the module docstring)."""
+    k = values.shape[0]
+    result = np.zeros(m, dtype=np.intp)
+    # segments of groups [start, end) whose values lie among values[lo..hi]
+    start, end = np.array([0]), np.array([m])
+    lo, hi = np.array([0]), np.array([k - 1])
+    up_w, down_w = -level * w, (1.0 - level) * w
+    while start.shape[0]:
+        done = lo == hi
+        if done.any():
+            idx = _ranges(start[done], end[done])
+            result[idx] = np.repeat(lo[done], (end - start)[done])
+            keep = ~done
+            start, end, lo, hi = start[keep], end[keep], lo[keep], hi[keep]
+            if not start.shape[0]:
+                break
+        mid = (lo + hi) // 2
+        seg = np.full(m, -1, dtype=np.intp)
+        lengths = end - start
+        seg[_ranges(start, end)] = np.repeat(np.arange(start.shape[0]), lengths)
+        row_seg = seg[gid]
+        active = row_seg >= 0
+        mids = np.where(active, mid[np.maximum(row_seg, 0)], -1)
+        # the change of the loss, in units of (values[mid+1] − values[mid]), when a row's
+        # group moves up from values[mid] to values[mid+1]: + (1 − α) w for y <= values[mid],
+        # − α w above
+        d = np.where(active, np.where(rank <= mids, down_w, up_w), 0.0)
+        delta = np.bincount(gid, weights=d, minlength=m)
+        q = np.concatenate(([0.0], np.cumsum(delta)))
+        # groups [cut, end) go up; the cost Q[end] − Q[cut] is least where Q[cut] is largest
+        # over cut in [start, end]; the largest such cut (fewest up) gives the smallest fit
+        cand = _ranges(start, end + 1)
+        offs = np.concatenate(([0], np.cumsum(lengths + 1)[:-1]))
+        vals = q[cand]
+        best = np.maximum.reduceat(vals, offs)
+        seg_of = np.repeat(np.arange(start.shape[0]), lengths + 1)
+        pos = np.where(vals == best[seg_of], cand, -1)
+        cut = np.maximum.reduceat(pos, offs)
+        start, end, lo, hi = (
+            np.concatenate((start, cut)),
+            np.concatenate((cut, end)),
+            np.concatenate((lo, mid + 1)),
+            np.concatenate((mid, hi)),
+        )
+        nonempty = end > start
+        start, end, lo, hi = start[nonempty], end[nonempty], lo[nonempty], hi[nonempty]
+    fitted: NDArray = values[result]
+    return fitted
+
+
+def isotonic_fit(
+    xs: NDArray,
+    ys: NDArray,
+    ws: NDArray,
+    *,
+    functional: Functional = "mean",
+    level: float = 0.5,
+    ranks: tuple[NDArray, NDArray] | None = None,
+) -> tuple[NDArray, NDArray, NDArray, NDArray | None]:
+    """(distinct x ascending, x̂ at each, their weights, group index per row, None when no x
+    is tied) of the isotonic
+    fit of y on x; rows sorted by x, weights > 0. ``ranks``: (the distinct y ascending, the
+    index of each row's y among them), which the quantile fit needs (computed if not given)."""
+    new = np.empty(xs.shape[0], dtype=bool)
+    new[:1] = True
+    np.not_equal(xs[1:], xs[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    gid = np.cumsum(new) - 1
+    ties = starts.shape[0] < xs.shape[0]
+    gw = np.add.reduceat(ws, starts) if ties else ws
+    if functional == "mean":
+        means = np.add.reduceat(ws * ys, starts) / gw if ties else ys
+        fitted = isotonic_regression(means, weights=gw).x
+    else:
+        values, rank = ranks if ranks is not None else np.unique(ys, return_inverse=True)
+        fitted = _isotonic_quantile(gid, rank, values, ws, starts.shape[0], level)
+    return xs[starts], fitted, gw, (gid if ties else None)
+
+
+def _unit_fit(xs: NDArray, ys: NDArray) -> tuple[NDArray, NDArray, NDArray, NDArray | None]:
+    """:func:`isotonic_fit` of the mean under unit weights, without an array of ones."""
+    new = np.empty(xs.shape[0], dtype=bool)
+    new[:1] = True
+    np.not_equal(xs[1:], xs[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    if starts.shape[0] == xs.shape[0]:
+        fitted = isotonic_regression(ys).x
+        return xs, fitted, np.ones_like(fitted), None
+    gid = np.cumsum(new) - 1
+    gw = np.diff(np.append(starts, xs.shape[0])).astype(np.float64)
+    fitted = isotonic_regression(np.add.reduceat(ys, starts) / gw, weights=gw).x
+    return xs[starts], fitted, gw, gid
+
+
+def corp(
+    x: NDArray,
+    y: NDArray,
+    w: NDArray | None,
+    *,
+    functional: Functional = "mean",
+    level: float = 0.5,
+    order: NDArray | None = None,
+) -> Corp:
+    """The CORP decomposition of the forecasts ``x`` for the outcomes ``y`` (weights ``w``,
+    ``None`` for unit weights): see the module docstring. ``order``: an argsort of ``x`` (any
+    order of ties), given when it is cached (resamples of one batch share it)."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if order is None:
+        order = np.argsort(x)
+    if w is not None:
+        w = np.asarray(w, dtype=np.float64)
+        if not bool(np.all(w > 0)):
+            order = order[w[order] > 0]  # still sorted: rows of zero weight count nowhere
+    xs, ys = x[order], y[order]
+    ws = None if w is None else w[order]
+    total = float(ys.shape[0]) if ws is None else float(np.sum(ws))
+
+    def wsum(v: NDArray) -> float:
+        return float(np.sum(v)) if ws is None else float(np.dot(ws, v))
+
+    ranks = None
+    if functional == "mean":
+        ref = wsum(ys) / total
+    else:
+        values, rank = np.unique(ys, return_inverse=True)
+        ranks = (values, rank)
+        cw = np.cumsum(np.bincount(rank, weights=ws, minlength=values.shape[0]))
+        j = int(np.searchsorted(cw, level * cw[-1], side="left"))
+        ref = float(values[min(j, values.shape[0] - 1)])
+    ux, fitted, gw, gid = (
+        isotonic_fit(
+            xs,
+            ys,
+            np.ones_like(ys) if ws is None else ws,
+            functional=functional,
+            level=level,
+            ranks=ranks,
+        )
+        if ws is not None or functional != "mean"
+        else _unit_fit(xs, ys)
+    )
+    # no ties: one group per row, x̂ is the fit itself (no gather)
+    xhat = fitted if gid is None else fitted[gid]
+
+    def score(f: NDArray | float) -> float:
+        if functional == "mean":
+            d = ys - f
+            return (float(np.dot(d, d)) if ws is None else float(np.dot(ws, d * d))) / total
+        return wsum(pinball(ys, np.broadcast_to(f, ys.shape), level)) / total
+
+    s_x, s_hat, s_ref = score(xs), score(xhat), score(ref)
+    return Corp(s_x, s_x - s_hat, s_ref - s_hat, s_ref, ux, fitted, gw, ref)

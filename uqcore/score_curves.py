@@ -1,0 +1,203 @@
+"""The curves of the score decompositions: the CORP reliability diagram (regression and
+classification) and the Murphy diagram of elementary scores (regression).
+
+``corp_reliability`` (Dimitriadis, Gneiting & Jordan 2021): the isotonic recalibration x̂ as
+a step function of the forecast x — one point per distinct forecast (of positive weight),
+x̂ constant on the PAV blocks — with the MCB, DSC, UNC and score of the same fit
+(:mod:`uqcore._isotonic`). For regression the forecast is the point (``functional="mean"``)
+or the quantile at ``level``; for classification the top-label confidence against
+correctness, or the probability of class 1 (``target="binary"``).
+
+``murphy_diagram`` (Ehm, Gneiting, Jordan & Krüger 2016, JRSS-B 78:505, eqs. 9 and 11): the
+weighted mean elementary score S̄(θ) = Σ_i w_i S_θ(x_i, y_i) / Σ_i w_i on a grid of θ, with
+
+    quantile α:   S_θ(x, y) = (1{y < x} − α)(1{θ < x} − 1{θ < y}),
+    expectile τ:  S_θ(x, y) = |1{y < x} − τ| ((y − θ)₊ − (x − θ)₊ − (y − x) 1{θ < x}),
+
+the mean being the expectile τ = ½. The pinball loss is the mixture ∫ S_θ dθ and the squared
+error 4 ∫ S_θ dθ (τ = ½), so the area under the diagram is the score. Grid: ``thetas`` when
+given, else ``n_points`` points evenly from the least to the largest of the forecasts and the
+targets (beyond them every S_θ is 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from uqcore._backend import to_numpy
+from uqcore._validation import UQValidationError
+from uqcore.batch import Batch, make_batch
+
+__all__ = ["CorpReliability", "MurphyDiagram", "corp_reliability", "murphy_diagram"]
+
+NDArray = np.ndarray[Any, Any]
+
+
+@dataclass(frozen=True)
+class CorpReliability:
+    """The CORP reliability diagram: x̂ (``fitted``) at each distinct forecast ``x``."""
+
+    x: tuple[float, ...]
+    fitted: tuple[float, ...]
+    weight: tuple[float, ...]
+    mcb: float
+    dsc: float
+    unc: float
+    score: float
+    #: "mean" or "quantile" (regression), "top_label" or "binary" (classification)
+    functional: str
+    level: float | None = None
+
+
+@dataclass(frozen=True)
+class MurphyDiagram:
+    """Mean elementary scores ``score`` at the thresholds ``theta``."""
+
+    theta: tuple[float, ...]
+    score: tuple[float, ...]
+    functional: str
+    level: float
+
+
+def _floats(a: Any) -> tuple[float, ...]:
+    return tuple(float(v) for v in np.asarray(a, dtype=np.float64))
+
+
+def corp_reliability(
+    prediction: Any,
+    y: Any,
+    *,
+    sample_weight: Any = None,
+    functional: Literal["mean", "quantile", "top_label", "binary"] | None = None,
+    level: float = 0.5,
+) -> CorpReliability:
+    """The CORP reliability diagram (see the module docstring); ``functional`` defaults to
+    "mean" (regression) or "top_label" (classification).
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> c = corp_reliability(P.PointUncertainty([0.0, 1.0, 2.0], [1.0] * 3), [1.0, 0.0, 2.0])
+    >>> c.x, c.fitted, round(c.mcb, 6)
+    ((0.0, 1.0, 2.0), (0.5, 0.5, 2.0), 0.5)
+    """
+    batch = make_batch(prediction, y, sample_weight)
+    if getattr(prediction, "task", "regression") == "classification":
+        from uqcore.classification.corp import corp_of as class_corp
+
+        target = functional or "top_label"
+        if target not in ("top_label", "binary"):
+            raise UQValidationError(
+                f"functional must be 'top_label' or 'binary' for classification, found {target!r}",
+                argument="functional",
+            )
+        from uqcore.classification.corp import binary_undefined
+
+        why = binary_undefined(batch, target)  # type: ignore[arg-type]
+        if why is not None:
+            raise UQValidationError(why, argument="functional")
+        d = class_corp(batch, target)  # type: ignore[arg-type]
+        lv = None
+    else:
+        from uqcore.regression.decomposition import corp_of
+
+        fn = functional or "mean"
+        if fn not in ("mean", "quantile"):
+            raise UQValidationError(
+                f"functional must be 'mean' or 'quantile' for regression, found {fn!r}",
+                argument="functional",
+            )
+        got = corp_of(batch, fn, float(level))  # type: ignore[arg-type]
+        if isinstance(got, str):
+            raise UQValidationError(f"corp_reliability is undefined: {got}")
+        d, target, lv = got, fn, (float(level) if fn == "quantile" else None)
+    return CorpReliability(
+        x=_floats(d.x),
+        fitted=_floats(d.fitted),
+        weight=_floats(d.weight),
+        mcb=d.mcb,
+        dsc=d.dsc,
+        unc=d.unc,
+        score=d.score,
+        functional=target,
+        level=lv,
+    )
+
+
+def elementary_scores(
+    x: NDArray, y: NDArray, w: NDArray | None, thetas: NDArray, functional: str, level: float
+) -> NDArray:
+    """Σ_i w_i S_θ(x_i, y_i) / Σ_i w_i for each θ (rows in blocks, thresholds in blocks)."""
+    ww = np.ones_like(y) if w is None else w
+    total = float(np.sum(ww))
+    out = np.zeros(thetas.shape[0])
+    step = max(1, 2**20 // max(1, thetas.shape[0]))
+    below = (y < x).astype(np.float64)
+    # (1{y < x} − α) for the quantile, |1{y < x} − τ| for the expectile
+    coef = ww * ((below - level) if functional == "quantile" else np.abs(below - level))
+    for a in range(0, y.shape[0], step):
+        xs, ys, cs = x[a : a + step, None], y[a : a + step, None], coef[a : a + step, None]
+        t = thetas[None, :]
+        if functional == "quantile":
+            s = (t < xs).astype(np.float64) - (t < ys).astype(np.float64)
+        else:
+            s = np.maximum(ys - t, 0.0) - np.maximum(xs - t, 0.0) - (ys - xs) * (t < xs)
+        out += np.sum(cs * s, axis=0)
+    result: NDArray = out / total
+    return result
+
+
+def murphy_diagram(
+    prediction: Any,
+    y: Any,
+    *,
+    sample_weight: Any = None,
+    functional: Literal["mean", "quantile"] = "mean",
+    level: float = 0.5,
+    n_points: int = 101,
+    thetas: Sequence[float] | None = None,
+) -> MurphyDiagram:
+    """The Murphy diagram of the mean (expectile ½, the point prediction) or of the quantile
+    at ``level`` (see the module docstring).
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> d = murphy_diagram(P.PointUncertainty([0.0], [1.0]), [2.0], thetas=[-1.0, 1.0, 3.0])
+    >>> d.score
+    (0.0, 0.5, 0.0)
+    """
+    batch = Batch(prediction, y, sample_weight)
+    if functional == "mean":
+        x = to_numpy(batch.point)
+        lv = 0.5
+    elif functional == "quantile":
+        if "quantiles" not in prediction.capabilities:
+            raise UQValidationError(
+                f"murphy_diagram with functional='quantile' needs quantiles, which a "
+                f"{prediction.kind} prediction lacks",
+                argument="functional",
+            )
+        lv = float(level)
+        x = to_numpy(prediction.ppf([lv]))[:, 0]
+    else:
+        raise UQValidationError(
+            f"functional must be 'mean' or 'quantile', found {functional!r}", argument="functional"
+        )
+    x = np.asarray(x, dtype=np.float64)
+    yy = np.asarray(to_numpy(batch.y), dtype=np.float64)
+    w = None if batch.weights is None else np.asarray(to_numpy(batch.weights), dtype=np.float64)
+    if thetas is None:
+        if int(n_points) < 2:
+            raise UQValidationError(f"n_points must be >= 2, found {n_points}", argument="n_points")
+        lo = min(float(np.min(x)), float(np.min(yy)))
+        hi = max(float(np.max(x)), float(np.max(yy)))
+        grid = np.linspace(lo, hi, int(n_points))
+    else:
+        grid = np.asarray(thetas, dtype=np.float64)
+        if grid.ndim != 1 or not bool(np.all(np.isfinite(grid))):
+            raise UQValidationError("thetas must be a 1-D sequence of finite numbers")
+    scores = elementary_scores(x, yy, w, grid, functional, lv)
+    return MurphyDiagram(
+        theta=_floats(grid), score=_floats(scores), functional=functional, level=lv
+    )
