@@ -136,7 +136,7 @@ def _quantile_strata(width: FloatArray, w: FloatArray, bins: int) -> FloatArray:
     last = np.searchsorted(ws, ws, side="right") - 1
     f = cum[last] / total
     k = np.clip(np.ceil(bins * f - 1e-9).astype(np.int64) - 1, 0, bins - 1)
-    out = np.empty_like(k)
+    out: FloatArray = np.empty_like(k)
     out[order] = k
     return out
 
@@ -395,8 +395,8 @@ def coverage_pvalue(batch: Batch, *, level: Coverage = 0.9) -> dict[str, Any] | 
     if rows.total > _EXACT_COUNTS:
         undefined("coverage_pvalue", f"the total weight {rows.total:.6g} is no exact count")
         return None
-    k = int(round(float(np.sum(rows.w[rows.covered]))))
-    n = int(round(rows.total))
+    k = round(float(np.sum(rows.w[rows.covered])))
+    n = round(rows.total)
     p = float(stats.binomtest(k, n, rows.c).pvalue)
     return {
         "value": min(max(p, 0.0), 1.0),
