@@ -9,6 +9,7 @@ from uqcore.classification import (
     decomposition,
     ood,
     selective,
+    sets,
 )
 from uqcore.classification.aggregators import AGGREGATORS, DEFAULT_ESTIMATOR
 from uqcore.classification.aleatoric import RankCorrMatrix, rank_corr_matrix
@@ -32,4 +33,5 @@ __all__ = [
     "rank_corr_matrix",
     "reliability_diagram",
     "selective",
+    "sets",
 ]
