@@ -15,6 +15,7 @@ import numpy as np
 
 from uqcore.batch import ClassificationBatch
 from uqcore.options import Coverage, Range
+from uqcore.predictions.classification import PredictionSet
 from uqcore.registry import register
 
 __all__ = [
@@ -58,14 +59,21 @@ def _in_set(batch: ClassificationBatch) -> FloatArray:
     """1.0 where the label is in the row's set."""
 
     def compute() -> FloatArray:
-        sets = batch.prediction.sets()
-        return sets[np.arange(batch.n), batch.y].astype(np.float64)
+        sets = _sets_of(batch).sets()
+        out: FloatArray = sets[np.arange(batch.n), batch.y].astype(np.float64)
+        return out
 
     return batch.shared("in_set", compute)
 
 
+def _sets_of(batch: ClassificationBatch) -> PredictionSet:
+    pred = batch.prediction
+    assert isinstance(pred, PredictionSet)  # the registry checked the capability "sets"
+    return pred
+
+
 def _sizes(batch: ClassificationBatch) -> FloatArray:
-    return batch.shared("set_sizes", lambda: batch.prediction.set_sizes().astype(np.float64))
+    return batch.shared("set_sizes", lambda: _sets_of(batch).set_sizes().astype(np.float64))
 
 
 def _per_class(batch: ClassificationBatch) -> tuple[FloatArray, FloatArray]:
@@ -127,11 +135,13 @@ def mean_set_size(batch: ClassificationBatch) -> float:
 
 
 def _singleton(batch: ClassificationBatch) -> FloatArray:
-    return (_sizes(batch) == 1).astype(np.float64)
+    out: FloatArray = (_sizes(batch) == 1).astype(np.float64)
+    return out
 
 
 def _empty(batch: ClassificationBatch) -> FloatArray:
-    return (_sizes(batch) == 0).astype(np.float64)
+    out: FloatArray = (_sizes(batch) == 0).astype(np.float64)
+    return out
 
 
 @register(
