@@ -125,46 +125,48 @@ def cwc(
 
 
 # -- size-stratified coverage ---------------------------------------------------------------
-def _quantile_strata(width: FloatArray, w: FloatArray, bins: int) -> FloatArray:
-    """Stratum (0..bins−1) of each row: k = ⌈bins · F(width_i)⌉ − 1 with F the weighted CDF of
-    the widths (tied widths share a stratum)."""
-    order = np.argsort(width, kind="stable")
-    ws = width[order]
-    cum = np.cumsum(w[order])
-    total = cum[-1]
-    # F at each row's width: the cumulative weight up to the last row of its tie
-    last = np.searchsorted(ws, ws, side="right") - 1
-    f = cum[last] / total
-    k = np.clip(np.ceil(bins * f - 1e-9).astype(np.int64) - 1, 0, bins - 1)
-    out: FloatArray = np.empty_like(k)
-    out[order] = k
+def _quantile_strata(ws: FloatArray, ws_w: FloatArray, bins: int) -> FloatArray:
+    """Stratum (0..bins−1) of each row in width order (``ws`` sorted, ``ws_w`` its weights):
+    k = ⌈bins · F(width)⌉ − 1 with F the weighted distribution function of the widths, so
+    tied widths share a stratum; non-decreasing along the sorted rows."""
+    cum = np.cumsum(ws_w)
+    n = ws.shape[0]
+    # F at each row's width is the cumulative weight at the last row of its tie
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    np.not_equal(ws[1:], ws[:-1], out=new[1:])
+    tie = np.cumsum(new) - 1
+    last = np.append(np.flatnonzero(new[1:]), n - 1)
+    f = cum[last[tie]] / cum[-1]
+    out: FloatArray = np.clip(np.ceil(bins * f - 1e-9).astype(np.int64) - 1, 0, bins - 1)
     return out
 
 
-def _mapie_strata(width: FloatArray, bins: int) -> FloatArray:
-    """MAPIE's ``regression_ssc``: the rows sorted by width split into ``bins`` parts of equal
-    count (``numpy.array_split``)."""
-    order = np.argsort(width, kind="stable")
-    out = np.empty(width.shape[0], dtype=np.int64)
-    for k, part in enumerate(np.array_split(order, bins)):
+def _mapie_strata(n: int, bins: int) -> FloatArray:
+    """MAPIE's ``regression_ssc`` in width order: the sorted rows split into ``bins`` parts of
+    equal count (``numpy.array_split``)."""
+    out = np.empty(n, dtype=np.int64)
+    for k, part in enumerate(np.array_split(np.arange(n), bins)):
         out[part] = k
     return out
 
 
-def stratum_coverages(
+def sorted_stratum_coverages(
     covered: FloatArray, sizes: FloatArray, w: FloatArray, codes: FloatArray, n_strata: int
 ) -> tuple[list[float], list[float], list[float], list[float]]:
-    """Per non-empty stratum: (coverage, total weight, smallest size, largest size)."""
+    """Per non-empty stratum: (coverage, total weight, smallest size, largest size), for rows
+    sorted by size whose strata ``codes`` do not decrease."""
     cov, weight, lo, hi = [], [], [], []
     tw = np.bincount(codes, weights=w, minlength=n_strata)
     hit = np.bincount(codes, weights=w * covered, minlength=n_strata)
+    first = np.searchsorted(codes, np.arange(n_strata), side="left")
+    stop = np.searchsorted(codes, np.arange(n_strata), side="right")
     for k in range(n_strata):
         if tw[k] > 0:
-            member = sizes[codes == k]
             cov.append(float(hit[k] / tw[k]))
             weight.append(float(tw[k]))
-            lo.append(float(np.min(member)))
-            hi.append(float(np.max(member)))
+            lo.append(float(sizes[first[k]]))
+            hi.append(float(sizes[stop[k] - 1]))
     return cov, weight, lo, hi
 
 
@@ -212,12 +214,14 @@ def size_stratified_coverage(
         undefined("size_stratified_coverage", rows.why)
         return None
     width = rows.hi - rows.lo
+    order = np.argsort(width, kind="stable")
+    ws, ws_w = width[order], rows.w[order]
     if strata == "mapie":
-        codes = _mapie_strata(width, bins)
+        codes = _mapie_strata(ws.shape[0], bins)
     else:
-        codes = _quantile_strata(width, rows.w, bins)
-    cov, weight, lo, hi = stratum_coverages(
-        rows.covered.astype(np.float64), width, rows.w, codes, bins
+        codes = _quantile_strata(ws, ws_w, bins)
+    cov, weight, lo, hi = sorted_stratum_coverages(
+        rows.covered[order].astype(np.float64), ws, ws_w, codes, bins
     )
     mean_width = rows.mean(width)
     scale = 1.0 / mean_width if mean_width > 0 else 0.0
