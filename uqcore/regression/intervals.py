@@ -170,6 +170,30 @@ def sorted_stratum_coverages(
     return cov, weight, lo, hi
 
 
+def _unweighted_quantile_strata(
+    width: FloatArray, covered: FloatArray, bins: int
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """:func:`sorted_stratum_coverages` of the quantile strata of unit weights with one sort of
+    the widths (no argsort): a row's stratum is the first whose largest width is >= its own."""
+    ws = np.sort(width)
+    codes = _quantile_strata(ws, np.ones(ws.shape[0]), bins)
+    keys = np.arange(bins)
+    first = np.searchsorted(codes, keys, side="left")
+    stop = np.searchsorted(codes, keys, side="right")
+    present = stop > first
+    top = ws[stop[present] - 1]  # strictly increasing: tied widths share a stratum
+    row_codes = np.searchsorted(top, width, side="left")
+    m = int(np.count_nonzero(present))
+    tw = np.bincount(row_codes, minlength=m).astype(np.float64)
+    hit = np.bincount(row_codes, weights=covered, minlength=m)
+    return (
+        [float(v) for v in hit / tw],
+        [float(v) for v in tw],
+        [float(v) for v in ws[first[present]]],
+        [float(v) for v in top],
+    )
+
+
 @register(
     "size_stratified_coverage",
     family="intervals",
@@ -214,15 +238,17 @@ def size_stratified_coverage(
         undefined("size_stratified_coverage", rows.why)
         return None
     width = rows.hi - rows.lo
-    order = np.argsort(width, kind="stable")
-    ws, ws_w = width[order], rows.w[order]
-    if strata == "mapie":
-        codes = _mapie_strata(ws.shape[0], bins)
+    covered = rows.covered.astype(np.float64)
+    if strata == "quantile" and batch.weights is None:
+        cov, weight, lo, hi = _unweighted_quantile_strata(width, covered, bins)
     else:
-        codes = _quantile_strata(ws, ws_w, bins)
-    cov, weight, lo, hi = sorted_stratum_coverages(
-        rows.covered[order].astype(np.float64), ws, ws_w, codes, bins
-    )
+        order = np.argsort(width, kind="stable")
+        ws, ws_w = width[order], rows.w[order]
+        if strata == "mapie":
+            codes = _mapie_strata(ws.shape[0], bins)
+        else:
+            codes = _quantile_strata(ws, ws_w, bins)
+        cov, weight, lo, hi = sorted_stratum_coverages(covered[order], ws, ws_w, codes, bins)
     mean_width = rows.mean(width)
     scale = 1.0 / mean_width if mean_width > 0 else 0.0
     return {
