@@ -49,7 +49,8 @@ KernelSize = Literal["std"] | Annotated[float, Range(0, lo_open=True)]
 
 
 class _Rows:
-    """Host copies of the intervals, targets and positive weights of a batch's scored rows."""
+    """Host copies of the widths, coverage indicators, targets and positive weights of a
+    batch's scored rows (the bounds themselves are not kept: they are not needed after)."""
 
     def __init__(self, batch: Batch, level: Any, name: str) -> None:
         got = interval_at(batch, level)
@@ -57,19 +58,27 @@ class _Rows:
         self.why = None if got is not None else unspanned_why(batch.prediction, self.c)
         if got is None:
             return
-        lo, hi, _ = got
-        lo_h, hi_h = to_numpy(lo).astype(np.float64), to_numpy(hi).astype(np.float64)
+        lo_h, hi_h = to_numpy(got[0]).astype(np.float64), to_numpy(got[1]).astype(np.float64)
+        del got
         y = to_numpy(batch.y).astype(np.float64)
         w = None if batch.weights is None else to_numpy(batch.weights).astype(np.float64)
         if w is not None:
             keep = w > 0
             lo_h, hi_h, y, w = lo_h[keep], hi_h[keep], y[keep], w[keep]
-        self.lo, self.hi, self.y = lo_h, hi_h, y
-        self.w = np.ones(y.shape[0]) if w is None else w
-        self.total = float(np.sum(self.w))
+        self.y = y
+        self.w: FloatArray | None = w
+        self.total = float(y.shape[0]) if w is None else float(np.sum(w))
         self.covered = (y >= lo_h) & (y <= hi_h)
+        hi_h -= lo_h
+        self.width = hi_h
+
+    def weights(self) -> FloatArray:
+        """The weights, ones when the batch has none."""
+        return np.ones(self.y.shape[0]) if self.w is None else self.w
 
     def mean(self, v: FloatArray) -> float:
+        if self.w is None:
+            return float(np.mean(v))
         return float(np.sum(self.w * v) / self.total)
 
 
@@ -89,7 +98,7 @@ def cwc(
     batch: Batch,
     *,
     level: Coverage = 0.9,
-    eta: Annotated[float, Range(0)] = 50.0,
+    eta: Annotated[float, Range(0, 700)] = 50.0,
 ) -> dict[str, Any] | None:
     """Coverage–width criterion of prediction intervals (Khosravi et al. 2011).
 
@@ -97,7 +106,8 @@ def cwc(
     PICP = Σ w_i 1{l_i ≤ y_i ≤ u_i} / Σ w_i (coverage), PINAW = Σ w_i (u_i − l_i) / (Σ w_i · R)
     (mean width normalised by the range R = max y − min y of the rows of positive weight) and
     μ the nominal coverage c (an ``Interval``'s own level, else ``level``; default 0.9). ``eta``
-    (η ≥ 0) is the penalty of under-coverage; Khosravi et al. used η = 50, the default. Lower
+    (0 ≤ η ≤ 700, so that the penalty e^{η(μ − PICP)} ≤ e^{700} stays finite) is the penalty of
+    under-coverage; Khosravi et al. used η = 50, the default. Lower
     is better; 0 only for zero-width intervals that cover. Undefined when R = 0.
 
     Returns ``{"value", "picp", "pinaw", "level", "eta"}``. MAPIE's ``coverage_width_based``
@@ -118,7 +128,7 @@ def cwc(
         undefined("cwc", "the targets are constant (their range R is 0)")
         return None
     picp = rows.mean(rows.covered.astype(np.float64))
-    pinaw = rows.mean((rows.hi - rows.lo) / r)
+    pinaw = rows.mean(rows.width / r)
     mu = rows.c
     value = pinaw * (1.0 + math.exp(-eta * (picp - mu))) if picp < mu else pinaw
     return {"value": value, "picp": picp, "pinaw": pinaw, "level": mu, "eta": float(eta)}
@@ -173,25 +183,34 @@ def sorted_stratum_coverages(
 def _unweighted_quantile_strata(
     width: FloatArray, covered: FloatArray, bins: int
 ) -> tuple[list[float], list[float], list[float], list[float]]:
-    """:func:`sorted_stratum_coverages` of the quantile strata of unit weights with one sort of
-    the widths (no argsort): a row's stratum is the first whose largest width is >= its own."""
+    """:func:`sorted_stratum_coverages` of the quantile strata of unit weights from one sort of
+    the widths and no per-row temporaries: stratum k holds the widths u with
+    count(widths ≤ u) ≤ (k + 1 + 1e-9)·N/bins above those of stratum k − 1 (the rule of
+    :func:`_quantile_strata` with F(u) = count/N), and a row's stratum is the first whose
+    largest width is >= its own."""
     ws = np.sort(width)
-    codes = _quantile_strata(ws, np.ones(ws.shape[0]), bins)
-    keys = np.arange(bins)
-    first = np.searchsorted(codes, keys, side="left")
-    stop = np.searchsorted(codes, keys, side="right")
-    present = stop > first
-    top = ws[stop[present] - 1]  # strictly increasing: tied widths share a stratum
+    n = ws.shape[0]
+    tops: list[float] = []
+    for k in range(bins):
+        j = min(n, math.floor((k + 1 + 1e-9) * n / bins)) - 1  # last row F allows
+        if j < 0:
+            continue
+        v = ws[j]
+        if j + 1 < n and ws[j + 1] == v:  # v's ties reach beyond: the stratum ends below v
+            i = int(np.searchsorted(ws, v, side="left")) - 1
+            if i < 0:
+                continue
+            v = ws[i]
+        if not tops or v > tops[-1]:
+            tops.append(float(v))
+    top = np.asarray(tops)
     row_codes = np.searchsorted(top, width, side="left")
-    m = int(np.count_nonzero(present))
+    m = top.shape[0]
     tw = np.bincount(row_codes, minlength=m).astype(np.float64)
     hit = np.bincount(row_codes, weights=covered, minlength=m)
-    return (
-        [float(v) for v in hit / tw],
-        [float(v) for v in tw],
-        [float(v) for v in ws[first[present]]],
-        [float(v) for v in top],
-    )
+    first = np.searchsorted(ws, top[:-1], side="right")
+    lows = [float(ws[0]), *(float(ws[i]) for i in first)]
+    return [float(v) for v in hit / tw], [float(v) for v in tw], lows, tops
 
 
 @register(
@@ -237,13 +256,13 @@ def size_stratified_coverage(
     if rows.why is not None:
         undefined("size_stratified_coverage", rows.why)
         return None
-    width = rows.hi - rows.lo
+    width = rows.width
     covered = rows.covered.astype(np.float64)
     if strata == "quantile" and batch.weights is None:
         cov, weight, lo, hi = _unweighted_quantile_strata(width, covered, bins)
     else:
         order = np.argsort(width, kind="stable")
-        ws, ws_w = width[order], rows.w[order]
+        ws, ws_w = width[order], rows.weights()[order]
         if strata == "mapie":
             codes = _mapie_strata(ws.shape[0], bins)
         else:
@@ -270,23 +289,26 @@ _UNDERFLOW = 746.0
 _TOO_MANY = "the exact HSIC costs O(U²) for U = {u} distinct widths, over max_distinct = {m}"
 
 
-def _kernel_sum(z: FloatArray, a: FloatArray) -> float:
-    """Σ_k Σ_l a_k a_l exp(−(z_k − z_l)²) for sorted distinct z, exactly, in tiles.
+def _kernel_sum(u: FloatArray, scale: float, a: FloatArray) -> float:
+    """Σ_k Σ_l a_k a_l exp(−((u_k − u_l)/scale)²) for sorted distinct u, exactly, in tiles.
 
     Tiles of the upper triangle whose closest pair is beyond underflow are skipped (they add
-    0.0); the rest are computed in full, so the cost is O(U²) in general."""
-    u = z.shape[0]
+    0.0); the rest are computed in full, so the cost is O(U²) in general. A distance whose
+    quotient by ``scale`` overflows gives exp(−inf) = 0, as it should."""
+    n = u.shape[0]
+    reach = math.sqrt(_UNDERFLOW)
     total = 0.0
-    for i0 in range(0, u, _TILE):
-        i1 = min(u, i0 + _TILE)
-        zi, ai = z[i0:i1], a[i0:i1]
-        for j0 in range(i0, u, _TILE):
-            j1 = min(u, j0 + _TILE)
-            if j0 > i0 and (z[j0] - z[i1 - 1]) ** 2 > _UNDERFLOW:
-                break  # every later tile is farther still
-            d = zi[:, None] - z[None, j0:j1]
-            s = float(ai @ np.exp(-(d * d)) @ a[j0:j1])
-            total += s if j0 == i0 else 2.0 * s
+    with np.errstate(over="ignore"):
+        for i0 in range(0, n, _TILE):
+            i1 = min(n, i0 + _TILE)
+            ui, ai = u[i0:i1], a[i0:i1]
+            for j0 in range(i0, n, _TILE):
+                j1 = min(n, j0 + _TILE)
+                if j0 > i0 and float(u[j0] - u[i1 - 1]) / scale > reach:
+                    break  # every later tile is farther still
+                d = (ui[:, None] - u[None, j0:j1]) / scale
+                s = float(ai @ np.exp(-(d * d)) @ a[j0:j1])
+                total += s if j0 == i0 else 2.0 * s
     return total
 
 
@@ -343,7 +365,7 @@ def hsic_width_coverage(
     if rows.why is not None:
         undefined(name, rows.why)
         return None
-    width = rows.hi - rows.lo
+    width = rows.width
     u, inv = np.unique(width, return_inverse=True)
     if u.shape[0] > max_distinct:
         undefined(name, _TOO_MANY.format(u=u.shape[0], m=max_distinct))
@@ -352,19 +374,25 @@ def hsic_width_coverage(
     b = rows.covered.astype(np.float64)
     cbar = rows.mean(b)
     # weights relative to the largest: the products a_k a_l stay in range at any weight scale
-    w_rel = rows.w / float(np.max(rows.w))
-    total_rel = float(np.sum(w_rel))
-    a = np.bincount(inv.ravel(), weights=w_rel * (b - cbar), minlength=u.shape[0])
+    b -= cbar
+    if batch.weights is None:
+        total_rel = total
+    else:
+        w_rel = rows.weights() / float(np.max(rows.weights()))
+        total_rel = float(np.sum(w_rel))
+        b *= w_rel
+        del w_rel
+    a = np.bincount(inv.ravel(), weights=b, minlength=u.shape[0])
+    del b, inv
     if u.shape[0] == 1:
         kernel = 0.0  # constant widths: K = 1, Σ a = 0
     elif kernel_size == "std":
         top = float(np.max(np.abs(u)))
         v = width / top  # the spread, computed in range at any scale
         sd = math.sqrt(rows.mean((v - rows.mean(v)) ** 2))
-        z = u / top / (math.sqrt(2.0) * sd)
-        kernel = _kernel_sum(z, a)
+        kernel = _kernel_sum(u / top, math.sqrt(2.0) * sd, a)
     else:
-        kernel = _kernel_sum(u / math.sqrt(float(kernel_size)), a)
+        kernel = _kernel_sum(u, math.sqrt(float(kernel_size)), a)
     tr = max(2.0 * (1.0 - math.exp(-1.0 / indicator_kernel_size)) * kernel, 0.0)
     if statistic == "mapie":
         if not total > 1:
@@ -425,7 +453,7 @@ def coverage_pvalue(batch: Batch, *, level: Coverage = 0.9) -> dict[str, Any] | 
     if rows.total > _EXACT_COUNTS:
         undefined("coverage_pvalue", f"the total weight {rows.total:.6g} is no exact count")
         return None
-    k = round(float(np.sum(rows.w[rows.covered])))
+    k = round(float(np.sum(rows.weights()[rows.covered])))
     n = round(rows.total)
     p = float(stats.binomtest(k, n, rows.c).pvalue)
     return {
