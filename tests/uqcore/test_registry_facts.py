@@ -45,7 +45,22 @@ TARGETS: dict[str, Callable[[Mapping[str, Any]], float]] = {
     "coverage": lambda params: float(params.get("level", 0.95)),  # the nominal level
     "disentanglement_rank_corr": lambda params: 0.0,  # no correlation
     "spiegelhalter_z": lambda params: 0.0,  # the Brier score as expected under calibration
+    # worst stratum or class coverage: the nominal level (0.9 by default)
+    "size_stratified_coverage": lambda params: float(params.get("level", 0.9)),
+    "worst_class_coverage": lambda params: float(params.get("level", 0.9)),
 }
+#: Targets of metrics whose name another task uses with another target, by (task, name).
+TASK_TARGETS: dict[tuple[str, str], Callable[[Mapping[str, Any]], float]] = {
+    ("classification", "coverage"): lambda params: float(params.get("level", 0.9)),
+}
+
+
+def _target(spec: MetricSpec) -> Callable[[Mapping[str, Any]], float]:
+    return TASK_TARGETS.get((spec.task, spec.name), TARGETS.get(spec.name, _no_target))
+
+
+def _no_target(params: Mapping[str, Any]) -> float:
+    raise KeyError("no reference target")
 
 
 def _reference(spec: MetricSpec, value: float, params: Mapping[str, Any]) -> float:
@@ -54,7 +69,7 @@ def _reference(spec: MetricSpec, value: float, params: Mapping[str, Any]) -> flo
         return value
     if spec.direction == "higher":
         return -value
-    return abs(value - TARGETS[spec.name](params))
+    return abs(value - _target(spec)(params))
 
 
 def test_biased_metrics_are_marked_in_the_registry() -> None:
@@ -82,7 +97,7 @@ def test_badness_follows_the_direction(spec: MetricSpec) -> None:
             assert type(one) is float
             assert one == _reference(spec, float(v), params)
     if spec.direction == "target":
-        assert spec.target(None) == target_value(spec, {}) == TARGETS[spec.name]({})
+        assert spec.target(None) == target_value(spec, {}) == _target(spec)({})
 
 
 def test_badness_orders_better_values_first() -> None:

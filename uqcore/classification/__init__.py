@@ -10,6 +10,7 @@ from uqcore.classification import (
     decomposition,
     ood,
     selective,
+    sets,
     skill,
     smooth,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "rank_corr_matrix",
     "reliability_diagram",
     "selective",
+    "sets",
     "skill",
     "smooth",
 ]

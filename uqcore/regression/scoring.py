@@ -1,5 +1,5 @@
 """Proper scoring rules for regression: NLL, CRPS, check (pinball) and interval scores, and the
-coverage and width of central prediction intervals.
+coverage and width of central prediction intervals (or of given ``Interval`` bounds).
 
 All scores are negatively oriented (lower is better) and averaged over rows with the frequency
 weights w_i: S = Σ w_i s_i / Σ w_i (chung2021 §3 and appendix A.3).
@@ -45,6 +45,7 @@ from uqcore.batch import Batch
 from uqcore.options import Coverage, CoverageLevels, OpenLevels, Range
 from uqcore.predictions.regression import BandwidthRule, RegressionPrediction, Samples
 from uqcore.registry import NO_TERMS, register, undefined
+from uqcore.regression._intervals import nominal_level
 
 __all__ = [
     "DEFAULT_LEVELS",
@@ -873,7 +874,38 @@ def _interval_rows(batch: Batch, *, levels: Any = None, scaled: bool = True) -> 
     return _width_of(pred, 2 * m), block
 
 
+def _given_level(batch: Batch, levels: Any) -> float | None:
+    """The nominal coverage c of an ``Interval`` prediction's intervals for ``interval_score``:
+    its own level, else the one coverage of ``levels``; ``None`` when neither gives one."""
+    own = batch.prediction.level
+    if own is not None:
+        return float(own)
+    if levels is None:
+        return None
+    lv = _check_levels(levels)
+    return float(lv[0]) if lv.shape[0] == 1 else None
+
+
+_NO_GIVEN_LEVEL = (
+    "the interval prediction has no level and levels does not name one coverage: pass "
+    "levels=[c], the nominal coverage its intervals were made for"
+)
+
+
+def _given_interval_score_rows(batch: Batch, c: float) -> Array:
+    """S_α(l_i, u_i; y_i) of an ``Interval`` prediction's own bounds, α = 1 − c."""
+    xp = batch.xp
+    lo, hi = batch.prediction.interval()
+    y = batch.y
+    coef = 2.0 / (1.0 - c)
+    return (hi - lo) + coef * (xp.clip(lo - y, min=0.0) + xp.clip(y - hi, min=0.0))
+
+
 def _interval_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) -> Array:
+    if batch.prediction.kind == "interval":
+        _check_bool(scaled, "scaled")
+        c = _given_level(batch, levels)
+        return NO_TERMS if c is None else _given_interval_score_rows(batch, c)
     grid = _interval_grid(batch, levels)
     spanned = grid is None or levels is None or _unspanned(batch, np.concatenate(grid[:2])) is None
     if not spanned:
@@ -884,7 +916,7 @@ def _interval_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) ->
 @register(
     "interval_score",
     family="scoring",
-    needs={"quantiles"},
+    needs={"interval"},
     direction="lower",
     scaling="equivariant",
     bounds=(0.0, None),
@@ -907,10 +939,24 @@ def interval_score(
     undefined). ``scaled=False`` sums over the coverages (Uncertainty Toolbox's ``scaled``). Best
     value 0; lower is better.
 
+    An :class:`~uqcore.predictions.Interval` prediction is scored on its own bounds (l_i, u_i)
+    at α = 1 − c, c its ``level``; ``levels`` is then ignored, except for an interval without
+    a level, where ``levels`` must name its one coverage (``levels=[c]``; otherwise the score
+    is undefined). ``scaled`` changes nothing for it (one coverage).
+
     >>> import numpy as np; from uqcore import predictions as P
     >>> round(interval_score(P.Gaussian([0.0], [1.0]), np.array([0.0]), levels=[0.9]), 10)
     3.2897072539
+    >>> interval_score(P.Interval([0.0, 0.0], [1.0, 1.0], level=0.5), np.array([0.5, 2.0]))
+    3.0
     """
+    if batch.prediction.kind == "interval":
+        _check_bool(scaled, "scaled")
+        c = _given_level(batch, levels)
+        if c is None:
+            undefined("interval_score", _NO_GIVEN_LEVEL)
+            return None
+        return batch.mean(_given_interval_score_rows(batch, c))
     grid = _interval_grid(batch, levels)
     if grid is None:
         undefined("interval_score", "the quantiles prediction has no pair of levels (p, 1 − p)")
@@ -968,9 +1014,23 @@ def _covered_location_scale(
     return [float(v) / batch.total_weight for v in sums]
 
 
+def _given_rows(batch: Batch, covered: bool) -> Array:
+    """Per-row coverage indicators 1{l_i ≤ y_i ≤ u_i} or widths u_i − l_i of an ``Interval``."""
+    xp, y = batch.xp, batch.y
+    lo, hi = batch.prediction.interval()
+    if covered:
+        return xp.astype((y >= lo) & (y <= hi), xp.float64)
+    return hi - lo
+
+
 def _interval_summary(
     batch: Batch, name: str, key: str, levels: Any, level: Any, covered: bool
 ) -> dict[str, Any]:
+    if batch.prediction.kind == "interval":
+        _interval_levels(levels, level)
+        c = nominal_level(batch.prediction, level)
+        value = batch.mean(_given_rows(batch, covered))
+        return {"value": value, "level": c, "levels": [c], key: [value]}
     lv, at = _interval_levels(levels, level)
     lo, hi = 0.5 - lv / 2.0, 0.5 + lv / 2.0
     ok = _available(batch, lo, hi)
@@ -1028,6 +1088,9 @@ def interval_value_terms(
     1{zl ≤ z_i ≤ zu} (or 1{l_i ≤ y_i ≤ u_i}) for coverage; for the width of a location-scale
     prediction the scales with c = zu − zl, else the widths u_i − l_i.
     """
+    if batch.prediction.kind == "interval":
+        _interval_levels(levels, level)
+        return _given_rows(batch, covered), 1.0
     lv, at = _interval_levels(levels, level)
     lo, hi = 0.5 - lv / 2.0, 0.5 + lv / 2.0
     ok = _available(batch, lo, hi)
@@ -1065,7 +1128,7 @@ def interval_value_terms(
 @register(
     "coverage",
     family="scoring",
-    needs={"quantiles"},
+    needs={"interval"},
     direction="target",
     scaling="invariant",
     bounds=(0.0, 1.0),
@@ -1091,6 +1154,11 @@ def coverage(
     only (interpolated between them); the others are ``None`` (and the value, with a warning,
     if `level` is among them).
 
+    An :class:`~uqcore.predictions.Interval` prediction is judged on its own bounds: ``levels``
+    does not apply to it (the details list one level), and the ``"level"`` reported is its own
+    level when it has one, else the ``level`` option (the nominal coverage the value is to be
+    compared with).
+
     >>> import numpy as np; from uqcore import predictions as P
     >>> coverage(P.Gaussian(np.zeros(4), np.ones(4)), np.array([0.0, 1.0, 2.0, 3.0]))["value"]
     0.5
@@ -1101,7 +1169,7 @@ def coverage(
 @register(
     "mean_width",
     family="scoring",
-    needs={"quantiles"},
+    needs={"interval"},
     direction="lower",
     scaling="equivariant",
     bounds=(0.0, None),
@@ -1121,7 +1189,9 @@ def mean_width(
     width at `level`, "level", "levels", "width": [per level]}``; ``levels`` defaults to
     50/80/90/95/99 % and ``level`` to 0.95. Narrower is sharper (direction "lower"), but only
     together with ``coverage`` is it a measure of quality; it has no best value. A ``Quantiles``
-    prediction gives widths within its levels only (others are ``None``).
+    prediction gives widths within its levels only (others are ``None``). An
+    :class:`~uqcore.predictions.Interval` prediction gives the mean width of its own bounds
+    (``levels`` does not apply; ``"level"`` is its own level, else the ``level`` option).
 
     >>> import numpy as np; from uqcore import predictions as P
     >>> round(mean_width(P.Gaussian(np.zeros(2), np.array([1.0, 3.0])), np.zeros(2))["value"], 8)

@@ -1,0 +1,465 @@
+"""Quality of prediction intervals beyond marginal coverage: the coverage–width criterion,
+coverage by width stratum, the dependence of coverage on width, and a test of coverage.
+
+Every metric scores the intervals that :func:`uqcore.regression._intervals.interval_at` gives:
+an ``Interval`` prediction's own bounds (at its own ``level`` when it has one), or the central
+interval at the ``level`` option of every kind with quantiles. The intervals are closed: y_i is
+covered when l_i ≤ y_i ≤ u_i. The computations run on the host (numpy); rows of zero weight
+are dropped first, so that a zero weight is the same as no row.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from scipy import stats
+
+from uqcore._backend import to_numpy
+from uqcore.batch import Batch
+from uqcore.options import Coverage, Range
+from uqcore.registry import IntegerWeights, register, undefined
+from uqcore.regression._intervals import interval_at, nominal_level, unspanned_why
+
+__all__ = ["coverage_pvalue", "cwc", "hsic_width_coverage", "size_stratified_coverage"]
+
+_KHOSRAVI = (
+    "Khosravi, Nahavandi, Creighton & Atiya 2011, Comprehensive review of neural network-based "
+    "prediction intervals and new advances (IEEE TNN), eq. 38-40"
+)
+_SSCV = (
+    "Angelopoulos, Bates, Malik & Jordan 2021, Uncertainty sets for image classifiers using "
+    "conformal prediction (ICLR), §4 (size-stratified coverage); MAPIE regression_ssc"
+)
+_FELDMAN = (
+    "Feldman, Bates & Romano 2021, Improving conditional coverage via orthogonal quantile "
+    "regression (NeurIPS), §4; Gretton et al. 2005 (HSIC); MAPIE hsic"
+)
+
+FloatArray = np.ndarray[Any, Any]
+
+#: Strata of ``size_stratified_coverage``: equal-weight quantile strata of the widths, or
+#: MAPIE's equal-count split of the rows sorted by width.
+WidthStrata = Literal["quantile", "mapie"]
+#: ``hsic_width_coverage``'s statistic: the V-statistic HSIC, or MAPIE's √(tr/(n − 1)²).
+HsicStatistic = Literal["hsic", "mapie"]
+#: ``hsic_width_coverage``'s width kernel size: "std" (2·var of the widths) or s > 0.
+KernelSize = Literal["std"] | Annotated[float, Range(0, lo_open=True)]
+
+
+class _Rows:
+    """Host copies of the widths, coverage indicators, targets and positive weights of a
+    batch's scored rows (the bounds themselves are not kept: they are not needed after)."""
+
+    def __init__(self, batch: Batch, level: Any, name: str) -> None:
+        got = interval_at(batch, level)
+        self.c = nominal_level(batch.prediction, level)
+        self.why = None if got is not None else unspanned_why(batch.prediction, self.c)
+        if got is None:
+            return
+        lo_h, hi_h = to_numpy(got[0]).astype(np.float64), to_numpy(got[1]).astype(np.float64)
+        del got
+        y = to_numpy(batch.y).astype(np.float64)
+        w = None if batch.weights is None else to_numpy(batch.weights).astype(np.float64)
+        if w is not None:
+            keep = w > 0
+            lo_h, hi_h, y, w = lo_h[keep], hi_h[keep], y[keep], w[keep]
+        self.y = y
+        self.w: FloatArray | None = w
+        self.total = float(y.shape[0]) if w is None else float(np.sum(w))
+        self.covered = (y >= lo_h) & (y <= hi_h)
+        hi_h -= lo_h
+        self.width = hi_h
+
+    def weights(self) -> FloatArray:
+        """The weights, ones when the batch has none."""
+        return np.ones(self.y.shape[0]) if self.w is None else self.w
+
+    def mean(self, v: FloatArray) -> float:
+        if self.w is None:
+            return float(np.mean(v))
+        return float(np.sum(self.w * v) / self.total)
+
+
+# -- coverage-width criterion ---------------------------------------------------------------
+@register(
+    "cwc",
+    family="intervals",
+    needs={"interval"},
+    direction="lower",
+    scaling="invariant",
+    bounds=(0.0, None),
+    best=0.0,
+    reference=_KHOSRAVI,
+    structured=True,
+)
+def cwc(
+    batch: Batch,
+    *,
+    level: Coverage = 0.9,
+    eta: Annotated[float, Range(0, 700)] = 50.0,
+) -> dict[str, Any] | None:
+    """Coverage–width criterion of prediction intervals (Khosravi et al. 2011).
+
+    CWC = PINAW · (1 + γ · exp(−η (PICP − μ))), γ = 1{PICP < μ}, with
+    PICP = Σ w_i 1{l_i ≤ y_i ≤ u_i} / Σ w_i (coverage), PINAW = Σ w_i (u_i − l_i) / (Σ w_i · R)
+    (mean width normalised by the range R = max y − min y of the rows of positive weight) and
+    μ the nominal coverage c (an ``Interval``'s own level, else ``level``; default 0.9). ``eta``
+    (0 ≤ η ≤ 700, so that the penalty e^{η(μ − PICP)} ≤ e^{700} stays finite) is the penalty of
+    under-coverage; Khosravi et al. used η = 50, the default. Lower
+    is better; 0 only for zero-width intervals that cover. Undefined when R = 0.
+
+    Returns ``{"value", "picp", "pinaw", "level", "eta"}``. MAPIE's ``coverage_width_based``
+    is another criterion of the same name, (1 − PINAW) · exp(−η (PICP − μ)²), higher is
+    better: it is (1 − ``pinaw``) · exp(−η (``picp`` − μ)²) of these details.
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> pred = P.Interval([0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], level=0.5)
+    >>> cwc(pred, np.array([0.0, 0.5, 2.0, 4.0]))["value"]
+    0.25
+    """
+    rows = _Rows(batch, level, "cwc")
+    if rows.why is not None:
+        undefined("cwc", rows.why)
+        return None
+    r = float(np.max(rows.y)) - float(np.min(rows.y))
+    if not r > 0:
+        undefined("cwc", "the targets are constant (their range R is 0)")
+        return None
+    picp = rows.mean(rows.covered.astype(np.float64))
+    pinaw = rows.mean(rows.width / r)
+    mu = rows.c
+    value = pinaw * (1.0 + math.exp(-eta * (picp - mu))) if picp < mu else pinaw
+    return {"value": value, "picp": picp, "pinaw": pinaw, "level": mu, "eta": float(eta)}
+
+
+# -- size-stratified coverage ---------------------------------------------------------------
+def _quantile_strata(ws: FloatArray, ws_w: FloatArray, bins: int) -> FloatArray:
+    """Stratum (0..bins−1) of each row in width order (``ws`` sorted, ``ws_w`` its weights):
+    k = ⌈bins · F(width)⌉ − 1 with F the weighted distribution function of the widths, so
+    tied widths share a stratum; non-decreasing along the sorted rows."""
+    cum = np.cumsum(ws_w)
+    n = ws.shape[0]
+    # F at each row's width is the cumulative weight at the last row of its tie
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    np.not_equal(ws[1:], ws[:-1], out=new[1:])
+    tie = np.cumsum(new) - 1
+    last = np.append(np.flatnonzero(new[1:]), n - 1)
+    f = cum[last[tie]] / cum[-1]
+    out: FloatArray = np.clip(np.ceil(bins * f - 1e-9).astype(np.int64) - 1, 0, bins - 1)
+    return out
+
+
+def _mapie_strata(n: int, bins: int) -> FloatArray:
+    """MAPIE's ``regression_ssc`` in width order: the sorted rows split into ``bins`` parts of
+    equal count (``numpy.array_split``)."""
+    out = np.empty(n, dtype=np.int64)
+    for k, part in enumerate(np.array_split(np.arange(n), bins)):
+        out[part] = k
+    return out
+
+
+def sorted_stratum_coverages(
+    covered: FloatArray, sizes: FloatArray, w: FloatArray, codes: FloatArray, n_strata: int
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Per non-empty stratum: (coverage, total weight, smallest size, largest size), for rows
+    sorted by size whose strata ``codes`` do not decrease."""
+    cov, weight, lo, hi = [], [], [], []
+    tw = np.bincount(codes, weights=w, minlength=n_strata)
+    hit = np.bincount(codes, weights=w * covered, minlength=n_strata)
+    first = np.searchsorted(codes, np.arange(n_strata), side="left")
+    stop = np.searchsorted(codes, np.arange(n_strata), side="right")
+    for k in range(n_strata):
+        if tw[k] > 0:
+            cov.append(float(hit[k] / tw[k]))
+            weight.append(float(tw[k]))
+            lo.append(float(sizes[first[k]]))
+            hi.append(float(sizes[stop[k] - 1]))
+    return cov, weight, lo, hi
+
+
+def _unweighted_quantile_strata(
+    width: FloatArray, covered: FloatArray, bins: int
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """:func:`sorted_stratum_coverages` of the quantile strata of unit weights from one sort of
+    the widths and no per-row temporaries: stratum k holds the widths u with
+    count(widths ≤ u) ≤ (k + 1 + 1e-9)·N/bins above those of stratum k − 1 (the rule of
+    :func:`_quantile_strata` with F(u) = count/N), and a row's stratum is the first whose
+    largest width is >= its own."""
+    ws = np.sort(width)
+    n = ws.shape[0]
+    tops: list[float] = []
+    for k in range(bins):
+        j = min(n, math.floor((k + 1 + 1e-9) * n / bins)) - 1  # last row F allows
+        if j < 0:
+            continue
+        v = ws[j]
+        if j + 1 < n and ws[j + 1] == v:  # v's ties reach beyond: the stratum ends below v
+            i = int(np.searchsorted(ws, v, side="left")) - 1
+            if i < 0:
+                continue
+            v = ws[i]
+        if not tops or v > tops[-1]:
+            tops.append(float(v))
+    top = np.asarray(tops)
+    row_codes = np.searchsorted(top, width, side="left")
+    m = top.shape[0]
+    tw = np.bincount(row_codes, minlength=m).astype(np.float64)
+    hit = np.bincount(row_codes, weights=covered, minlength=m)
+    first = np.searchsorted(ws, top[:-1], side="right")
+    lows = [float(ws[0]), *(float(ws[i]) for i in first)]
+    return [float(v) for v in hit / tw], [float(v) for v in tw], lows, tops
+
+
+@register(
+    "size_stratified_coverage",
+    family="intervals",
+    needs={"interval"},
+    direction="target",
+    scaling="invariant",
+    bounds=(0.0, 1.0),
+    best=0.9,
+    reference=_SSCV,
+    structured=True,
+)
+def size_stratified_coverage(
+    batch: Batch,
+    *,
+    level: Coverage = 0.9,
+    bins: Annotated[int, Range(1, 1000)] = 3,
+    strata: WidthStrata = "quantile",
+) -> dict[str, Any] | None:
+    """Coverage of prediction intervals in each width stratum; the value is the worst stratum.
+
+    SSC = min_k Σ_{i∈k} w_i 1{l_i ≤ y_i ≤ u_i} / Σ_{i∈k} w_i over the strata k of the widths
+    u_i − l_i (Angelopoulos et al. 2021 stratify by size to expose coverage that holds on
+    average only; MAPIE's ``regression_ssc_score`` is the minimum). Its target is the nominal
+    coverage c (an ``Interval``'s own level, else ``level``, default 0.9). ``strata``:
+    ``"quantile"`` (default) gives ``bins`` strata of equal weight, stratum
+    k = ⌈bins · F(u_i − l_i)⌉ with F the weighted distribution function of the widths, so tied
+    widths share a stratum (strata may then be fewer or unequal); ``"mapie"`` is MAPIE's
+    ``regression_ssc``: the rows sorted by width (stable sort) cut into ``bins`` parts of equal
+    count, ignoring weights and splitting tied widths by row order. Returns
+    ``{"value", "coverage": [per stratum], "share", "width_range", "violation", "level",
+    "strata"}`` for the non-empty strata: ``share`` is each stratum's share of the total
+    weight, ``width_range`` its smallest and largest width divided by the mean width (unitless,
+    0 when every width is 0), ``violation`` Angelopoulos et al.'s SSCV, max_k |coverage_k − c|.
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> pred = P.Interval([0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 3.0, 3.0])
+    >>> size_stratified_coverage(pred, np.array([0.5, 2.0, 0.5, 2.0]), bins=2)["coverage"]
+    [0.5, 1.0]
+    """
+    rows = _Rows(batch, level, "size_stratified_coverage")
+    if rows.why is not None:
+        undefined("size_stratified_coverage", rows.why)
+        return None
+    width = rows.width
+    covered = rows.covered.astype(np.float64)
+    if strata == "quantile" and batch.weights is None:
+        cov, weight, lo, hi = _unweighted_quantile_strata(width, covered, bins)
+    else:
+        order = np.argsort(width, kind="stable")
+        ws, ws_w = width[order], rows.weights()[order]
+        if strata == "mapie":
+            codes = _mapie_strata(ws.shape[0], bins)
+        else:
+            codes = _quantile_strata(ws, ws_w, bins)
+        cov, weight, lo, hi = sorted_stratum_coverages(covered[order], ws, ws_w, codes, bins)
+    mean_width = rows.mean(width)
+    scale = 1.0 / mean_width if mean_width > 0 else 0.0
+    return {
+        "value": min(cov),
+        "coverage": cov,
+        "share": [v / rows.total for v in weight],
+        "width_range": [[a * scale, b * scale] for a, b in zip(lo, hi, strict=True)],
+        "violation": max(abs(v - rows.c) for v in cov),
+        "level": rows.c,
+        "strata": strata,
+    }
+
+
+# -- dependence of coverage on width (HSIC) --------------------------------------------------
+#: Rows × columns of one tile of the kernel sum (2^20 values, 8 MiB per temporary).
+_TILE = 1024
+#: (d²/s) beyond which exp(−d²/s) is 0.0 in float64: such pairs add exactly nothing.
+_UNDERFLOW = 746.0
+_TOO_MANY = "the exact HSIC costs O(U²) for U = {u} distinct widths, over max_distinct = {m}"
+
+
+def _kernel_sum(u: FloatArray, scale: float, a: FloatArray) -> float:
+    """Σ_k Σ_l a_k a_l exp(−((u_k − u_l)/scale)²) for sorted distinct u, exactly, in tiles.
+
+    Tiles of the upper triangle whose closest pair is beyond underflow are skipped (they add
+    0.0); the rest are computed in full, so the cost is O(U²) in general. A distance whose
+    quotient by ``scale`` overflows gives exp(−inf) = 0, as it should."""
+    n = u.shape[0]
+    reach = math.sqrt(_UNDERFLOW)
+    total = 0.0
+    with np.errstate(over="ignore"):
+        for i0 in range(0, n, _TILE):
+            i1 = min(n, i0 + _TILE)
+            ui, ai = u[i0:i1], a[i0:i1]
+            for j0 in range(i0, n, _TILE):
+                j1 = min(n, j0 + _TILE)
+                if j0 > i0 and float(u[j0] - u[i1 - 1]) / scale > reach:
+                    break  # every later tile is farther still
+                d = (ui[:, None] - u[None, j0:j1]) / scale
+                s = float(ai @ np.exp(-(d * d)) @ a[j0:j1])
+                total += s if j0 == i0 else 2.0 * s
+    return total
+
+
+@register(
+    "hsic_width_coverage",
+    family="intervals",
+    needs={"interval"},
+    direction="lower",
+    scaling="invariant",
+    bounds=(0.0, None),
+    best=0.0,
+    reference=_FELDMAN,
+    structured=True,
+)
+def hsic_width_coverage(
+    batch: Batch,
+    *,
+    level: Coverage = 0.9,
+    kernel_size: KernelSize = "std",
+    indicator_kernel_size: Annotated[float, Range(0, lo_open=True)] = 1.0,
+    statistic: HsicStatistic = "hsic",
+    max_distinct: Annotated[int, Range(1)] = 50_000,
+) -> dict[str, Any] | None:
+    """HSIC between the interval width and the coverage indicator: 0 when independent.
+
+    With widths v_i = u_i − l_i, indicators b_i = 1{l_i ≤ y_i ≤ u_i} and Gaussian kernels
+    K_ij = exp(−(v_i − v_j)²/s), L_ij = exp(−(b_i − b_j)²/t) (MAPIE's parametrisation: s, t
+    are ``kernel_size`` and ``indicator_kernel_size``), the V-statistic (Gretton et al. 2005)
+    with frequency weights, W = Σ w_i, is HSIC = (1/W²) Σ_ij w_i w_j K_ij L̃_ij, L̃ the
+    weighted double centring of L. As b is binary, L̃_ij = 2(1 − e^{−1/t}) c_i c_j with
+    c_i = b_i − b̄ (b̄ the weighted coverage), so HSIC = 2(1 − e^{−1/t}) Σ_ij a_i a_j K_ij / W²
+    with a_i = w_i c_i, summed over the distinct widths. Feldman et al. 2021 use it to
+    measure (and penalise) coverage that depends on the width. Lower is better, 0 at
+    independence (and for constant widths).
+
+    ``kernel_size="std"`` (default) is s = 2σ², σ the weighted standard deviation of the
+    widths (a unitless criterion); a number is s in the units of y² (then the value changes
+    with the units). ``statistic="mapie"`` gives MAPIE's ``hsic``: √(tr(K H L H)/(W − 1)²),
+    its estimator with the unbiased-looking (n − 1)² and a square root (W > 1). Cost: the
+    kernel sum is exact, O(U²) in the number U of distinct widths (no exact sub-quadratic
+    method for the Gaussian kernel is known; tiles whose pairs all underflow are skipped);
+    above ``max_distinct`` distinct widths the value is undefined (subsample, or raise it).
+    Returns ``{"value", "coverage", "kernel_size", "distinct_widths", "level", "statistic"}``
+    (``kernel_size`` as given: "std" or s).
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> pred = P.Interval([0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 3.0, 3.0])
+    >>> r = hsic_width_coverage(pred, np.array([0.5, 0.5, 5.0, 5.0]), kernel_size=1.0)
+    >>> bool(abs(r["value"] - (1 - np.exp(-1)) * (1 - np.exp(-4)) / 4) < 1e-15)
+    True
+    """
+    name = "hsic_width_coverage"
+    rows = _Rows(batch, level, name)
+    if rows.why is not None:
+        undefined(name, rows.why)
+        return None
+    width = rows.width
+    u, inv = np.unique(width, return_inverse=True)
+    if u.shape[0] > max_distinct:
+        undefined(name, _TOO_MANY.format(u=u.shape[0], m=max_distinct))
+        return None
+    total = rows.total
+    b = rows.covered.astype(np.float64)
+    cbar = rows.mean(b)
+    # weights relative to the largest: the products a_k a_l stay in range at any weight scale
+    b -= cbar
+    if batch.weights is None:
+        total_rel = total
+    else:
+        w_rel = rows.weights() / float(np.max(rows.weights()))
+        total_rel = float(np.sum(w_rel))
+        b *= w_rel
+        del w_rel
+    a = np.bincount(inv.ravel(), weights=b, minlength=u.shape[0])
+    del b, inv
+    if u.shape[0] == 1:
+        kernel = 0.0  # constant widths: K = 1, Σ a = 0
+    elif kernel_size == "std":
+        top = float(np.max(np.abs(u)))
+        v = width / top  # the spread, computed in range at any scale
+        sd = math.sqrt(rows.mean((v - rows.mean(v)) ** 2))
+        kernel = _kernel_sum(u / top, math.sqrt(2.0) * sd, a)
+    else:
+        kernel = _kernel_sum(u, math.sqrt(float(kernel_size)), a)
+    tr = max(2.0 * (1.0 - math.exp(-1.0 / indicator_kernel_size)) * kernel, 0.0)
+    if statistic == "mapie":
+        if not total > 1:
+            undefined(name, "MAPIE's statistic divides by (n − 1)²: the total weight is <= 1")
+            return None
+        value = math.sqrt(tr) / total_rel * total / (total - 1.0)
+    else:
+        value = tr / total_rel / total_rel
+    return {
+        "value": value,
+        "coverage": cbar,
+        "kernel_size": kernel_size,
+        "distinct_widths": int(u.shape[0]),
+        "level": rows.c,
+        "statistic": statistic,
+    }
+
+
+# -- binomial test of coverage ----------------------------------------------------------------
+#: Largest total weight that is an exact count in float64 (2^53).
+_EXACT_COUNTS = float(2**53)
+
+
+@register(
+    "coverage_pvalue",
+    family="intervals",
+    needs={"interval"},
+    direction="higher",
+    scaling="invariant",
+    bounds=(0.0, 1.0),
+    best=1.0,
+    reference="Clopper & Pearson 1934; exact binomial test (scipy.stats.binomtest)",
+    structured=True,
+    integer_weights=IntegerWeights("the binomial test counts rows, a row of weight k being k"),
+    exempt={"scale_weights": "the binomial test's n is the total weight Σ w_i (a count)"},
+)
+def coverage_pvalue(batch: Batch, *, level: Coverage = 0.9) -> dict[str, Any] | None:
+    """Two-sided exact binomial test of the covered count against the nominal coverage.
+
+    With k = Σ w_i 1{l_i ≤ y_i ≤ u_i} covered out of n = Σ w_i (integer frequency weights), the
+    p-value of H0: P(covered) = c is scipy's ``binomtest(k, n, c).pvalue`` (two-sided: the
+    sum of the probabilities of counts no more likely than k). c is the nominal coverage (an
+    ``Interval``'s own level, else ``level``, default 0.9). A small p-value says the intervals
+    do not cover at their nominal level; it tests marginal coverage only and treats rows as
+    independent (split-conformal coverage is Beta-distributed given the calibration set).
+    Undefined when n exceeds 2^53 (no longer an exact count in float64). Returns
+    ``{"value": p-value, "covered", "n", "coverage", "level"}``.
+
+    >>> import numpy as np; from uqcore import predictions as P
+    >>> pred = P.Interval(np.zeros(10), np.ones(10), level=0.5)
+    >>> round(coverage_pvalue(pred, np.r_[np.full(9, 0.5), 2.0])["value"], 6)
+    0.021484
+    """
+    rows = _Rows(batch, level, "coverage_pvalue")
+    if rows.why is not None:
+        undefined("coverage_pvalue", rows.why)
+        return None
+    if rows.total > _EXACT_COUNTS:
+        undefined("coverage_pvalue", f"the total weight {rows.total:.6g} is no exact count")
+        return None
+    k = round(float(np.sum(rows.weights()[rows.covered])))
+    n = round(rows.total)
+    p = float(stats.binomtest(k, n, rows.c).pvalue)
+    return {
+        "value": min(max(p, 0.0), 1.0),
+        "covered": k,
+        "n": n,
+        "coverage": k / n,
+        "level": rows.c,
+    }
