@@ -37,6 +37,17 @@ WHEN_TO_USE: dict[tuple[str, str], str] = {
     "(xiong2024 §V-D). Prefer AUSE to Spearman (xiong2024 §V-E).",
     ("regression", "scoring"): "Proper scoring rules and interval scores: calibration and "
     "sharpness at once, for comparing full predictive distributions.",
+    ("regression", "intervals"): "Prediction intervals (e.g. conformal or CQR): marginal "
+    "coverage is not enough, so check it per width stratum (size_stratified_coverage), the "
+    "independence of width and coverage (hsic_width_coverage) and a binomial test of the "
+    "coverage against the nominal level (coverage_pvalue).",
+    ("regression", "skill"): "A score relative to climatology (the evaluated targets' own "
+    "distribution): 1 − S/S_ref, comparable across datasets; 0 is no better than climatology.",
+    ("classification", "sets"): "Prediction sets (conformal classification): coverage together "
+    "with set size, and coverage per class and per set size, since marginal coverage can hide "
+    "classes or sizes that are never covered.",
+    ("classification", "skill"): "The Brier and log scores relative to the class frequencies: "
+    "1 − S/S_ref, comparable across datasets with other base rates.",
     ("classification", "quality"): "The predictive distribution as a whole (accuracy, proper "
     "scores): the baseline against which the uncertainty's benefit is judged.",
     ("classification", "calibration"): "Whether the confidence matches the accuracy; binned "

@@ -37,11 +37,11 @@ from typing import Any
 import numpy as np
 
 from uqcore._backend import to_numpy
-from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
 from uqcore.options import Coverage, CoverageLevels, OpenLevels
 from uqcore.registry import UndefinedMetricWarning, get, register, undefined
 from uqcore.regression import scoring
+from uqcore.regression._intervals import nominal_level
 from uqcore.regression.scoring import Bandwidth, Estimator
 
 __all__ = [
@@ -219,14 +219,10 @@ def check_score_skill(
 
 
 def _interval_at(batch: Batch, level: Any) -> tuple[Any, Any, float]:
-    """The bounds and nominal coverage c of an ``Interval`` prediction: its own level when
-    set, else the ``level`` option (the rule of every interval metric)."""
-    pred = batch.prediction
-    own = getattr(pred, "level", None)
-    c = float(own) if own is not None else float(level)
-    if not 0.0 < c < 1.0:
-        raise UQValidationError(f"level must lie in the open interval (0, 1), found {level!r}")
-    return pred.lower, pred.upper, c  # type: ignore[attr-defined]
+    """The bounds of an ``Interval`` prediction and their nominal coverage c (the rule of
+    every interval metric, :func:`uqcore.regression._intervals.nominal_level`)."""
+    pred: Any = batch.prediction
+    return pred.lower, pred.upper, nominal_level(pred, level)
 
 
 @register(
@@ -290,7 +286,9 @@ def climatology_nll(batch: Batch) -> float:
     w, total = batch.mean_weights
     p = np.full(batch.n, 1.0 / batch.n) if w is None else np.asarray(to_numpy(w)) / total
     m = float(np.max(np.abs(y)))
-    if m == 0.0:
+    live = y if w is None else y[np.asarray(to_numpy(w)) > 0]
+    if m == 0.0 or float(np.min(live)) == float(np.max(live)):
+        # constant targets, decided exactly: the variance below may round to a tiny s² > 0
         return -math.inf
     u = y / m
     d = u - float(np.sum(p * u))

@@ -777,6 +777,26 @@ export interface components {
                      */
                     variant?: "bma" | "members_mean" | "top_class" | "binary";
                 };
+                /** classification brier_reliability */
+                brier_reliability?: {
+                    /**
+                     * @default top_label
+                     * @enum {string}
+                     */
+                    target?: "top_label" | "binary";
+                    /** @default 10 */
+                    n_bins?: number;
+                };
+                /** classification brier_resolution */
+                brier_resolution?: {
+                    /**
+                     * @default top_label
+                     * @enum {string}
+                     */
+                    target?: "top_label" | "binary";
+                    /** @default 10 */
+                    n_bins?: number;
+                };
                 /** classification brier_skill */
                 brier_skill?: {
                     /**
@@ -784,6 +804,16 @@ export interface components {
                      * @enum {string}
                      */
                     variant?: "bma" | "members_mean" | "top_class" | "binary";
+                };
+                /** classification brier_uncertainty */
+                brier_uncertainty?: {
+                    /**
+                     * @default top_label
+                     * @enum {string}
+                     */
+                    target?: "top_label" | "binary";
+                    /** @default 10 */
+                    n_bins?: number;
                 };
                 /** regression calibration_error */
                 calibration_error?: {
@@ -814,10 +844,62 @@ export interface components {
                     /** @default true */
                     scaled?: boolean;
                 };
+                /** classification class_conditional_coverage_gap */
+                class_conditional_coverage_gap?: {
+                    /** @default 0.9 */
+                    level?: number;
+                };
+                corp_dsc?: {
+                    /**
+                     * @default top_label
+                     * @enum {string}
+                     */
+                    target?: "top_label" | "binary";
+                } | {
+                    /**
+                     * @default mean
+                     * @enum {string}
+                     */
+                    functional?: "mean" | "quantile";
+                    /** @default 0.5 */
+                    level?: number;
+                };
+                corp_mcb?: {
+                    /**
+                     * @default top_label
+                     * @enum {string}
+                     */
+                    target?: "top_label" | "binary";
+                } | {
+                    /**
+                     * @default mean
+                     * @enum {string}
+                     */
+                    functional?: "mean" | "quantile";
+                    /** @default 0.5 */
+                    level?: number;
+                };
+                corp_unc?: {
+                    /**
+                     * @default top_label
+                     * @enum {string}
+                     */
+                    target?: "top_label" | "binary";
+                } | {
+                    /**
+                     * @default mean
+                     * @enum {string}
+                     */
+                    functional?: "mean" | "quantile";
+                    /** @default 0.5 */
+                    level?: number;
+                };
                 /** regression corr */
                 corr?: Record<string, never>;
-                /** regression coverage */
                 coverage?: {
+                    /** @default 0.9 */
+                    level?: number;
+                } | {
                     /**
                      * @default [
                      *       0.5,
@@ -838,6 +920,11 @@ export interface components {
                     /** @default 0.95 */
                     target_accuracy?: number;
                 };
+                /** regression coverage_pvalue */
+                coverage_pvalue?: {
+                    /** @default 0.9 */
+                    level?: number;
+                };
                 /** regression crps */
                 crps?: {
                     /**
@@ -853,6 +940,13 @@ export interface components {
                      * @enum {string}
                      */
                     estimator?: "nrg" | "fair" | "pwm";
+                };
+                /** regression cwc */
+                cwc?: {
+                    /** @default 0.9 */
+                    level?: number;
+                    /** @default 50 */
+                    eta?: number;
                 };
                 /** classification disentanglement_rank_corr */
                 disentanglement_rank_corr?: {
@@ -942,6 +1036,8 @@ export interface components {
                      */
                     ties?: "together" | "split";
                 };
+                /** classification empty_rate */
+                empty_rate?: Record<string, never>;
                 /** regression ence */
                 ence?: {
                     /** @default 10 */
@@ -958,6 +1054,22 @@ export interface components {
                     estimator?: string;
                     /** @default 0.95 */
                     tpr?: number;
+                };
+                /** regression hsic_width_coverage */
+                hsic_width_coverage?: {
+                    /** @default 0.9 */
+                    level?: number;
+                    /** @default std */
+                    kernel_size?: number | "std";
+                    /** @default 1 */
+                    indicator_kernel_size?: number;
+                    /**
+                     * @default hsic
+                     * @enum {string}
+                     */
+                    statistic?: "hsic" | "mapie";
+                    /** @default 50000 */
+                    max_distinct?: number;
                 };
                 /** regression interval_score */
                 interval_score?: {
@@ -1009,6 +1121,8 @@ export interface components {
                      */
                     method?: "linear" | "inverted_cdf";
                 };
+                /** classification mean_set_size */
+                mean_set_size?: Record<string, never>;
                 /** regression mean_std */
                 mean_std?: Record<string, never>;
                 /** regression mean_width */
@@ -1124,6 +1238,29 @@ export interface components {
                 rmse?: Record<string, never>;
                 /** regression sharpness */
                 sharpness?: Record<string, never>;
+                /** classification singleton_rate */
+                singleton_rate?: Record<string, never>;
+                size_stratified_coverage?: {
+                    /** @default 0.9 */
+                    level?: number;
+                    /**
+                     * @default size
+                     * @enum {string}
+                     */
+                    strata?: "size" | "angelopoulos" | "mapie";
+                    /** @default null */
+                    bins?: number | null;
+                } | {
+                    /** @default 0.9 */
+                    level?: number;
+                    /** @default 3 */
+                    bins?: number;
+                    /**
+                     * @default quantile
+                     * @enum {string}
+                     */
+                    strata?: "quantile" | "mapie";
+                };
                 /** classification smooth_ece */
                 smooth_ece?: {
                     /**
@@ -1153,6 +1290,31 @@ export interface components {
                 uce?: {
                     /** @default 10 */
                     n_bins?: number;
+                };
+                /** regression wis */
+                wis?: {
+                    /** @default null */
+                    levels?: number[] | null;
+                };
+                /** regression wis_dispersion */
+                wis_dispersion?: {
+                    /** @default null */
+                    levels?: number[] | null;
+                };
+                /** regression wis_overprediction */
+                wis_overprediction?: {
+                    /** @default null */
+                    levels?: number[] | null;
+                };
+                /** regression wis_underprediction */
+                wis_underprediction?: {
+                    /** @default null */
+                    levels?: number[] | null;
+                };
+                /** classification worst_class_coverage */
+                worst_class_coverage?: {
+                    /** @default 0.9 */
+                    level?: number;
                 };
             } & {
                 [key: string]: {

@@ -31,6 +31,13 @@ _UNDEFINED_ON: dict[str, tuple[Any, Any]] = {
     "r2": (P.PointUncertainty(np.arange(6.0), np.ones(6)), np.ones(6)),
     # equal absolute errors: Q_alpha(|e|) = MAE, so the normaliser is 0
     "nmerci": (P.PointUncertainty(np.zeros(6), np.arange(1.0, 7.0)), np.ones(6)),
+    # constant targets: the range R is 0
+    "cwc": (P.Interval(np.zeros(6), np.ones(6), level=0.9), np.ones(6)),
+    # constant targets: the climatological reference scores 0
+    "crps_skill": (P.Gaussian(np.zeros(6), np.ones(6)), np.ones(6)),
+    "check_score_skill": (P.Gaussian(np.zeros(6), np.ones(6)), np.ones(6)),
+    "interval_score_skill": (P.Interval(np.zeros(6), np.ones(6), level=0.9), np.ones(6)),
+    "nll_skill": (P.Gaussian(np.zeros(6), np.ones(6)), np.ones(6)),
 }
 
 

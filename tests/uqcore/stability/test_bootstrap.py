@@ -350,6 +350,8 @@ BLOCK_METRICS = [
     "uce",
     "merci",
     "nmerci",
+    "cwc",
+    "coverage_pvalue",
     "crps_skill",
     "check_score_skill",
     "interval_score_skill",
@@ -360,12 +362,21 @@ BLOCK_METRICS = [
 ]
 
 
+#: Metrics evaluated resample by resample (no block path), and why.
+PER_RESAMPLE = {
+    "size_stratified_coverage": "its strata are weighted quantiles of the widths, drawn anew "
+    "in every resample",
+    "hsic_width_coverage": "a kernel statistic over pairs of distinct widths",
+}
+
+
 def test_every_metric_of_a_gaussian_has_a_block_path() -> None:
     pred, y = _data(50, 39)
     chosen, _ = select_metrics([pred], "all", None)
     engine = Engine(Batch(pred, y), chosen)
-    rest = [c.name for c in chosen if not engine.is_mean_type(c)]
+    rest = [c.name for c in chosen if not engine.is_mean_type(c) and c.name not in PER_RESAMPLE]
     assert sorted(engine._fast) == sorted(rest) == sorted(BLOCK_METRICS)
+    assert set(PER_RESAMPLE) <= {c.name for c in chosen}
 
 
 @pytest.mark.parametrize("scheme", ["multinomial", "poisson"])
@@ -600,15 +611,24 @@ def test_progress_that_raises_stops_the_bootstrap() -> None:
         bootstrap(pred, y, ["mae"], n_resamples=10, progress=0.5)  # type: ignore[arg-type]
 
 
-SKILL_METRICS = ["crps_skill", "check_score_skill", "interval_score_skill", "nll_skill"]
+#: The skill scores and the interval metrics of row sums (block paths on every kind).
+SKILL_METRICS = [
+    "crps_skill",
+    "check_score_skill",
+    "interval_score_skill",
+    "nll_skill",
+    "cwc",
+    "coverage_pvalue",
+]
 
 
 @pytest.mark.parametrize("kind", ["samples", "quantiles", "interval", "laplace"])
 @pytest.mark.parametrize("ties", [False, True])
 def test_skill_block_paths_equal_the_metric_on_resampled_arrays(kind: str, ties: bool) -> None:
-    """The skill scores' block paths (the prediction's score as row sums, the climatology from
-    the cumulative weights along the order of y) equal the metric on the explicit resample,
-    with integer base weights, tied targets and every kind they apply to."""
+    """The block paths of the skill scores (the prediction's score as row sums, the climatology
+    from the cumulative weights along the order of y) and of cwc and coverage_pvalue equal the
+    metric on the explicit resample, with integer base weights, tied targets and every kind
+    they apply to."""
     pred, y = make_prediction(kind, 120, seed=43, ties=ties)
     names = [m for m in SKILL_METRICS if registry.get(m).why_not(pred) is None]
     assert names  # every kind here has one

@@ -24,7 +24,13 @@ from uqcore._backend import to_numpy
 from uqcore._validation import UQValidationError
 from uqcore.registry import NO_TERMS, get
 from uqcore.regression import scoring
-from uqcore.stability.blocks.context import BlockContext, BlockEvaluator, FloatArray, Keys
+from uqcore.stability.blocks.context import (
+    BlockContext,
+    BlockEvaluator,
+    FloatArray,
+    IntArray,
+    Keys,
+)
 
 __all__ = ["skill"]
 
@@ -127,11 +133,11 @@ def skill(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | 
         return None
     col = keys.column(f"skill:{name}:{sorted(params.items())!r}", lambda: terms)
     y = np.asarray(to_numpy(batch.y), dtype=np.float64)
-    if name == "nll_skill":
-        return _nll(keys, col, y)
-    assert phi is not None
     order = keys.get("skill:order_y", lambda: np.argsort(y, kind="stable").astype(np.int64))
     gaps = keys.get("skill:gaps", lambda: np.diff(y[order]))
+    if name == "nll_skill":
+        return _nll(keys, col, y, order, gaps)
+    assert phi is not None
 
     def run(ctx: BlockContext) -> FloatArray:
         total = ctx.total
@@ -146,7 +152,19 @@ def skill(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | 
     return run
 
 
-def _nll(keys: Keys, col: int, y: FloatArray) -> BlockEvaluator | None:
+def _spread(ctx: BlockContext, order: IntArray, gaps: FloatArray) -> FloatArray:
+    """Σ_j g_j F_j G_j per resample: 0 exactly where the resample's targets are constant."""
+    total = ctx.total
+    cum = ctx.cum("y", lambda: order)[:, :-1]
+    f = cum / total[:, None]
+    g = (total[:, None] - cum) / total[:, None]
+    out: FloatArray = (f * g) @ gaps
+    return out
+
+
+def _nll(
+    keys: Keys, col: int, y: FloatArray, order: IntArray, gaps: FloatArray
+) -> BlockEvaluator | None:
     m = float(np.max(np.abs(y)))
     if m == 0.0:
         return None
@@ -160,7 +178,7 @@ def _nll(keys: Keys, col: int, y: FloatArray) -> BlockEvaluator | None:
         total = ctx.total
         mean = ctx.sums(c1) / total
         var = ctx.sums(c2) / total - mean * mean
-        ok = var > 0.0
+        ok = (var > 0.0) & (_spread(ctx, order, gaps) > 0.0)
         ref = const + 0.5 * np.log(np.where(ok, var, 1.0))
         nll = ctx.sums(col) / total
         return np.where(ok, 1.0 - np.exp(nll - ref), np.nan)

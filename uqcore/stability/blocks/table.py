@@ -22,6 +22,7 @@ from uqcore.regression import skill as rskill
 from uqcore.stability.blocks import (
     binned,
     calibration,
+    intervals,
     isotonic,
     quantiles,
     ranks,
@@ -72,6 +73,8 @@ PATHS: dict[str, BlockPath] = {
     "check_score_skill": BlockPath(skill.skill, rskill.CONSTANT),
     "interval_score_skill": BlockPath(skill.skill, rskill.CONSTANT),
     "nll_skill": BlockPath(skill.skill, rskill.CONSTANT),
+    "cwc": BlockPath(intervals.interval_sums, "the targets are constant (their range R is 0)"),
+    "coverage_pvalue": BlockPath(intervals.interval_sums),
     "corp_mcb": BlockPath(isotonic.corp),
     "corp_dsc": BlockPath(isotonic.corp),
     "corp_unc": BlockPath(isotonic.corp),
