@@ -22,7 +22,7 @@ from uqcore._validation import (
     check_finite,
     check_strictly_increasing,
 )
-from uqcore.batch import Batch
+from uqcore.batch import Batch, ClassificationBatch
 
 __all__ = ["stratified"]
 
@@ -85,6 +85,9 @@ def stratified(
 ) -> dict[str, Any]:
     """Evaluate metric ``metric_name`` per group or per bin of ``y`` (moukari2019 Fig. 5).
 
+    Classification predictions (e.g. the coverage of prediction sets per group, a
+    conditional-coverage check) are stratified by ``groups``, with ``y`` their labels.
+
     Parameters
     ----------
     metric_name : str
@@ -116,14 +119,22 @@ def stratified(
     >>> r["values"], r["counts"]
     ([0.2, None, 2.25], [2, 0, 2])
     """
-    spec = registry.get(metric_name)
+    task = str(getattr(prediction, "task", "regression"))
+    spec = registry.get(metric_name, task)
     reason = spec.why_not(prediction)
     if reason is not None:
         raise UQValidationError(reason)
     resolved = spec.resolve_params(params)
     if (groups is None) == (bins is None):
         raise UQValidationError("exactly one of groups and bins must be given")
-    full = Batch(prediction, y, sample_weight)  # validates y and the weights once
+    if task == "classification" and bins is not None:
+        raise UQValidationError(
+            "bins stratify by the value of a regression target; a classification prediction "
+            "is stratified by groups",
+            argument="bins",
+        )
+    make: Any = ClassificationBatch if task == "classification" else Batch
+    full = make(prediction, y, sample_weight)  # validates y and the weights once
     xp = full.xp
     n = full.n
     y_host = to_numpy(full.y)
@@ -161,7 +172,7 @@ def stratified(
             continue
         idx_xp = xp.asarray(idx, device=full.device)
         sub_w = None if full.weights is None else xp.take(full.weights, idx_xp)
-        batch = Batch(prediction.take(idx_xp), xp.take(full.y, idx_xp), sub_w)
+        batch = make(prediction.take(idx_xp), xp.take(full.y, idx_xp), sub_w)
         values.append(registry.call(spec, batch, resolved))
     out["values"] = values
     out["counts"] = counts

@@ -119,3 +119,26 @@ def test_bootstrap_resamples_equal_the_metrics_on_resampled_rows() -> None:
             ref = metric(name, pred.take(idx), y[idx])
             ref = ref["value"] if isinstance(ref, dict) else ref
             assert r[name]["values"][i] == pytest.approx(ref, rel=1e-10, abs=1e-12), (name, i)
+
+
+def test_set_coverage_per_group_is_the_coverage_of_each_group() -> None:
+    """``stratified`` takes classification predictions by groups: each group's value is the
+    metric on its rows (coverage of sets, conditional on a group)."""
+    from uqcore._validation import UQValidationError
+    from uqcore.regression.stratified import stratified
+
+    rng = np.random.default_rng(8)
+    n = 90
+    sets = rng.random((n, 4)) < 0.5
+    labels = rng.integers(0, 4, size=n)
+    groups = rng.integers(0, 3, size=n)
+    w = rng.integers(1, 4, size=n).astype(float)
+    out = stratified("coverage", P.PredictionSet(sets), labels, groups=groups, sample_weight=w)
+    assert out["groups"] == [0, 1, 2]
+    hit = sets[np.arange(n), labels]
+    for g in range(3):
+        rows = groups == g
+        want = float(np.sum(w[rows] * hit[rows]) / np.sum(w[rows]))
+        assert out["values"][g] == pytest.approx(want, rel=1e-12)
+    with pytest.raises(UQValidationError, match="stratified by groups"):
+        stratified("coverage", P.PredictionSet(sets), labels, bins=[0.0, 1.0])
