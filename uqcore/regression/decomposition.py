@@ -211,7 +211,7 @@ def _wis_grid(batch: Batch, levels: Any) -> tuple[np.ndarray[Any, Any], str | No
 
 
 def _wis_parts(batch: Batch, levels: Any) -> tuple[Array, Array, Array] | str:
-    """Per-row (dispersion, overprediction, underprediction), cached; or why undefined."""
+    """Per-row (dispersion, overprediction, underprediction), or why undefined."""
 
     def compute() -> tuple[Array, Array, Array] | str:
         alphas, why = _wis_grid(batch, levels)
@@ -245,8 +245,13 @@ def _wis_parts(batch: Batch, levels: Any) -> tuple[Array, Array, Array] | str:
         d, o, u = (p[0] if len(p) == 1 else xp.concat(p) for p in parts)
         return d, o, u
 
-    key = "wis:" + ("own" if levels is None else repr(tuple(float(c) for c in levels)))
-    return batch.shared(key, compute)
+    # Not cached: three N-vectors held for the rest of an evaluation would raise its peak
+    # memory; the four metrics share the means instead (:func:`_wis_value`).
+    return compute()
+
+
+def _wis_key(levels: Any) -> str:
+    return "wis:" + ("own" if levels is None else repr(tuple(float(c) for c in levels)))
 
 
 _PART = {"dispersion": 0, "overprediction": 1, "underprediction": 2}
@@ -264,13 +269,26 @@ def _wis_terms(part: str) -> Any:
     return terms
 
 
+def _wis_means(batch: Batch, levels: Any) -> tuple[float, float, float, float] | str:
+    """The weighted means of the parts and of their sum (cached per weights), or why
+    undefined."""
+
+    def compute() -> tuple[float, float, float, float] | str:
+        p = _wis_parts(batch, levels)
+        if isinstance(p, str):
+            return p
+        d, o, u = (batch.mean(v) for v in p)
+        return d, o, u, batch.mean(p[0] + p[1] + p[2])
+
+    return batch.weighted(_wis_key(levels), compute)
+
+
 def _wis_value(batch: Batch, name: str, part: str, levels: Any) -> Any:
-    p = _wis_parts(batch, levels)
-    if isinstance(p, str):
-        undefined(name, p)
+    got = _wis_means(batch, levels)
+    if isinstance(got, str):
+        undefined(name, got)
         return None
-    d, o, u = (batch.mean(v) for v in p)
-    total = batch.mean(p[0] + p[1] + p[2])
+    d, o, u, total = got
     value = total if part == "wis" else {"dispersion": d, "overprediction": o}.get(part, u)
     return {
         "value": value,
