@@ -41,7 +41,7 @@ from uqcore.batch import Batch
 from uqcore.options import Coverage, CoverageLevels, OpenLevels
 from uqcore.registry import UndefinedMetricWarning, get, register, undefined
 from uqcore.regression import scoring
-from uqcore.regression._intervals import nominal_level
+from uqcore.regression._intervals import interval_at
 from uqcore.regression.scoring import Bandwidth, Estimator
 
 __all__ = [
@@ -218,13 +218,6 @@ def check_score_skill(
     return ratio_skill("check_score_skill", score, ref)
 
 
-def _interval_at(batch: Batch, level: Any) -> tuple[Any, Any, float]:
-    """The bounds of an ``Interval`` prediction and their nominal coverage c (the rule of
-    every interval metric, :func:`uqcore.regression._intervals.nominal_level`)."""
-    pred: Any = batch.prediction
-    return pred.lower, pred.upper, nominal_level(pred, level)
-
-
 @register(
     "interval_score_skill",
     needs={"interval"},
@@ -257,7 +250,8 @@ def interval_score_skill(
     """
     scaled = scoring._check_bool(scaled, "scaled")
     if batch.prediction.kind == "interval":
-        lo, hi, c = _interval_at(batch, level)
+        # An Interval's bounds are always defined: interval_at returns them with c.
+        lo, hi, c = interval_at(batch, level)  # type: ignore[misc]
         alpha = 1.0 - c
         xp = batch.xp
         y = batch.y

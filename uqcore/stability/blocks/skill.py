@@ -24,6 +24,7 @@ from uqcore._backend import to_numpy
 from uqcore._validation import UQValidationError
 from uqcore.registry import NO_TERMS, get
 from uqcore.regression import scoring
+from uqcore.regression._intervals import interval_at
 from uqcore.stability.blocks.context import (
     BlockContext,
     BlockEvaluator,
@@ -95,13 +96,12 @@ def _reference(keys: Keys, name: str, params: Mapping[str, Any]) -> Phi | None:
 
 def _interval_terms(keys: Keys, params: Mapping[str, Any]) -> tuple[FloatArray, Phi] | None:
     """An ``Interval`` prediction's interval-score terms at its level and the reference's φ."""
-    pred: Any = keys.batch.prediction
-    own = pred.level
-    c = float(own) if own is not None else float(params.get("level", 0.9))
-    if not 0.0 < c < 1.0:
+    got = interval_at(keys.batch, params.get("level", 0.9))
+    if got is None:
         return None
+    lower, upper, c = got
     alpha = 1.0 - c
-    lo, hi = (np.asarray(to_numpy(v), dtype=np.float64) for v in (pred.lower, pred.upper))
+    lo, hi = (np.asarray(to_numpy(v), dtype=np.float64) for v in (lower, upper))
     y = np.asarray(to_numpy(keys.batch.y), dtype=np.float64)
     pen = np.clip(lo - y, 0.0, None) + np.clip(y - hi, 0.0, None)
     terms = (hi - lo) + (2.0 / alpha) * pen
