@@ -270,6 +270,29 @@ def is_wrong(result: dict[str, Any], seed: int, n: int) -> str | None:
     return None
 
 
+def stuck_detail(stack: ChaosStack, sub_id: str) -> dict[str, Any]:
+    """What the store holds of a submission that did not end: its record's lifecycle fields,
+    its heartbeat, the job sets it is in, and where its task message is (queue lists or
+    Celery's unacknowledged hash). Diagnostics for a failed run."""
+    c = stack.client
+    fields = ("status", "attempts", "started_at", "error", "queue", "cancel_requested")
+    record = dict(zip(fields, c.hmget(keys.submission(sub_id), fields), strict=True))
+    detail: dict[str, Any] = {k: None if v is None else v.decode() for k, v in record.items()}
+    detail["heartbeat_ttl_ms"] = c.pttl(keys.heartbeat(sub_id))
+    detail["in_running"] = c.zscore(keys.running(), sub_id)
+    detail["in_pending"] = c.zscore(keys.pending(), sub_id)
+    detail["in_resend"] = c.zscore(keys.resend(), sub_id)
+    needle = sub_id.encode()
+    where = []
+    for name in ("cpu", "gpu"):
+        if any(needle in m for m in c.lrange(name, 0, -1)):
+            where.append(f"list:{name}")
+    if any(needle in m for m in c.hvals("unacked")):
+        where.append("unacked")
+    detail["message"] = where
+    return detail
+
+
 def account(
     stack: ChaosStack,
     load: Load,
@@ -319,6 +342,7 @@ def account(
         "lost": len(missing) + len(stuck),
         "missing": missing,
         "stuck": stuck,
+        "stuck_detail": {i: stuck_detail(stack, i) for i in stuck[:5]},
         "succeeded": len(succeeded),
         "failed": len(failed),
         "failed_reasons": errors,

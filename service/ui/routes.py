@@ -196,6 +196,8 @@ def board_page(
         plots=plots,
         read_only=who.key is None,
         definition=glossary.lookup(bench.task, selected),
+        # shown only for a board whose metric is a score with a baseline (else all null)
+        skill_column=any(r.entry.get("skill_vs_baseline") is not None for r in rows),
     )
 
 

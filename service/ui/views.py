@@ -112,6 +112,12 @@ class Row:
         p = self.entry.get("p_best")
         return "—" if p is None else f"{p:.2f}"
 
+    @property
+    def skill(self) -> str:
+        """The entry's skill against the baseline (1 − score/score_baseline), or a dash."""
+        s = self.entry.get("skill_vs_baseline")
+        return "—" if s is None else fmt(s)
+
     def sort_value(self, key: str, columns: Sequence[Column]) -> float | None:
         """The row's sort key for ``key`` (rank, p_best or a column's board), lower first."""
         if key == "rank":

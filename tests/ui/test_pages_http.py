@@ -73,6 +73,30 @@ def test_board_rows_follow_the_api_and_sort_on_the_server(ui_site: Site) -> None
         )
 
 
+def test_board_shows_skill_against_the_baseline_for_scores_only(ui_site: Site) -> None:
+    """The crps board (a score, best 0) has a skill column: 1 − value / the baseline's value,
+    recomputed here from the API's values; spearman (not a score) has none."""
+    site = ui_site
+    doc = api_board(site, "crps")
+    base = doc["baseline"]
+    assert base is not None and base["value"] > 0
+    with client(site, site.key_b) as http:
+        body = http.get(f"/ui/benchmarks/{site.bench}", params={"metric": "crps"}).text
+        assert "Skill vs baseline" in body
+        shown = re.findall(
+            r'<tr class="[^"]*" data-submission="([^"]+)">.*?<td class="num skill">([^<]*)</td>',
+            body,
+            flags=re.S,
+        )
+        by_id = {e["submission_id"]: e for e in doc["entries"] if e["submission_id"]}
+        assert shown and all(sub in by_id for sub, _ in shown)
+        for sub, text in shown:
+            want = 1.0 - by_id[sub]["value"] / base["value"]
+            assert float(text.replace("−", "-")) == pytest.approx(want, rel=1e-3, abs=1e-3)
+        body = http.get(f"/ui/benchmarks/{site.bench}", params={"metric": "spearman"}).text
+        assert "Skill vs baseline" not in body
+
+
 def test_classification_board_under_an_estimator(ui_site: Site) -> None:
     site = ui_site
     with client(site, site.key_a) as http:
