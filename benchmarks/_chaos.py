@@ -45,6 +45,7 @@ ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 BASE_SETTINGS: dict[str, str] = {
     "heartbeat_interval_s": "0.5",
     "heartbeat_ttl_s": "4",
+    "unclaimed_requeue_s": "10",
     "max_attempts": "5",
     "rate_limit": "0",
     "backend": "numpy",

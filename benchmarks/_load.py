@@ -343,6 +343,12 @@ def account(
         "missing": missing,
         "stuck": stuck,
         "stuck_detail": {i: stuck_detail(stack, i) for i in stuck[:5]},
+        # what the client saw of each missing one: [(seconds after its first try, answer)]
+        "missing_attempts": {
+            s.id: [(round(t - s.attempts[0][0], 2), a) for t, a in s.attempts]
+            for s in accepted
+            if s.id in set(missing[:5])
+        },
         "succeeded": len(succeeded),
         "failed": len(failed),
         "failed_reasons": errors,

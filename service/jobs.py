@@ -252,15 +252,42 @@ def submit(
         quota=quota,
     )
     if not created:
+        _finish_replay(store, settings, stored)
         return stored, False
     try:
         # Its own budget: the store's deadline was moved by the time its blob writes took.
         enqueue(settings, record.id, queue, timeout_s=settings.enqueue_timeout_s)
-        store.mark_enqueued(record.id)
+        marked = store.mark_enqueued(record.id)
     except Exception as exc:
         _rollback(store, record.id)
         raise StoreUnavailable(f"could not enqueue the evaluation: {exc}") from exc
+    if not marked:  # the reaper took it for rollback meanwhile (this request was too slow)
+        raise StoreUnavailable(_ROLLED_BACK)
     return stored, True
+
+
+_ROLLED_BACK = (
+    "an earlier attempt of this request could not publish its evaluation and is being rolled "
+    "back; retry with the same Idempotency-Key"
+)
+
+
+def _finish_replay(store: Store, settings: Settings, stored: SubmissionRecord) -> None:
+    """An idempotent replay answers 202 only for a submission whose task is published: one
+    still pending (its first request failed between storing and publishing, e.g. Redis went
+    down) is published now; one the reaper is rolling back is a 503, so the retry stores it
+    anew. Publishing twice is harmless: a task finds the job claimed or ended and stops."""
+    state = store.claim_pending(stored.id)
+    if state == "enqueued":
+        return
+    if state != "claimed":
+        raise StoreUnavailable(_ROLLED_BACK)
+    try:
+        enqueue(settings, stored.id, stored.queue, timeout_s=settings.enqueue_timeout_s)
+    except Exception as exc:  # it stays pending: the reaper rolls it back, or a retry claims it
+        raise StoreUnavailable(f"could not enqueue the evaluation: {exc}") from exc
+    if not store.mark_enqueued(stored.id):
+        raise StoreUnavailable(_ROLLED_BACK)
 
 
 def reap(store: Store, settings: Settings) -> dict[str, list[str]]:
@@ -271,6 +298,9 @@ def reap(store: Store, settings: Settings) -> dict[str, list[str]]:
       cancelled when a cancel was requested (``cancelled``);
     - a submission stored but never enqueued (its producer died) for longer than twice the
       enqueue budget: deleted (``rolled_back``);
+    - a job queued for longer than ``settings.unclaimed_requeue_s`` while its queue's broker
+      list is empty — its task message was lost with a consumer or with Redis: published
+      again (``republished``; a second delivery of a message is harmless);
     - a running comparison whose heartbeat expired: re-queued and its task published again
       (``comparisons_requeued``), or failed once it has used ``settings.max_attempts``
       (``comparisons_failed``).
@@ -282,6 +312,7 @@ def reap(store: Store, settings: Settings) -> dict[str, list[str]]:
         "failed": [],
         "cancelled": [],
         "rolled_back": [],
+        "republished": [],
         "comparisons_requeued": [],
         "comparisons_failed": [],
     }
@@ -299,10 +330,23 @@ def reap(store: Store, settings: Settings) -> dict[str, list[str]]:
                 log.warning("could not re-enqueue %s: %s", sub_id, exc)
                 continue
         store.mark_resent(sub_id)
-    for sub_id in store.stale_pending(2 * settings.enqueue_timeout_s + 1.0):
-        if store.delete_submission(sub_id, refund=True):
+    stale_s = 2 * settings.enqueue_timeout_s + 1.0
+    for sub_id in store.stale_pending(stale_s):
+        # Flagged first (atomically, unless a replay of its request claimed it meanwhile):
+        # from then on no request answers 202 for it.
+        if store.take_stale_pending(sub_id, stale_s) and store.delete_submission(
+            sub_id, refund=True
+        ):
             out["rolled_back"].append(sub_id)
-        store.mark_enqueued(sub_id)
+    for sub_id, queue in store.unclaimed(settings.unclaimed_requeue_s):
+        try:
+            enqueue(settings, sub_id, queue, timeout_s=settings.enqueue_timeout_s)
+        except Exception as exc:  # the broker is down: the next pass tries again
+            log.warning("could not publish unclaimed job %s again: %s", sub_id, exc)
+            continue
+        store.mark_republished(sub_id, queue)
+        out["republished"].append(sub_id)
+        log.warning("job %s was queued with no task message left: published again", sub_id)
     for cmp_id in store.orphaned_comparisons():
         outcome = store.requeue_comparison(cmp_id, settings.max_attempts, settings.heartbeat_ttl_s)
         if outcome in ("requeued", "failed"):

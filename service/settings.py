@@ -187,6 +187,12 @@ class Settings(BaseSettings):
     heartbeat_ttl_s: float = Field(
         default=10.0, gt=0, description="A running job whose heartbeat is older is orphaned."
     )
+    unclaimed_requeue_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="A job queued this long while its queue's broker list is empty lost its "
+        "task message (with a consumer, or with Redis); the reaper publishes it again.",
+    )
     raw_retention_s: int = Field(
         default=7 * 24 * 3600,
         ge=0,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from service import keys
 from service.store.base import StoreBase
@@ -156,9 +156,33 @@ class JobStore(StoreBase):
             )
         )
 
-    def mark_enqueued(self, sub_id: str) -> None:
-        """The task message of a new submission was published (see :meth:`stale_pending`)."""
-        self._call(lambda: self.client.zrem(keys.pending(), sub_id))
+    def _pending_script(self, name: str, sub_id: str, *args: Any) -> Any:
+        script = self._scripts[name]
+        pending_keys = [keys.submission(sub_id), keys.pending()]
+        return self._call(lambda: script(keys=pending_keys, args=[sub_id, *args]))
+
+    def mark_enqueued(self, sub_id: str) -> bool:
+        """The task message of a new submission was published (see :meth:`stale_pending`):
+        it leaves the pending index. False when the submission is gone or the reaper has
+        taken it for rollback (:meth:`take_stale_pending`): then it must not be answered as
+        accepted."""
+        return bool(self._pending_script("pending_done", sub_id))
+
+    def claim_pending(self, sub_id: str) -> Literal["gone", "rolling_back", "claimed", "enqueued"]:
+        """For an idempotent replay of the request that stored ``sub_id``: ``"enqueued"`` when
+        its task was published; ``"claimed"`` when it is still pending (its first request
+        failed before publishing) — the caller publishes it and calls :meth:`mark_enqueued`,
+        and the reaper leaves it alone for the next ``older_than_s`` of
+        :meth:`stale_pending`; ``"rolling_back"`` or ``"gone"`` when the reaper is deleting
+        it or has (the replay then answers 503: retried, it stores a new submission)."""
+        return decode(self._pending_script("pending_claim", sub_id, time.time()))  # type: ignore[return-value]
+
+    def take_stale_pending(self, sub_id: str, older_than_s: float) -> bool:
+        """Flag ``sub_id`` for rollback if it is still pending since ``older_than_s`` ago
+        (atomically: a replay that claimed it meanwhile keeps it); True when flagged. The
+        caller then deletes it."""
+        cutoff = time.time() - older_than_s
+        return bool(self._pending_script("pending_take", sub_id, cutoff))
 
     def stale_pending(self, older_than_s: float) -> list[str]:
         """Submissions stored more than ``older_than_s`` ago whose task was never published.
@@ -169,6 +193,32 @@ class JobStore(StoreBase):
         cutoff = time.time() - older_than_s
         ids = self._call(lambda: self.client.zrangebyscore(keys.pending(), "-inf", cutoff))
         return [decode(i) for i in ids]
+
+    def unclaimed(self, older_than_s: float, limit: int = 100) -> list[tuple[str, str]]:
+        """(id, queue) of jobs queued since before ``older_than_s`` ago on a queue whose broker
+        list is empty, and not pending (their first publication is their request's business):
+        their task message is gone — taken by a consumer that died or lost Redis before it
+        claimed the job, or popped but never recorded as unacknowledged when Redis died —
+        and Celery would deliver it again only after the visibility timeout, if at all."""
+        cutoff = time.time() - older_than_s
+
+        def read() -> list[tuple[str, str]]:
+            out: list[tuple[str, str]] = []
+            for queue in keys.QUEUES:
+                if self.client.llen(queue):  # messages wait: the job may be among them
+                    continue
+                found = self.client.zrangebyscore(keys.queued(queue), "-inf", cutoff, 0, limit)
+                for sub_id in (decode(i) for i in found):
+                    if self.client.zscore(keys.pending(), sub_id) is None:
+                        out.append((sub_id, queue))
+            return out
+
+        return self._call(read)
+
+    def mark_republished(self, sub_id: str, queue: str) -> None:
+        """The task of an unclaimed job was published again: it counts as queued from now (so
+        the next pass does not publish it again unless this message is lost too)."""
+        self._call(lambda: self.client.zadd(keys.queued(queue), {sub_id: time.time()}, xx=True))
 
     def to_resend(self) -> list[str]:
         """Re-queued submissions whose task message is still to be published."""

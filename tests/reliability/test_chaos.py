@@ -45,7 +45,7 @@ def assert_exactly_once(r: dict[str, Any]) -> None:
     """Every accepted submission ended, succeeded once, with uqcore's values."""
     assert r["refused"] == 0, r["refusals"]
     assert r["accepted"] == r["submitted"]
-    assert r["lost"] == 0, (r["missing"], r["stuck_detail"])
+    assert r["lost"] == 0, (r["missing_attempts"], r["stuck_detail"])
     assert r["duplicated"] == 0, (r["written_twice"], r["idem_two_ids"])
     assert r["extra_records"] == 0
     assert r["wrong"] == 0, r["wrong_detail"]

@@ -125,6 +125,91 @@ def test_reaper_rolls_back_a_submission_that_was_never_enqueued(
     assert uqeval_keys(store) == []
 
 
+def test_replay_publishes_what_its_first_request_left_unpublished(
+    own: tuple[Store, Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first request stored its submission and lost Redis before publishing it (the
+    client got a 503); the client's retry with the same Idempotency-Key is answered with that
+    submission, so the retry must publish it: else the reaper rolls back a submission that
+    was answered 202, and it is lost."""
+    store, settings = own
+    published: list[str] = []
+    real = jobs.enqueue
+
+    def recording(settings: Settings, sub_id: str, *args: Any, **kwargs: Any) -> None:
+        published.append(sub_id)
+        real(settings, sub_id, *args, **kwargs)
+
+    monkeypatch.setattr(jobs, "enqueue", recording)
+    record = submission_record(id="sub_first", owner="key_f", n=16, input_hash="")
+    store.create_submission(record, arrays(), idempotency_key="idem-r", body_hash="h")
+    replayed = do_submit(store, settings, key="idem-r")
+    assert replayed.id == "sub_first" and published == ["sub_first"]
+    assert store.client.zcard(keys.pending()) == 0
+    store.client.zadd(keys.pending(), {"unrelated": time.time() - 3600})  # a reaper pass runs
+    assert jobs.reap(store, settings)["rolled_back"] == []
+    assert store.get_submission("sub_first") is not None
+    # A replay of an already published submission publishes nothing again.
+    assert do_submit(store, settings, key="idem-r").id == "sub_first"
+    assert published == ["sub_first"]
+
+
+def test_replay_racing_the_reaper_is_never_answered_for_a_rolled_back_submission(
+    own: tuple[Store, Settings],
+) -> None:
+    """Once the reaper has taken a stale pending submission for rollback, a replay of its
+    request is a 503 (not a 202 for a submission about to vanish); after the rollback the
+    retry stores and publishes a new one."""
+    store, settings = own
+    record = submission_record(id="sub_stale", owner="key_f", n=16, input_hash="")
+    store.create_submission(record, arrays(), idempotency_key="idem-s", body_hash="h")
+    store.client.zadd(keys.pending(), {"sub_stale": time.time() - 3600})
+    assert store.take_stale_pending("sub_stale", 2 * settings.enqueue_timeout_s + 1.0)
+    with pytest.raises(StoreUnavailable, match="rolled back"):
+        do_submit(store, settings, key="idem-s")
+    assert not store.mark_enqueued("sub_stale")  # its first request, still publishing: no 202
+    assert jobs.reap(store, settings)["rolled_back"] == ["sub_stale"]
+    fresh = do_submit(store, settings, key="idem-s")
+    assert fresh.id != "sub_stale" and store.get_submission(fresh.id) is not None
+    assert store.client.zcard(keys.pending()) == 0
+    # A claim keeps a pending submission from the reaper: a replay that claimed it wins.
+    other = submission_record(id="sub_claimed", owner="key_f", n=16, input_hash="")
+    store.create_submission(other, arrays(), idempotency_key="idem-c", body_hash="h")
+    store.client.zadd(keys.pending(), {"sub_claimed": time.time() - 3600})
+    assert store.claim_pending("sub_claimed") == "claimed"
+    assert not store.take_stale_pending("sub_claimed", 2 * settings.enqueue_timeout_s + 1.0)
+
+
+def test_a_queued_job_whose_task_message_was_lost_is_published_again(
+    own: tuple[Store, Settings],
+) -> None:
+    """A consumer popped the job's message and died before claiming it (or Redis died
+    between the pop and Celery's record of it): the job stays queued with no message, which
+    Celery would never (or only after the visibility timeout) deliver again. Once it has been
+    queued past unclaimed_requeue_s with its broker list empty, the reaper publishes it
+    again, once."""
+    store, settings = own
+    waiting = do_submit(store, settings)
+    lost = do_submit(store, settings)
+    assert store.client.llen("cpu") == 2
+    past = time.time() - settings.unclaimed_requeue_s - 1
+    store.client.zadd(keys.queued("cpu"), {lost.id: past})
+    # While messages wait in the list, the job may be among them: nothing is published.
+    assert jobs.reap(store, settings)["republished"] == []
+    store.client.delete("cpu")  # both messages taken by consumers that died
+    store.client.zadd(keys.queued("cpu"), {waiting.id: time.time()})  # just queued again
+    assert jobs.reap(store, settings)["republished"] == [lost.id]
+    message = store.client.lrange("cpu", 0, -1)
+    assert len(message) == 1 and lost.id.encode() in message[0]
+    store.client.delete("cpu")
+    assert jobs.reap(store, settings)["republished"] == []  # counts as queued from now
+    # A pending submission (its request is still publishing it) is not the reaper's.
+    pending = submission_record(id="sub_pending", owner="key_f", n=16, input_hash="")
+    store.create_submission(pending, arrays())
+    store.client.zadd(keys.queued(pending.queue), {"sub_pending": past})
+    assert "sub_pending" not in jobs.reap(store, settings)["republished"]
+
+
 def test_producer_timeout_is_bounded_when_redis_never_answers(tmp_path: Path) -> None:
     """A URL where nothing listens: StoreUnavailable, not a hang."""
     server = ManagedRedis(tmp_path / "r")
