@@ -44,6 +44,11 @@ FloatArray = np.ndarray[Any, Any]
 WidthStrata = Literal["quantile", "mapie"]
 #: ``hsic_width_coverage``'s statistic: the V-statistic HSIC, or MAPIE's √(tr/(n − 1)²).
 HsicStatistic = Literal["hsic", "mapie"]
+#: ``hsic_width_coverage`` with ``kernel_size="std"``: widths whose weighted standard deviation
+#: is at most this many float64 epsilons of the largest |bound| count as equal (rounding
+#: noise: u − l of bounds made as centre ± h differs from 2h by up to an ulp of the centre).
+WIDTH_NOISE_EPS = 8.0
+
 #: ``hsic_width_coverage``'s width kernel size: "std" (2·var of the widths) or s > 0.
 KernelSize = Literal["std"] | Annotated[float, Range(0, lo_open=True)]
 
@@ -52,7 +57,7 @@ class _Rows:
     """Host copies of the widths, coverage indicators, targets and positive weights of a
     batch's scored rows (the bounds themselves are not kept: they are not needed after)."""
 
-    def __init__(self, batch: Batch, level: Any, name: str) -> None:
+    def __init__(self, batch: Batch, level: Any, name: str, magnitude: bool = False) -> None:
         got = interval_at(batch, level)
         self.c = nominal_level(batch.prediction, level)
         self.why = None if got is not None else unspanned_why(batch.prediction, self.c)
@@ -69,6 +74,12 @@ class _Rows:
         self.w: FloatArray | None = w
         self.total = float(y.shape[0]) if w is None else float(np.sum(w))
         self.covered = (y >= lo_h) & (y <= hi_h)
+        #: the largest |bound| (with ``magnitude``): the scale of the rounding noise of widths
+        self.magnitude = (
+            max(abs(float(f(b))) for f in (np.min, np.max) for b in (lo_h, hi_h))
+            if magnitude and y.shape[0]
+            else 0.0
+        )
         hi_h -= lo_h
         self.width = hi_h
 
@@ -345,7 +356,8 @@ def hsic_width_coverage(
     independence (and for constant widths).
 
     ``kernel_size="std"`` (default) is s = 2σ², σ the weighted standard deviation of the
-    widths (a unitless criterion); a number is s in the units of y² (then the value changes
+    widths (a unitless criterion; widths with σ at most 8 float64 epsilons of the largest
+    |bound| count as constant: their differences are rounding noise, e.g. of centre ± h); a number is s in the units of y² (then the value changes
     with the units). ``statistic="mapie"`` gives MAPIE's ``hsic``: √(tr(K H L H)/(W − 1)²),
     its estimator with the unbiased-looking (n − 1)² and a square root (W > 1). Cost: the
     kernel sum is exact, O(U²) in the number U of distinct widths (no exact sub-quadratic
@@ -361,7 +373,7 @@ def hsic_width_coverage(
     True
     """
     name = "hsic_width_coverage"
-    rows = _Rows(batch, level, name)
+    rows = _Rows(batch, level, name, magnitude=kernel_size == "std")
     if rows.why is not None:
         undefined(name, rows.why)
         return None
@@ -390,7 +402,10 @@ def hsic_width_coverage(
         top = float(np.max(np.abs(u)))
         v = width / top  # the spread, computed in range at any scale
         sd = math.sqrt(rows.mean((v - rows.mean(v)) ** 2))
-        kernel = _kernel_sum(u / top, math.sqrt(2.0) * sd, a)
+        # A spread of rounding noise (bounds made as centre ± half-width) is no spread: the
+        # kernel scaled to it would read the noise as widths that differ.
+        noise = WIDTH_NOISE_EPS * float(np.finfo(np.float64).eps) * rows.magnitude / top
+        kernel = 0.0 if sd <= noise else _kernel_sum(u / top, math.sqrt(2.0) * sd, a)
     else:
         kernel = _kernel_sum(u, math.sqrt(float(kernel_size)), a)
     tr = max(2.0 * (1.0 - math.exp(-1.0 / indicator_kernel_size)) * kernel, 0.0)

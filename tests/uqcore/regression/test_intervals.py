@@ -179,6 +179,19 @@ def test_hsic_is_zero_for_constant_widths_or_full_coverage() -> None:
     assert all_in["value"] == 0.0 and all_in["coverage"] == 1.0
 
 
+def test_hsic_std_kernel_reads_rounding_noise_in_equal_widths_as_constant() -> None:
+    """Bounds made as centre ± 0.1 give widths equal up to rounding (u − l is not exactly 0.2 for
+    most centres); with the "std" kernel (scaled to the widths' spread) that noise must not
+    read as a width that depends on coverage: the value is that of exactly equal widths."""
+    centre = np.linspace(-3.7, 1e6 / 3.0, 40)
+    lo, hi = centre - 0.1, centre + 0.1
+    assert np.unique(hi - lo).shape[0] > 1  # the noise is there
+    y = centre + np.r_[np.full(20, 0.05), np.full(20, 3.0)]  # covered: the first half only
+    noisy = metric("hsic_width_coverage", P.Interval(lo, hi), y)
+    exact = metric("hsic_width_coverage", P.Interval(lo, lo + 0.25), y)
+    assert exact["value"] == 0.0 and noisy["value"] == 0.0
+
+
 def test_hsic_refuses_quadratic_work_beyond_max_distinct() -> None:
     pred, y = _data(200, 9)
     with pytest.warns(UndefinedMetricWarning, match="O\\(U²\\)"):
