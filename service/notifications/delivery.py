@@ -71,14 +71,18 @@ def _post(url: str, body: bytes, headers: dict[str, str], settings: Settings) ->
         request = client.build_request(
             "POST", pinned, content=body, headers={**headers, "Host": netloc}, extensions=extensions
         )
-        response = client.send(request)
-        stream = response.extensions.get("network_stream")
-        peer = None if stream is None else stream.get_extra_info("server_addr")
-        if peer:  # the address actually connected to, checked again
-            reason = check_address(target.host, ipaddress.ip_address(peer[0]), settings)
-            if reason is not None:
-                raise CallbackRefused(reason)
-        return int(response.status_code)
+        # Streamed: the peer is read while the connection is open (the body is not needed).
+        response = client.send(request, stream=True)
+        try:
+            stream = response.extensions.get("network_stream")
+            peer = None if stream is None else stream.get_extra_info("server_addr")
+            if peer:  # the address actually connected to, checked again
+                reason = check_address(target.host, ipaddress.ip_address(peer[0]), settings)
+                if reason is not None:
+                    raise CallbackRefused(reason)
+            return int(response.status_code)
+        finally:
+            response.close()
 
 
 def attempt(
@@ -130,7 +134,7 @@ def _attempt(
             status_code = _post(doc["url"], body, headers, settings)
         except CallbackRefused as exc:
             error = f"refused: {exc}"
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, OSError) as exc:
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     record: dict[str, Any] = {
         "attempt": number,
