@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -51,35 +51,32 @@ class DeliveryAttempt(BaseModel):
     duration_ms: float
 
 
+_DELIVERY_EXAMPLE: dict[str, Any] = {
+    "id": "dlv_5f1c0e9a7d4e0f8b5a2c1d0e",
+    "event_type": "submission.ended",
+    "url": "https://hooks.example.org/uqeval",
+    "status": "delivered",
+    "redelivery": False,
+    "created_at": "2026-01-01T12:00:00Z",
+    "delivered_at": "2026-01-01T12:00:00.2Z",
+    "next_attempt_at": None,
+    "last_error": None,
+    "attempts": [
+        {
+            "attempt": 1,
+            "at": "2026-01-01T12:00:00.1Z",
+            "status_code": 200,
+            "error": None,
+            "duration_ms": 12.5,
+        }
+    ],
+}
+
+
 class Delivery(BaseModel):
     """One delivery of an event to a callback URL, with its attempts."""
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {
-                    "id": "dlv_5f1c0e9a7d4e0f8b5a2c1d0e",
-                    "event_type": "submission.ended",
-                    "url": "https://hooks.example.org/uqeval",
-                    "status": "delivered",
-                    "redelivery": False,
-                    "created_at": "2026-01-01T12:00:00Z",
-                    "delivered_at": "2026-01-01T12:00:00.2Z",
-                    "next_attempt_at": None,
-                    "last_error": None,
-                    "attempts": [
-                        {
-                            "attempt": 1,
-                            "at": "2026-01-01T12:00:00.1Z",
-                            "status_code": 200,
-                            "error": None,
-                            "duration_ms": 12.5,
-                        }
-                    ],
-                }
-            ]
-        }
-    )
+    model_config = ConfigDict(json_schema_extra={"examples": [_DELIVERY_EXAMPLE]})
 
     id: str = Field(description="The delivery id (header UQEval-Delivery of each attempt).")
     event_type: Literal["submission.ended", "comparison.ended"]
@@ -98,5 +95,7 @@ class Delivery(BaseModel):
 
 class DeliveryList(BaseModel):
     """The deliveries of a submission or comparison, newest first."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"items": [_DELIVERY_EXAMPLE]}]})
 
     items: list[Delivery]
