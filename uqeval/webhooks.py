@@ -66,9 +66,7 @@ def verify(
             f"timestamp {timestamp} is {current - timestamp:+.0f} s from now, outside the "
             f"tolerance of {tolerance_s:g} s (a replayed or delayed event)"
         )
-    expected = hmac.new(
-        secret.encode(), f"{timestamp}.".encode() + raw, hashlib.sha256
-    ).hexdigest()
+    expected = hmac.new(secret.encode(), f"{timestamp}.".encode() + raw, hashlib.sha256).hexdigest()
     if not any(hmac.compare_digest(expected, s) for s in signatures):
         raise InvalidSignature("the signature does not match this secret and body")
     try:
