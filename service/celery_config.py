@@ -30,6 +30,7 @@ from service.settings import Settings
 __all__ = [
     "BOOTSTRAP_PART_TASK_NAME",
     "COMPARE_TASK_NAME",
+    "DELIVER_TASK_NAME",
     "PLOT_TASK_NAME",
     "QUEUES",
     "RANKS_TASK_NAME",
@@ -49,6 +50,8 @@ PLOT_TASK_NAME = "uqeval.render_plot"
 #: Parts of a job's bootstrap, computed by idle workers: ``uqeval.bootstrap_part(sub_id, token)``
 #: (published by the job on its own queue, see :mod:`worker.fanout`).
 BOOTSTRAP_PART_TASK_NAME = "uqeval.bootstrap_part"
+#: One attempt of a webhook delivery: ``uqeval.deliver_webhook(delivery_id)``.
+DELIVER_TASK_NAME = "uqeval.deliver_webhook"
 QUEUES: tuple[str, ...] = ("cpu", "gpu")
 
 

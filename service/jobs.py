@@ -31,6 +31,7 @@ from typing import Any, Literal
 import numpy as np
 from celery import Celery
 
+from service import notifications
 from service.analyses import Analyses
 from service.celery_config import (
     COMPARE_TASK_NAME,
@@ -205,6 +206,7 @@ def submit(
     visibility: Literal["private", "public"] = "private",
     benchmark: str | None = None,
     quota: Quota | None = None,
+    callback_url: str | None = None,
 ) -> tuple[SubmissionRecord, bool]:
     """Store a submission and enqueue its evaluation; returns (record, created).
 
@@ -242,6 +244,7 @@ def submit(
         team=team,
         visibility=visibility,
         benchmark=benchmark,
+        callback_url=callback_url,
     )
     stored, created = store.create_submission(
         record,
@@ -303,8 +306,10 @@ def reap(store: Store, settings: Settings) -> dict[str, list[str]]:
       again (``republished``; a second delivery of a message is harmless);
     - a running comparison whose heartbeat expired: re-queued and its task published again
       (``comparisons_requeued``), or failed once it has used ``settings.max_attempts``
-      (``comparisons_failed``).
+      (``comparisons_failed``);
+    - a webhook delivery whose task was lost: its task is published again.
 
+    A job failed or cancelled here gets its end notification (:func:`service.notifications.ended`).
     Safe to run concurrently from several processes: each transition is one atomic script.
     """
     out: dict[str, list[str]] = {
@@ -321,6 +326,8 @@ def reap(store: Store, settings: Settings) -> dict[str, list[str]]:
         if outcome in out:
             out[outcome].append(sub_id)
             log.warning("job %s had no heartbeat: %s", sub_id, outcome)
+        if outcome in ("failed", "cancelled"):
+            notifications.ended(store, settings, "submission", sub_id)
     for sub_id in store.to_resend():
         record = store.get_submission(sub_id)
         if record is not None and record.status == "queued":
@@ -352,6 +359,8 @@ def reap(store: Store, settings: Settings) -> dict[str, list[str]]:
         if outcome in ("requeued", "failed"):
             out[f"comparisons_{outcome}"].append(cmp_id)
             log.warning("comparison %s had no heartbeat: %s", cmp_id, outcome)
+        if outcome == "failed":
+            notifications.ended(store, settings, "comparison", cmp_id)
     for cmp_id in store.comparisons_to_resend():
         doc = store.get_comparison(cmp_id)
         if doc is not None and doc["status"] == "queued":
@@ -361,4 +370,5 @@ def reap(store: Store, settings: Settings) -> dict[str, list[str]]:
                 log.warning("could not re-enqueue comparison %s: %s", cmp_id, exc)
                 continue
         store.mark_comparison_resent(cmp_id)
+    notifications.sweep(store, settings)
     return out

@@ -426,3 +426,44 @@ def curves_blobs(sub_id: str) -> str:
     """The blob-store prefix of a submission's kept curves (not a Redis key): they live as
     long as the submission, past its arrays."""
     return f"curves/{sub_id}/"
+
+
+# --- notifications (webhooks): see service.store.notifications ---------------------------------
+
+
+def webhook_secret(key_id: str) -> str:
+    """Hash {secret, created_at}: the webhook signing secret of an API key (kept in clear:
+    the worker signs with it)."""
+    return f"{PREFIX}webhook-secret:{key_id}"
+
+
+def deliveries(scope: str, ident: str) -> str:
+    """List of the delivery ids of a submission or comparison (``scope``), newest first."""
+    return f"{PREFIX}deliveries:{scope}:{ident}"
+
+
+def delivery(delivery_id: str) -> str:
+    """Hash: one webhook delivery (its event, target, state and counters)."""
+    return f"{PREFIX}delivery:{delivery_id}"
+
+
+def delivery_attempts(delivery_id: str) -> str:
+    """List of JSON attempts of one delivery (time, status code or error, duration), bounded."""
+    return f"{PREFIX}delivery:{delivery_id}:attempts"
+
+
+def delivery_lock(delivery_id: str) -> str:
+    """String held by the task sending one delivery (expires)."""
+    return f"{PREFIX}delivery:{delivery_id}:lock"
+
+
+def ended_delivery(scope: str, ident: str) -> str:
+    """String: the id of the delivery opened when a submission or comparison ended (set once,
+    so that every path that ends a job may call the hook)."""
+    return f"{PREFIX}ended:{scope}:{ident}"
+
+
+def deliveries_due() -> str:
+    """Zset: pending delivery ids -> when their next attempt is due (the reaper publishes a
+    task again for those long overdue)."""
+    return f"{PREFIX}deliveries:due"

@@ -242,6 +242,48 @@ class Settings(BaseSettings):
         description="Cache-Control max-age of a plot answer (s); the ETag revalidates it.",
     )
 
+    # --- notifications (webhooks, Server-Sent Events) -----------------------------------------
+    # A callback URL makes the service connect where its user says: without these rules any
+    # key could reach the metadata service (169.254.169.254) or the Redis next to it.
+    callback_allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Callback hosts allowed even where they resolve to a private, loopback, "
+        "link-local, multicast or reserved address: host names, IP addresses or CIDR networks "
+        '(JSON list, e.g. ["hooks.internal", "10.0.0.0/8"]); default: none.',
+    )
+    callback_allow_public: bool = Field(
+        default=True,
+        description="Callbacks to any public address are allowed; false: only the hosts of "
+        "callback_allowed_hosts.",
+    )
+    callback_timeout_s: float = Field(
+        default=5.0, gt=0, le=60, description="Timeout of one webhook delivery attempt (s)."
+    )
+    callback_retry_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="A webhook delivery that has not succeeded is retried, with exponential "
+        "backoff, until this long after it was first attempted (s); then it is given up.",
+    )
+    callback_backoff_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Wait before the first retry of a failed webhook delivery (s); each later "
+        "wait doubles, up to 15 minutes.",
+    )
+    events_max_duration_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="Longest life of one Server-Sent Events stream "
+        "(`GET /v1/submissions/{id}/events`, s); the client reconnects to follow on.",
+    )
+    events_keepalive_s: float = Field(
+        default=15.0,
+        gt=0,
+        description="A Server-Sent Events stream sends a comment line after this long without "
+        "an event (s), so that proxies keep the connection open.",
+    )
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

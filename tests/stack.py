@@ -10,6 +10,7 @@ session worker keeps its queues).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -38,6 +39,9 @@ TEST_SETTINGS: dict[str, Any] = {
     "backend": "numpy",
     # test processes start many apps; one test covers the default (on)
     "gc_freeze": False,
+    # webhook receivers of the tests listen on loopback; their retries come quickly
+    "callback_allowed_hosts": ["127.0.0.1"],
+    "callback_backoff_s": 0.2,
 }
 
 
@@ -50,6 +54,8 @@ def settings_env(settings: Settings) -> dict[str, str]:
             continue
         if name == "redis_url":
             env["REDIS_URL"] = str(value)
+        elif isinstance(value, list | dict):  # pydantic-settings reads these as JSON
+            env[f"UQEVAL_{name.upper()}"] = json.dumps(value)
         else:
             env[f"UQEVAL_{name.upper()}"] = str(value)
     env["PYTHONPATH"] = str(ROOT)

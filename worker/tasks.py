@@ -1,7 +1,8 @@
 """The Celery tasks of the service: ``uqeval.evaluate(submission_id)``,
 ``uqeval.leaderboard_ranks(bench_id, metric, rule)``, ``uqeval.compare(comparison_id)``,
-``uqeval.render_plot(scope, ident, name, format, digest)`` and
-``uqeval.bootstrap_part(submission_id, token)`` (parts of a split bootstrap).
+``uqeval.render_plot(scope, ident, name, format, digest)``,
+``uqeval.bootstrap_part(submission_id, token)`` (parts of a split bootstrap) and
+``uqeval.deliver_webhook(delivery_id)`` (a webhook delivery's next attempt).
 
 Like a web view, a task only receives ids; :mod:`worker.execution` claims the job for this
 delivery (the Celery task id), keeps its heartbeat, re-reads the data, computes and stores the
@@ -13,13 +14,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from service import notifications
 from service.celery_config import (
     BOOTSTRAP_PART_TASK_NAME,
     COMPARE_TASK_NAME,
+    DELIVER_TASK_NAME,
     PLOT_TASK_NAME,
     RANKS_TASK_NAME,
     TASK_NAME,
 )
+from service.notifications.delivery import attempt as delivery_attempt
 from service.store import StoreUnavailable
 from worker import runtime
 from worker.celery_app import app
@@ -46,7 +50,7 @@ TASK_OPTIONS: dict[str, Any] = {
 @app.task(name=TASK_NAME, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
 def evaluate(self: Any, submission_id: str) -> str:
     """Evaluate the stored submission ``submission_id`` (see :func:`run_job`)."""
-    return run_job(
+    outcome = run_job(
         runtime.store(),
         runtime.settings(),
         runtime.backend(),
@@ -56,6 +60,10 @@ def evaluate(self: Any, submission_id: str) -> str:
         memory_budget=runtime.memory_budget(),
         enqueue_parts=_enqueue_parts,
     )
+    # Every outcome: a claim refused after the last attempt also ends the job (the hook
+    # does nothing for a job still running, or one whose end was already notified).
+    notifications.ended(runtime.store(), runtime.settings(), "submission", submission_id)
+    return outcome
 
 
 def _enqueue_parts(sub_id: str, token: str, count: int, queue: str) -> None:
@@ -102,12 +110,21 @@ def leaderboard_ranks(self: Any, bench_id: str, metric: str, rule: str) -> int:
 @app.task(name=COMPARE_TASK_NAME, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
 def compare_submissions(self: Any, comparison_id: str) -> str:
     """Run comparison ``comparison_id`` (see :func:`run_comparison_job`)."""
-    return run_comparison_job(
+    outcome = run_comparison_job(
         runtime.store(), runtime.settings(), comparison_id, token=str(self.request.id)
     )
+    notifications.ended(runtime.store(), runtime.settings(), "comparison", comparison_id)
+    return outcome
 
 
 @app.task(name=PLOT_TASK_NAME, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
 def render_plot(self: Any, scope: str, ident: str, name: str, fmt: str, digest: str = "") -> str:
     """Draw one plot and store its bytes (see :func:`worker.plots.render_plot`)."""
     return draw_plot(runtime.store(), runtime.settings(), scope, ident, name, fmt, digest)
+
+
+@app.task(name=DELIVER_TASK_NAME, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
+def deliver_webhook(self: Any, delivery_id: str) -> str:
+    """Make the next attempt of one webhook delivery (see
+    :func:`service.notifications.delivery.attempt`)."""
+    return delivery_attempt(runtime.store(), runtime.settings(), delivery_id)

@@ -96,6 +96,8 @@ class DecodedSubmission:
     soft_labels: np.ndarray | None = field(repr=False, default=None)
     ood: np.ndarray | None = field(repr=False, default=None)
     estimates: dict[str, np.ndarray] = field(repr=False, default_factory=dict)
+    #: Where the end of the job is posted (checked when it is accepted).
+    callback_url: str | None = None
 
     @property
     def targets(self) -> np.ndarray | None:
@@ -338,6 +340,7 @@ def decode_json(body: bytes) -> DecodedSubmission:
         groups=None if doc.groups is None else np.asarray(doc.groups, dtype=np.int64),
         visibility=doc.visibility,
         benchmark_id=doc.benchmark_id,
+        callback_url=doc.callback_url,
         labels=None if doc.labels is None else np.asarray(doc.labels, dtype=np.int64),
         soft_labels=None
         if doc.soft_labels is None
@@ -505,6 +508,7 @@ def decode_npz(
         groups=groups,
         visibility=req.visibility,
         benchmark_id=req.benchmark_id,
+        callback_url=req.callback_url,
         labels=arrays.get("labels"),
         soft_labels=arrays.get("soft_labels"),
         ood=arrays.get("ood"),

@@ -50,6 +50,7 @@ class ValidSubmission:
     body_hash: str
     visibility: Literal["private", "public"] = "private"
     benchmark_id: str | None = None
+    callback_url: str | None = None
 
 
 _ARRAY_FIELDS = ("y", "labels", "sample_weight", "groups", "soft_labels", "ood")

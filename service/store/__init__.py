@@ -20,6 +20,7 @@ data of the previous in-Redis codec is still read) — never JSON.
 - :mod:`~service.store.workers`: the worker registry and job counters;
 - :mod:`~service.store.plots`: rendered plots and their claims;
 - :mod:`~service.store.blobsweep`: the blob objects follow the retention of their manifests;
+- :mod:`~service.store.notifications`: webhook secrets and deliveries;
 
 over :class:`~service.store.base.StoreBase` (the client, the retry wrapper, the scripts). The
 records, statuses and exceptions are in :mod:`~service.store.records`.
@@ -34,6 +35,7 @@ from service.store.codec import CHUNK_BYTES
 from service.store.comparisons import ComparisonStore
 from service.store.jobs import JobStore
 from service.store.leaderboards import LeaderboardStore
+from service.store.notifications import NotificationStore
 from service.store.plots import PlotStore
 from service.store.records import (
     TERMINAL,
@@ -96,6 +98,7 @@ class Store(
     ShareLinkStore,
     WorkerStore,
     BlobSweepStore,
+    NotificationStore,
 ):
     """Typed access to the Redis data of uq-eval (see :mod:`service.keys`).
 

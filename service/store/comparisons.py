@@ -22,7 +22,8 @@ class ComparisonStore(StoreBase):
     """Comparisons and their claims (a part of :class:`service.store.Store`)."""
 
     def create_comparison(self, record: Mapping[str, Any]) -> None:
-        """Store a queued comparison (``record``: id, owner, team, request, created_at)."""
+        """Store a queued comparison (``record``: id, owner, team, request, created_at,
+        optionally callback_url)."""
         fields: dict[Any, Any] = {
             "id": record["id"],
             "owner": record["owner"],
@@ -30,8 +31,9 @@ class ComparisonStore(StoreBase):
             "created_at": record["created_at"],
             "request": json.dumps(record["request"], separators=(",", ":")),
         }
-        if record.get("team") is not None:
-            fields["team"] = record["team"]
+        for name in ("team", "callback_url"):
+            if record.get(name) is not None:
+                fields[name] = record[name]
         self._call(lambda: self.client.hset(keys.comparison(record["id"]), mapping=fields))
 
     def get_comparison(self, cmp_id: str) -> dict[str, Any] | None:

@@ -185,6 +185,8 @@ class SubmissionRecord:
     visibility: Literal["private", "public"] = "private"
     #: The benchmark whose hidden targets it is evaluated against (None: inline targets).
     benchmark: str | None = None
+    #: Where the end of its job is posted (a signed webhook event; None: nowhere).
+    callback_url: str | None = None
 
     def to_hash(self) -> dict[str, str]:
         """The Redis hash fields (None fields are left out)."""
@@ -206,7 +208,7 @@ class SubmissionRecord:
             "created_ts": repr(float(self.created_ts)),
             "visibility": self.visibility,
         }
-        for name in ("started_at", "finished_at", "error", "team", "benchmark"):
+        for name in ("started_at", "finished_at", "error", "team", "benchmark", "callback_url"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -237,6 +239,7 @@ class SubmissionRecord:
             team=h.get("team"),
             visibility="public" if h.get("visibility") == "public" else "private",
             benchmark=h.get("benchmark"),
+            callback_url=h.get("callback_url"),
         )
 
 

@@ -114,7 +114,8 @@ export interface paths {
         /**
          * Cancel a queued or running submission
          * @description A queued job is cancelled at once; a running one stops at its next checkpoint
-         *     (``cancel_requested`` is true until then). A finished job answers 409.
+         *     (``cancel_requested`` is true until then). A finished job answers 409. A cancelled job
+         *     with a ``callback_url`` gets its end event.
          */
         post: operations["cancelSubmission"];
         delete?: never;
@@ -382,6 +383,109 @@ export interface paths {
          *     result once it succeeded. Another team's comparison answers 404.
          */
         get: operations["getComparison"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhook-secret": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create or rotate the webhook secret of your key
+         * @description A new secret that signs the webhook events of this key's submissions and comparisons
+         *     (``UQEval-Signature``, see docs/webhooks.md); it replaces the previous one at once, for
+         *     every delivery made from now on (retries of earlier events included). Shown once.
+         *
+         *     The service keeps the secret itself (not only a hash, unlike API keys), since its
+         *     workers sign with it.
+         */
+        post: operations["createWebhookSecret"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/submissions/{sub_id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Webhook deliveries of a submission
+         * @description The deliveries of the submission's end event to its ``callback_url``, newest first,
+         *     each with its attempts (time, the receiver's status code or the error, duration). Its
+         *     team's keys and admins only.
+         */
+        get: operations["listSubmissionDeliveries"];
+        put?: never;
+        /**
+         * Send a submission's end event again
+         * @description A new delivery of the end event (new ``delivery_id``, sent now and retried like the
+         *     first, signed with the key's current secret). 409 while the job runs or without a
+         *     ``callback_url``.
+         */
+        post: operations["resendSubmissionEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/comparisons/{cmp_id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Webhook deliveries of a comparison
+         * @description As for a submission: the deliveries of the comparison's end event, newest first.
+         */
+        get: operations["listComparisonDeliveries"];
+        put?: never;
+        /**
+         * Send a comparison's end event again
+         * @description As for a submission: a new delivery of the comparison's end event, sent now.
+         */
+        post: operations["resendComparisonEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/submissions/{sub_id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow a submission as Server-Sent Events
+         * @description A ``text/event-stream`` of the submission: a ``progress`` event (data: ``{id, status,
+         *     progress}``) at once and whenever its status or progress changes, then one ``end`` event
+         *     whose data is the webhook event body without its delivery fields (``type``, ``id``,
+         *     ``status``, ``finished_at``, ``error``, ``links``), and the stream closes. Comment lines
+         *     keep an idle connection open; a stream lasts at most ``events_max_duration_s`` (then
+         *     reconnect). For clients that can hold a connection instead of polling or receiving a
+         *     webhook.
+         */
+        get: operations["streamSubmissionEvents"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2063,6 +2167,11 @@ export interface components {
              * @description Default: the benchmark's method. Admins only.
              */
             method?: ("percentile" | "bca") | null;
+            /**
+             * Callback Url
+             * @description Where a signed JSON event is POSTed when the comparison ends (see docs/webhooks.md); needs the key's webhook secret (POST /v1/webhook-secret).
+             */
+            callback_url?: string | null;
         };
         /**
          * ComparisonDetail
@@ -2132,6 +2241,125 @@ export interface components {
              * @description Once it succeeded, its plots (the forest plot of the paired differences): GET a url for the PNG, add format=svg for SVG.
              */
             plots?: components["schemas"]["PlotLink"][];
+        };
+        /**
+         * Delivery
+         * @description One delivery of an event to a callback URL, with its attempts.
+         * @example {
+         *       "attempts": [
+         *         {
+         *           "at": "2026-01-01T12:00:00.1Z",
+         *           "attempt": 1,
+         *           "duration_ms": 12.5,
+         *           "status_code": 200
+         *         }
+         *       ],
+         *       "created_at": "2026-01-01T12:00:00Z",
+         *       "delivered_at": "2026-01-01T12:00:00.2Z",
+         *       "event_type": "submission.ended",
+         *       "id": "dlv_5f1c0e9a7d4e0f8b5a2c1d0e",
+         *       "redelivery": false,
+         *       "status": "delivered",
+         *       "url": "https://hooks.example.org/uqeval"
+         *     }
+         */
+        Delivery: {
+            /**
+             * Id
+             * @description The delivery id (header UQEval-Delivery of each attempt).
+             */
+            id: string;
+            /**
+             * Event Type
+             * @enum {string}
+             */
+            event_type: "submission.ended" | "comparison.ended";
+            /** Url */
+            url: string;
+            /**
+             * Status
+             * @description pending: being sent or waiting for its next attempt; delivered: a 2xx answer came; failed: retries stopped (callback_retry_s passed).
+             * @enum {string}
+             */
+            status: "pending" | "delivered" | "failed";
+            /**
+             * Redelivery
+             * @description True for a delivery asked for by the owner.
+             */
+            redelivery: boolean;
+            /** Created At */
+            created_at: string;
+            /** Delivered At */
+            delivered_at: string | null;
+            /**
+             * Next Attempt At
+             * @description When the next attempt is due (pending).
+             */
+            next_attempt_at: string | null;
+            /** Last Error */
+            last_error: string | null;
+            /**
+             * Attempts
+             * @description The attempts, oldest first.
+             */
+            attempts: components["schemas"]["DeliveryAttempt"][];
+        };
+        /**
+         * DeliveryAttempt
+         * @description One attempt of a delivery.
+         */
+        DeliveryAttempt: {
+            /**
+             * Attempt
+             * @description 1 for the first attempt.
+             */
+            attempt: number;
+            /**
+             * At
+             * @description When it was sent (UTC, ISO 8601).
+             */
+            at: string;
+            /**
+             * Status Code
+             * @description The receiver's HTTP status (null: no answer).
+             */
+            status_code: number | null;
+            /**
+             * Error
+             * @description Why no answer came (timeout, refused address, ...).
+             */
+            error: string | null;
+            /** Duration Ms */
+            duration_ms: number;
+        };
+        /**
+         * DeliveryList
+         * @description The deliveries of a submission or comparison, newest first.
+         * @example {
+         *       "items": [
+         *         {
+         *           "attempts": [
+         *             {
+         *               "at": "2026-01-01T12:00:00.1Z",
+         *               "attempt": 1,
+         *               "duration_ms": 12.5,
+         *               "status_code": 200
+         *             }
+         *           ],
+         *           "created_at": "2026-01-01T12:00:00Z",
+         *           "delivered_at": "2026-01-01T12:00:00.2Z",
+         *           "event_type": "submission.ended",
+         *           "id": "dlv_5f1c0e9a7d4e0f8b5a2c1d0e",
+         *           "redelivery": false,
+         *           "status": "delivered",
+         *           "url": "https://hooks.example.org/uqeval"
+         *         }
+         *       ]
+         *     }
+         */
+        DeliveryList: {
+            /** Items */
+            items: components["schemas"]["Delivery"][];
         };
         /**
          * DirichletPrediction
@@ -3449,6 +3677,12 @@ export interface components {
              */
             benchmark_id?: string | null;
             /**
+             * Callback Url
+             * @description Where a signed JSON event is POSTed when the job ends (see docs/webhooks.md); needs the key's webhook secret (POST /v1/webhook-secret).
+             * @default null
+             */
+            callback_url?: string | null;
+            /**
              * Prediction
              * @description The prediction; its "kind" selects the arrays.
              */
@@ -3680,6 +3914,12 @@ export interface components {
              * @default null
              */
             benchmark_id?: string | null;
+            /**
+             * Callback Url
+             * @description Where a signed JSON event is POSTed when the job ends (see docs/webhooks.md); needs the key's webhook secret (POST /v1/webhook-secret).
+             * @default null
+             */
+            callback_url?: string | null;
             /**
              * Kind
              * @description The prediction kind; the NPZ holds its arrays.
@@ -3920,6 +4160,23 @@ export interface components {
              * @description Its SHA-256 (hex), as checked against Content-Digest.
              */
             sha256: string;
+        };
+        /**
+         * WebhookSecret
+         * @description The new webhook secret of the calling key: shown once.
+         * @example {
+         *       "created_at": "2026-01-01T12:00:00Z",
+         *       "secret": "whsec_3q2-7wLz0bB1c9wq0nJY5k8G2rjX6e0rT1aQk0Jm9Yc"
+         *     }
+         */
+        WebhookSecret: {
+            /**
+             * Secret
+             * @description Signs every webhook event of this key from now on (HMAC-SHA256, header UQEval-Signature); a previous secret no longer does. Keep it: it is not shown again.
+             */
+            secret: string;
+            /** Created At */
+            created_at: string;
         };
     };
     responses: never;
@@ -5748,6 +6005,411 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ComparisonDetail"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    createWebhookSecret: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookSecret"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    listSubmissionDeliveries: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The submission id. */
+                sub_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryList"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    resendSubmissionEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The submission id. */
+                sub_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Delivery"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the resource's state. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    listComparisonDeliveries: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The comparison id. */
+                cmp_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryList"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    resendComparisonEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The comparison id. */
+                cmp_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Delivery"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the resource's state. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    streamSubmissionEvents: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The submission id. */
+                sub_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
                 };
             };
             /** @description No API key, or an unknown or revoked one. */

@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 
 from service import jobs
 from service.api import access
+from service.api.callbacks import check_callback
 from service.api.deps import KeyDep, SettingsDep, StoreDep
 from service.api.errors import ApiError
 from service.api.routes.common import errors, links
@@ -157,12 +158,16 @@ def _estimators(bench: BenchmarkRecord, metrics: list[str], names: list[str]) ->
 def _create(
     store: Store, settings: Settings, key: ApiKeyRecord, body: ComparisonCreate
 ) -> dict[str, Any]:
+    request = _request(store, key, body)
+    if body.callback_url is not None:
+        check_callback(store, settings, key, body.callback_url)
     record = {
         "id": "cmp_" + secrets.token_hex(12),
         "owner": key.key_id,
         "team": key.team,
         "created_at": now_iso(),
-        "request": _request(store, key, body),
+        "request": request,
+        "callback_url": body.callback_url,
     }
     jobs.submit_comparison(store, settings, record)
     return record

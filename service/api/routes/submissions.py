@@ -16,10 +16,11 @@ from fastapi import APIRouter, Header, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from service import jobs
+from service import jobs, notifications
 from service import keys as schema_keys
 from service.api import access
 from service.api.auth import admitted, ensure_admin_key, key_required, run_read
+from service.api.callbacks import check_callback
 from service.api.deps import KeyDep, SettingsDep, StoreDep, TokenDep, get_settings, get_store
 from service.api.errors import ApiError
 from service.api.payload import (
@@ -189,7 +190,7 @@ def _check(sub: DecodedSubmission, settings: Settings, store: Store) -> ValidSub
             raise ApiError(404, f"no benchmark {sub.benchmark_id!r}", field="benchmark_id")
     valid = validate(sub, settings, bench)
     _check_memory(valid, bench, settings)
-    return valid
+    return replace(valid, callback_url=sub.callback_url)
 
 
 def _check_memory(valid: ValidSubmission, bench: Any, settings: Settings) -> None:
@@ -238,6 +239,7 @@ def _submit(
             visibility=valid.visibility,
             benchmark=valid.benchmark_id,
             quota=quota,
+            callback_url=valid.callback_url,
         )
     except QuotaExceeded as exc:
         headers = None if exc.retry_after_s is None else {"Retry-After": str(exc.retry_after_s)}
@@ -343,6 +345,8 @@ async def accept(
     idempotency_key: str | None,
 ) -> JSONResponse:
     """Store and queue ``valid``: the 202 answer of ``POST /v1/submissions``."""
+    if valid.callback_url is not None:
+        await run_in_threadpool(check_callback, store, settings, key, valid.callback_url)
     record, created, position = await run_in_threadpool(
         _submit, store, settings, key, valid, idempotency_key
     )
@@ -505,9 +509,12 @@ def delete_submission(sub_id: SubId, key: KeyDep, store: StoreDep) -> Response:
     response_model=SubmissionDetail,
     responses=errors(401, 403, 404, 409, 422, 503),
 )
-def cancel_submission(sub_id: SubId, key: KeyDep, store: StoreDep) -> SubmissionDetail:
+def cancel_submission(
+    sub_id: SubId, key: KeyDep, store: StoreDep, settings: SettingsDep
+) -> SubmissionDetail:
     """A queued job is cancelled at once; a running one stops at its next checkpoint
-    (``cancel_requested`` is true until then). A finished job answers 409."""
+    (``cancel_requested`` is true until then). A finished job answers 409. A cancelled job
+    with a ``callback_url`` gets its end event."""
     record = _changeable(store, key, sub_id)
     if record.status in TERMINAL:
         raise ApiError(
@@ -518,4 +525,6 @@ def cancel_submission(sub_id: SubId, key: KeyDep, store: StoreDep) -> Submission
     updated = store.cancel_submission(sub_id)
     if updated is None:
         raise ApiError(404, f"no submission {sub_id!r}", field="sub_id")
+    if updated.status == "cancelled":
+        notifications.ended(store, settings, "submission", sub_id)
     return detail(store, updated)

@@ -62,6 +62,13 @@ from service.api.schemas.leaderboards import (
     LeaderboardEntry,
     RankStatus,
 )
+from service.api.schemas.notifications import (
+    CallbackUrl,
+    Delivery,
+    DeliveryAttempt,
+    DeliveryList,
+    WebhookSecret,
+)
 from service.api.schemas.predictions import (
     EXAMPLE_ARRAYS,
     EXAMPLE_FIELDS,
@@ -109,9 +116,13 @@ __all__ = [
     "BenchmarkSettings",
     "BenchmarkUpdate",
     "BootstrapOptions",
+    "CallbackUrl",
     "ComparisonAccepted",
     "ComparisonCreate",
     "ComparisonDetail",
+    "Delivery",
+    "DeliveryAttempt",
+    "DeliveryList",
     "ErrorDetail",
     "ErrorResponse",
     "EstimatorName",
@@ -157,4 +168,5 @@ __all__ = [
     "UploadPart",
     "Vector",
     "Visibility",
+    "WebhookSecret",
 ]

@@ -13,6 +13,7 @@ from service.api.schemas.common import (
     PlotLink,
     StrictModel,
 )
+from service.api.schemas.notifications import CallbackUrl
 from service.store import Status
 
 
@@ -67,6 +68,11 @@ class ComparisonCreate(StrictModel):
     )
     method: Literal["percentile", "bca"] | None = Field(
         default=None, description="Default: the benchmark's method. Admins only."
+    )
+    callback_url: CallbackUrl | None = Field(
+        default=None,
+        description="Where a signed JSON event is POSTed when the comparison ends (see "
+        "docs/webhooks.md); needs the key's webhook secret (POST /v1/webhook-secret).",
     )
 
     @field_validator("submission_ids")

@@ -19,6 +19,7 @@ from service.api.schemas.common import (
     Visibility,
     check_json_value,
 )
+from service.api.schemas.notifications import CallbackUrl
 from service.api.schemas.predictions import Prediction
 from service.kinds import CLASSIFICATION_KINDS
 from service.store import Status
@@ -49,6 +50,12 @@ class SubmissionFields(StrictModel):
         default=None,
         description="Evaluate against this benchmark's hidden targets (then send no y, "
         "sample_weight, groups or analyses).",
+    )
+
+    callback_url: CallbackUrl | None = Field(
+        default=None,
+        description="Where a signed JSON event is POSTed when the job ends (see "
+        "docs/webhooks.md); needs the key's webhook secret (POST /v1/webhook-secret).",
     )
 
     @model_validator(mode="after")
