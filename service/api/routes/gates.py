@@ -107,9 +107,14 @@ def _checks(bench: BenchmarkRecord, body: GateCreate) -> tuple[list[dict[str, An
             if est != own and est not in estimators:
                 estimators.append(est)
         entry = board_name(m, est, own)
-        if any(c["entry"] == entry and c["mode"] == check.mode for c in out):
+        if any(
+            (c["entry"], c["mode"], c["allowed"]) == (entry, check.mode, check.allowed) for c in out
+        ):
             raise ApiError(
-                422, f"check {entry!r} ({check.mode}) is listed twice", field="checks", index=i
+                422,
+                f"check {entry!r} ({check.mode}, allowed {check.allowed:g}) is listed twice",
+                field="checks",
+                index=i,
             )
         out.append(
             {
