@@ -138,6 +138,52 @@ class GateCheckResult(BaseModel):
 class GateDetail(BaseModel):
     """A gate: its request, status and, once it succeeded, the decision and the evidence."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "id": "gate_5d4c3b2a1f0e",
+                    "status": "succeeded",
+                    "progress": 100.0,
+                    "created_at": "2026-01-01T12:00:00Z",
+                    "finished_at": "2026-01-01T12:00:02Z",
+                    "error": None,
+                    "request": {"benchmark_id": "bench_0f1e2d3c4b5a6978"},
+                    "passed": False,
+                    "reason": "failed: crps",
+                    "checks": [
+                        {
+                            "metric": "crps",
+                            "estimator": None,
+                            "mode": "absolute",
+                            "allowed": 0.01,
+                            "allowance": 0.01,
+                            "candidate": 0.61,
+                            "reference": 0.55,
+                            "degradation": 0.06,
+                            "low": 0.04,
+                            "high": 0.08,
+                            "p_value": 0.01,
+                            "p_value_adjusted": 0.01,
+                            "passed": False,
+                            "outcome": "fail",
+                            "reason": "the degradation exceeds the allowance 0.01 ...",
+                        }
+                    ],
+                    "evidence": {
+                        "n_resamples": 1000,
+                        "seed": 0,
+                        "level": 0.95,
+                        "method": "percentile",
+                        "unit": "row",
+                        "correction": "holm",
+                    },
+                    "warnings": [],
+                }
+            ]
+        }
+    )
+
     id: str
     status: Status
     progress: float | None = None
