@@ -20,6 +20,7 @@ from uqeval import arrays as A
 from uqeval._http import Call, ProgressFn
 from uqeval.config import resolve
 from uqeval.errors import BadRequest, JobFailed
+from uqeval.gates import Gate, parse_checks
 from uqeval.models import (
     ApiKey,
     Benchmark,
@@ -533,3 +534,42 @@ class ClientBase:
     @staticmethod
     def _leaderboard(doc: dict[str, Any]) -> Leaderboard:
         return Leaderboard.from_json(doc)
+
+    # -- quality gates -------------------------------------------------------------------
+
+    @staticmethod
+    def _gate_call(
+        benchmark: Any,
+        candidate: Any,
+        reference: Any,
+        checks: Any,
+        confidence: float | None,
+        correction: str,
+        n_resamples: int | None,
+        seed: int | None,
+    ) -> Call:
+        body: dict[str, Any] = {
+            "benchmark_id": _id(benchmark),
+            "candidate": _id(candidate),
+            "reference": _id(reference),
+            "checks": parse_checks(checks),
+            "correction": correction,
+        }
+        # Sent only when given: the service's defaults (for non-admin keys, the benchmark's).
+        for name, value in (("confidence", confidence), ("n_resamples", n_resamples)):
+            if value is not None:
+                body[name] = value
+        if seed is not None:
+            body["seed"] = int(seed)
+        return Call("POST", "/v1/gates", policy="write", json=body, ok=(202,))
+
+    @staticmethod
+    def _get_gate_call(gate_id: Any) -> Call:
+        return Call("GET", f"/v1/gates/{_id(gate_id)}")
+
+    @staticmethod
+    def _gate_finished(gate: Gate) -> Gate:
+        if gate.status == "succeeded":
+            return gate
+        why = f": {gate.error}" if gate.error else ""
+        raise JobFailed(f"gate {gate.id} {gate.status}{why}", job=gate)

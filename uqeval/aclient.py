@@ -11,7 +11,7 @@ import asyncio
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -39,6 +39,7 @@ from uqeval._http import (
     unavailable,
 )
 from uqeval.errors import BadRequest, NotFound, RateLimited, ServerUnavailable
+from uqeval.gates import Gate
 from uqeval.models import (
     ApiKey,
     Benchmark,
@@ -543,6 +544,61 @@ class AsyncClient(ClientBase):
         """As :meth:`uqeval.Client.ready`, awaited."""
         response = await self._send(Call("GET", "/readyz", ok=(200, 503), policy="write"))
         return dict(response.json())
+
+    # -- quality gates -------------------------------------------------------------------
+
+    async def gate(
+        self,
+        benchmark: Any,
+        candidate: Any,
+        reference: Any,
+        checks: Any,
+        *,
+        confidence: float | None = None,
+        correction: str = "holm",
+        n_resamples: int | None = None,
+        seed: int | None = None,
+        wait: bool = True,
+        progress: Callable[[Gate], None] | None = None,
+        timeout: float | None = None,
+    ) -> Gate:
+        """As :meth:`uqeval.Client.gate`, awaited."""
+        call = self._gate_call(
+            benchmark, candidate, reference, checks, confidence, correction, n_resamples, seed
+        )
+        gate_id = (await self._json(call))["id"]
+        if wait:
+            return await self.wait_gate(gate_id, progress=progress, timeout=timeout)
+        return await self.get_gate(gate_id)
+
+    async def get_gate(self, id: Any) -> Gate:
+        """As :meth:`uqeval.Client.get_gate`, awaited."""
+        return Gate.from_json(await self._json(self._get_gate_call(id)))
+
+    async def wait_gate(
+        self,
+        id: Any,
+        *,
+        progress: Callable[[Gate], None] | None = None,
+        timeout: float | None = None,
+        poll_interval: float = POLL_START_S,
+    ) -> Gate:
+        """As :meth:`uqeval.Client.wait_gate`, awaited."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interval = poll_interval
+        seen: str | None = None
+        while True:
+            gate = await self.get_gate(id)
+            if gate.status != seen:
+                seen = gate.status
+                if progress is not None:
+                    progress(gate)
+            if gate.done:
+                return self._gate_finished(gate)
+            if deadline is not None and time.monotonic() + interval > deadline:
+                raise TimeoutError(f"gate {gate.id} is still {gate.status} after {timeout} s")
+            await asyncio.sleep(interval)
+            interval = min(max(POLL_MAX_S, poll_interval), interval * 1.5)
 
 
 def _offset(progress: ProgressFn, done: int, total: int) -> ProgressFn:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -40,6 +40,7 @@ from uqeval._http import (
     unavailable,
 )
 from uqeval.errors import BadRequest, NotFound, RateLimited, ServerUnavailable
+from uqeval.gates import Gate
 from uqeval.models import (
     Benchmark,
     Comparison,
@@ -729,6 +730,93 @@ class Client(AdminCalls):
                 return self._comparison_finished(cmp)
             if deadline is not None and time.monotonic() + interval > deadline:
                 raise TimeoutError(f"comparison {cmp.id} is still {cmp.status} after {timeout} s")
+            time.sleep(interval)
+            interval = min(max(POLL_MAX_S, poll_interval), interval * 1.5)
+
+    # -- quality gates -------------------------------------------------------------------
+
+    def gate(
+        self,
+        benchmark: Any,
+        candidate: Any,
+        reference: Any,
+        checks: Any,
+        *,
+        confidence: float | None = None,
+        correction: str = "holm",
+        n_resamples: int | None = None,
+        seed: int | None = None,
+        wait: bool = True,
+        progress: Callable[[Gate], None] | None = None,
+        timeout: float | None = None,
+    ) -> Gate:
+        """Gate a candidate submission against a reference on one benchmark.
+
+        Each check fails only when the candidate is worse than the reference by more than its
+        allowance with the stated confidence (a one-sided paired bootstrap bound; Holm's
+        adjustment over the checks by default). See docs/gates.md.
+
+        Parameters
+        ----------
+        benchmark : str or Benchmark
+        candidate, reference : str or Submission
+            Succeeded submissions on the benchmark that the key can read.
+        checks : str, mapping, or a list of them
+            ``"crps:0.01"`` (absolute), ``"ece:5%"`` (relative to the reference's |value|),
+            ``"auroc_ood[entropy_bma]:0.02"``, or ``{"metric", "allowed", "mode",
+            "estimator"}`` (1 to 50 checks).
+        confidence : float, optional
+            Default: the benchmark's level (other keys than admins: 0.9, 0.95 or 0.99).
+        correction : "holm" or "none"
+        n_resamples, seed
+            The bootstrap's B and seed: the benchmark's unless an admin chooses them.
+        wait : bool
+            Wait for the decision (default).
+        progress : callable, optional
+            With ``wait``: ``progress(gate)`` when its status changes.
+        timeout : float, optional
+            With ``wait``: the longest wait in seconds.
+
+        Returns
+        -------
+        Gate
+            With ``wait``, the decision: ``passed`` True, False, or None (undecided).
+        """
+        call = self._gate_call(
+            benchmark, candidate, reference, checks, confidence, correction, n_resamples, seed
+        )
+        gate_id = self._json(call)["id"]
+        if wait:
+            return self.wait_gate(gate_id, progress=progress, timeout=timeout)
+        return self.get_gate(gate_id)
+
+    def get_gate(self, id: Any) -> Gate:
+        """A gate's state and, once it succeeded, its decision."""
+        return Gate.from_json(self._json(self._get_gate_call(id)))
+
+    def wait_gate(
+        self,
+        id: Any,
+        *,
+        progress: Callable[[Gate], None] | None = None,
+        timeout: float | None = None,
+        poll_interval: float = POLL_START_S,
+    ) -> Gate:
+        """Wait until a gate ends (as :meth:`wait_comparison`); JobFailed if it failed,
+        TimeoutError after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interval = poll_interval
+        seen: str | None = None
+        while True:
+            gate = self.get_gate(id)
+            if gate.status != seen:
+                seen = gate.status
+                if progress is not None:
+                    progress(gate)
+            if gate.done:
+                return self._gate_finished(gate)
+            if deadline is not None and time.monotonic() + interval > deadline:
+                raise TimeoutError(f"gate {gate.id} is still {gate.status} after {timeout} s")
             time.sleep(interval)
             interval = min(max(POLL_MAX_S, poll_interval), interval * 1.5)
 

@@ -24,7 +24,7 @@ reports after each block); the result names each submission's model and team
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from service.rest_text import rest_document, rest_text
@@ -32,6 +32,8 @@ from service.store import TERMINAL, Store
 from uqcore import UQValidationError
 from uqcore.report import json_safe
 from uqcore.stability import compare_all
+from uqcore.stability.gate import holm
+from worker.gates import compute_gate
 from worker.ranks import _prediction, benchmark_targets, resampling
 
 __all__ = ["CORRECTION", "holm", "run_comparison"]
@@ -43,23 +45,6 @@ CORRECTION = (
     "(family-wise error rate at the nominal level); intervals and P(better) are per pair, "
     "unadjusted"
 )
-
-
-def holm(p_values: Sequence[float | None]) -> list[float | None]:
-    """Holm-adjusted p-values (None stays None and does not count in the family).
-
-    >>> holm([0.01, 0.04, 0.03])
-    [0.03, 0.06, 0.06]
-    """
-    idx = [i for i, p in enumerate(p_values) if p is not None]
-    m = len(idx)
-    out: list[float | None] = [None] * len(p_values)
-    running = 0.0
-    for rank, i in enumerate(sorted(idx, key=lambda i: float(p_values[i] or 0.0))):
-        adjusted = min(1.0, (m - rank) * float(p_values[i] or 0.0))
-        running = max(running, adjusted)
-        out[i] = round(running, 15)
-    return out
 
 
 def _submissions(store: Store, sub_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -80,6 +65,8 @@ def _submissions(store: Store, sub_ids: list[str]) -> dict[str, dict[str, Any]]:
 def _compute(
     store: Store, request: dict[str, Any], progress: Callable[[float], None] | None = None
 ) -> dict[str, Any]:
+    if request.get("kind") == "gate":  # a quality gate runs as a comparison (worker.gates)
+        return compute_gate(store, request, progress)
     bench = store.get_benchmark(request["benchmark_id"])
     targets = store.load_benchmark_arrays(request["benchmark_id"])
     if bench is None or targets is None:

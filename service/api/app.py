@@ -31,6 +31,7 @@ from service.api.routes import (
     benchmarks,
     catalogue,
     comparisons,
+    gates,
     health,
     leaderboards,
     notifications,
@@ -86,6 +87,10 @@ TAGS = [
     {
         "name": "comparisons",
         "description": "Paired bootstrap comparisons of submissions on a benchmark.",
+    },
+    {
+        "name": "gates",
+        "description": "Quality gates: is a candidate worse than a reference beyond an allowance?",
     },
     {
         "name": "plots",
@@ -196,6 +201,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         health.router,
     ):
         app.include_router(router)
+    app.include_router(gates.router)  # quality gates
     docs.install(app)
     ui.install(app)  # the web pages under /ui/
     app.add_middleware(BodyLimit)  # bodies read whole by FastAPI: at most 1 MiB

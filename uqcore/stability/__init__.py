@@ -18,6 +18,7 @@ from uqcore.stability.bootstrap import (
 )
 from uqcore.stability.compare import Comparisons, compare, compare_all, rank_distribution
 from uqcore.stability.convergence import convergence, minimum_reliable_size
+from uqcore.stability.gate import quality_gate
 
 __all__ = [
     "BIASED_METRICS",
@@ -33,6 +34,7 @@ __all__ = [
     "convergence",
     "iter_bootstrap_values",
     "minimum_reliable_size",
+    "quality_gate",
     "rank_distribution",
 ]
 

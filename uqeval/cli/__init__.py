@@ -4,7 +4,7 @@ Commands (``uqeval COMMAND --help`` for each):
 
 - run the service: ``serve``, ``worker``, ``api``
 - submissions: ``login``, ``submit``, ``status``, ``results``, ``list``, ``cancel``, ``delete``
-- benchmarks: ``leaderboard``, ``compare``, ``benchmarks list|show|create|update|delete``
+- benchmarks: ``leaderboard``, ``compare``, ``gate``, ``benchmarks list|show|create|update|delete``
 - administration: ``teams list|create``, ``keys list|create|revoke``
 - on this machine, no server: ``evaluate``, ``metrics``
 
@@ -38,7 +38,7 @@ from typing import Annotated, Any
 import typer
 import typer.main
 
-from uqeval.cli import admin, boards, local, server, submissions
+from uqeval.cli import admin, boards, gates, local, server, submissions
 from uqeval.cli.common import Group, State
 
 __all__ = ["EXIT_CODES", "app", "main"]
@@ -130,6 +130,7 @@ submissions.register(app)
 boards.register(app)
 admin.register(app)
 local.register(app)
+gates.register(app)
 
 
 def command() -> Any:

@@ -698,6 +698,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/gates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Gate a candidate submission against a reference
+         * @description Queue a quality gate: for each check (metric, allowance), is the candidate worse than
+         *     the reference by more than the allowance, with the stated confidence? The degradation
+         *     D = badness(candidate) − badness(reference) (> 0: worse) is bootstrapped on the
+         *     benchmark's paired resamples; a check fails iff its (Holm-adjusted) p-value of H0:
+         *     D <= allowance is <= 1 − confidence — with one check, iff the lower one-sided bound of D
+         *     exceeds the allowance. The gate passes iff every check passes (docs/gates.md).
+         */
+        post: operations["createGate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/gates/{gate_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Status and decision of a gate
+         * @description The gate's status (queued, running, succeeded, failed with the reason) and, once it
+         *     succeeded, ``passed`` (true, false, or null when a check could not be decided), each
+         *     check's values, degradation, bounds, p-values and outcome, and the evidence (B, seed,
+         *     level, method, resampling unit, correction). Another team's gate answers 404.
+         */
+        get: operations["getGate"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2515,6 +2563,265 @@ export interface components {
          */
         ErrorResponse: {
             error: components["schemas"]["ErrorDetail"];
+        };
+        /**
+         * GateAccepted
+         * @description A queued gate (202).
+         * @example {
+         *       "id": "gate_5d4c3b2a1f0e",
+         *       "status": "queued",
+         *       "status_url": "/v1/gates/gate_5d4c3b2a1f0e"
+         *     }
+         */
+        GateAccepted: {
+            /** Id */
+            id: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            /** Status Url */
+            status_url: string;
+        };
+        /**
+         * GateCheck
+         * @description One check: the candidate may be worse than the reference by at most the allowance.
+         */
+        GateCheck: {
+            /**
+             * Metric
+             * @description One of the benchmark's metrics.
+             */
+            metric: string;
+            /**
+             * Estimator
+             * @description Classification benchmarks: the metric under this estimator (its board 'metric[estimator]'); default: the metric's own.
+             */
+            estimator?: string | null;
+            /**
+             * Allowed
+             * @description The allowed degradation: in the metric's units (absolute), or a fraction of the reference's |value| (relative: 0.05 = 5 %).
+             */
+            allowed: number;
+            /**
+             * Mode
+             * @default absolute
+             * @enum {string}
+             */
+            mode?: "absolute" | "relative";
+        };
+        /**
+         * GateCheckResult
+         * @description One check's answer (values in the metric's units; degradation > 0 = candidate worse).
+         */
+        GateCheckResult: {
+            /** Metric */
+            metric: string;
+            /** Estimator */
+            estimator?: string | null;
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "absolute" | "relative";
+            /** Allowed */
+            allowed: number;
+            /**
+             * Allowance
+             * @description The allowance in the metric's units.
+             */
+            allowance: number | null;
+            /** Candidate */
+            candidate: number | null;
+            /** Reference */
+            reference: number | null;
+            /**
+             * Degradation
+             * @description badness(candidate) − badness(reference); badness is the value for lower-is-better metrics, −value for higher-is-better, |value − best| for target ones.
+             */
+            degradation: number | null;
+            /**
+             * Low
+             * @description Lower one-sided bound of the degradation at the level.
+             */
+            low: number | null;
+            /**
+             * High
+             * @description Upper one-sided bound of the degradation at the level.
+             */
+            high: number | null;
+            /**
+             * P Value
+             * @description Of H0: degradation <= allowance.
+             */
+            p_value: number | null;
+            /** P Value Adjusted */
+            p_value_adjusted: number | null;
+            /**
+             * Passed
+             * @description null: the check could not be decided (outcome error).
+             */
+            passed: boolean | null;
+            /**
+             * Outcome
+             * @enum {string}
+             */
+            outcome: "pass" | "fail" | "error";
+            /** Reason */
+            reason: string | null;
+            /** Direction */
+            direction?: string | null;
+            /** N Valid */
+            n_valid?: number | null;
+            /** N Undefined */
+            n_undefined?: number | null;
+        };
+        /**
+         * GateCreate
+         * @description Gate a candidate submission against a reference on one benchmark (paired bootstrap).
+         * @example {
+         *       "benchmark_id": "bench_0f1e2d3c4b5a6978",
+         *       "candidate": "sub_new",
+         *       "checks": [
+         *         {
+         *           "allowed": 0.01,
+         *           "metric": "crps",
+         *           "mode": "absolute"
+         *         },
+         *         {
+         *           "allowed": 0.05,
+         *           "metric": "ece",
+         *           "mode": "relative"
+         *         }
+         *       ],
+         *       "reference": "sub_old"
+         *     }
+         */
+        GateCreate: {
+            /** Benchmark Id */
+            benchmark_id: string;
+            /**
+             * Candidate
+             * @description The succeeded submission under test.
+             */
+            candidate: string;
+            /**
+             * Reference
+             * @description The succeeded submission it must not be worse than.
+             */
+            reference: string;
+            /** Checks */
+            checks: components["schemas"]["GateCheck"][];
+            /**
+             * Confidence
+             * @description Of the one-sided bound: a check fails only when the degradation exceeds the allowance with this confidence. Default: the benchmark's level. Keys other than admins may give 0.9, 0.95, 0.99 or the benchmark's level.
+             */
+            confidence?: number | null;
+            /**
+             * Correction
+             * @description Holm's step-down adjustment of the checks' p-values (family-wise error rate 1 − confidence over the checks), or none.
+             * @default holm
+             * @enum {string}
+             */
+            correction?: "holm" | "none";
+            /**
+             * N Resamples
+             * @description B, as for comparisons. Admins only.
+             */
+            n_resamples?: number | null;
+            /**
+             * Seed
+             * @description Default: the benchmark's seed. Admins only.
+             */
+            seed?: number | null;
+            /**
+             * Method
+             * @description The percentile bootstrap (the one whose bound and p-value agree).
+             */
+            method?: "percentile" | null;
+        };
+        /**
+         * GateDetail
+         * @description A gate: its request, status and, once it succeeded, the decision and the evidence.
+         * @example {
+         *       "checks": [
+         *         {
+         *           "allowance": 0.01,
+         *           "allowed": 0.01,
+         *           "candidate": 0.61,
+         *           "degradation": 0.06,
+         *           "high": 0.08,
+         *           "low": 0.04,
+         *           "metric": "crps",
+         *           "mode": "absolute",
+         *           "outcome": "fail",
+         *           "p_value": 0.01,
+         *           "p_value_adjusted": 0.01,
+         *           "passed": false,
+         *           "reason": "the degradation exceeds the allowance 0.01 ...",
+         *           "reference": 0.55
+         *         }
+         *       ],
+         *       "created_at": "2026-01-01T12:00:00Z",
+         *       "evidence": {
+         *         "correction": "holm",
+         *         "level": 0.95,
+         *         "method": "percentile",
+         *         "n_resamples": 1000,
+         *         "seed": 0,
+         *         "unit": "row"
+         *       },
+         *       "finished_at": "2026-01-01T12:00:02Z",
+         *       "id": "gate_5d4c3b2a1f0e",
+         *       "passed": false,
+         *       "progress": 100,
+         *       "reason": "failed: crps",
+         *       "request": {
+         *         "benchmark_id": "bench_0f1e2d3c4b5a6978"
+         *       },
+         *       "status": "succeeded",
+         *       "warnings": []
+         *     }
+         */
+        GateDetail: {
+            /** Id */
+            id: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+            /** Progress */
+            progress?: number | null;
+            /** Created At */
+            created_at: string;
+            /** Finished At */
+            finished_at?: string | null;
+            /** Error */
+            error?: string | null;
+            /** Request */
+            request: {
+                [key: string]: unknown;
+            };
+            /**
+             * Passed
+             * @description true: every check passed; false: a check failed; null: not finished, or no check failed and one could not be decided (see reason).
+             */
+            passed?: boolean | null;
+            /** Reason */
+            reason?: string | null;
+            /** Checks */
+            checks?: components["schemas"]["GateCheckResult"][] | null;
+            /**
+             * Evidence
+             * @description n_resamples, seed, level (the confidence), method, unit (the resampling unit), correction, the test and how p-values are shown.
+             */
+            evidence?: {
+                [key: string]: unknown;
+            } | null;
+            /** Warnings */
+            warnings?: string[];
         };
         /**
          * GaussianPrediction
@@ -7168,6 +7475,160 @@ export interface operations {
                 content: {
                     /** @example uqeval_queue_depth{queue="cpu"} 0.0 */
                     "text/plain": string;
+                };
+            };
+        };
+    };
+    createGate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GateCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GateAccepted"];
+                };
+            };
+            /** @description The body cannot be decoded (not JSON, not an NPZ archive, broken gzip). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body (or its decompressed content) exceeds the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getGate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                gate_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GateDetail"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
         };

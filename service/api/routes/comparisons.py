@@ -201,7 +201,7 @@ def readable_comparison(store: Store, key: ApiKeyRecord, cmp_id: str) -> dict[st
     """The comparison ``cmp_id`` if ``key`` may read it (its team's; admins: all); 404 like
     an unknown id otherwise."""
     doc = store.get_comparison(cmp_id)
-    if doc is None:
+    if doc is None or doc["request"].get("kind") == "gate":  # a gate reads at /v1/gates
         raise ApiError(404, f"no comparison {cmp_id!r}", field="cmp_id")
     team = doc.get("team")
     mine = team == key.team if key.team is not None else doc["owner"] == key.key_id
