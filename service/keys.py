@@ -426,3 +426,27 @@ def curves_blobs(sub_id: str) -> str:
     """The blob-store prefix of a submission's kept curves (not a Redis key): they live as
     long as the submission, past its arrays."""
     return f"curves/{sub_id}/"
+
+
+# Public/private split of benchmarks and final submissions.
+
+
+def private_result(sub_id: str) -> str:
+    """The sealed result of a benchmark submission on its benchmark's private rows (read by
+    no route while the benchmark is open)."""
+    return f"{PREFIX}sub:{sub_id}:private"
+
+
+def finals(bench_id: str, team: str) -> str:
+    """The set of submissions a team marked final on a benchmark."""
+    return f"{PREFIX}bench:{bench_id}:finals:{team}"
+
+
+def finals_pattern(bench_id: str) -> str:
+    return f"{PREFIX}bench:{bench_id}:finals:*"
+
+
+def bench_submissions(bench_id: str) -> str:
+    """Sorted set of the submissions that succeeded on a benchmark (the candidates of the
+    default finals)."""
+    return f"{PREFIX}bench:{bench_id}:succeeded"

@@ -30,6 +30,7 @@ from service.api.routes import (
     admin,
     benchmarks,
     catalogue,
+    finals,
     comparisons,
     health,
     leaderboards,
@@ -194,6 +195,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         health.router,
     ):
         app.include_router(router)
+    app.include_router(finals.router)
     docs.install(app)
     ui.install(app)  # the web pages under /ui/
     app.add_middleware(BodyLimit)  # bodies read whole by FastAPI: at most 1 MiB

@@ -20,6 +20,7 @@ data of the previous in-Redis codec is still read) — never JSON.
 - :mod:`~service.store.workers`: the worker registry and job counters;
 - :mod:`~service.store.plots`: rendered plots and their claims;
 - :mod:`~service.store.blobsweep`: the blob objects follow the retention of their manifests;
+- :mod:`~service.store.finals`: the parts of split benchmarks, private results, finals;
 
 over :class:`~service.store.base.StoreBase` (the client, the retry wrapper, the scripts). The
 records, statuses and exceptions are in :mod:`~service.store.records`.
@@ -32,6 +33,7 @@ from service.store.benchmarks import BenchmarkStore
 from service.store.blobsweep import BlobSweepStore
 from service.store.codec import CHUNK_BYTES
 from service.store.comparisons import ComparisonStore
+from service.store.finals import FinalsStore
 from service.store.jobs import JobStore
 from service.store.leaderboards import LeaderboardStore
 from service.store.plots import PlotStore
@@ -96,6 +98,7 @@ class Store(
     ShareLinkStore,
     WorkerStore,
     BlobSweepStore,
+    FinalsStore,
 ):
     """Typed access to the Redis data of uq-eval (see :mod:`service.keys`).
 

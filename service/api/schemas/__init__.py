@@ -31,7 +31,10 @@ from service.api.schemas.benchmarks import (
     BenchmarkRequest,
     BenchmarkSettings,
     BenchmarkUpdate,
+    FinalsList,
+    FinalSubmission,
     QuotaOptions,
+    TeamFinals,
 )
 from service.api.schemas.catalogue import MetricCatalogue, MetricInfo
 from service.api.schemas.common import (
@@ -157,4 +160,7 @@ __all__ = [
     "UploadPart",
     "Vector",
     "Visibility",
+    "FinalSubmission",
+    "FinalsList",
+    "TeamFinals",
 ]
