@@ -47,7 +47,7 @@ def draw_mask(n: int, fraction: float) -> np.ndarray[Any, Any]:
     submitter)."""
     rng = np.random.default_rng(secrets.randbits(128))
     mask = np.zeros(n, dtype=bool)
-    mask[rng.choice(n, size=int(round(fraction * n)), replace=False)] = True
+    mask[rng.choice(n, size=round(fraction * n), replace=False)] = True
     return mask
 
 

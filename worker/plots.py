@@ -122,9 +122,12 @@ def _curve_source(store: Store, record: Any, result: Mapping[str, Any], spec: Pl
             return {**result, "curves": {**held, **stored}}
     # The one loader: a benchmark submission's curves are drawn on the public rows only.
     arrays = store.load_part(record, "public")
-    if arrays is None and record.benchmark is not None:
-        if store.get_benchmark(record.benchmark) is None:
-            raise NotDrawable(f"benchmark {record.benchmark!r} was deleted")
+    if (
+        arrays is None
+        and record.benchmark is not None
+        and store.get_benchmark(record.benchmark) is None
+    ):
+        raise NotDrawable(f"benchmark {record.benchmark!r} was deleted")
     if arrays is None:
         raise NotDrawable(
             f"plot {spec.name!r} is drawn from the submission's prediction, which is no longer "

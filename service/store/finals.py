@@ -76,11 +76,11 @@ class FinalsStore(StoreBase):
 
     def note_succeeded(self, bench_id: str, sub_id: str, created_ts: float) -> None:
         """Index a succeeded benchmark submission (the candidates of default finals)."""
-        self._call(
-            lambda: self.client.zadd(keys.bench_submissions(bench_id), {sub_id: created_ts})
-        )
+        self._call(lambda: self.client.zadd(keys.bench_submissions(bench_id), {sub_id: created_ts}))
 
-    def mark_final(self, record: SubmissionRecord, team: str, final: bool) -> tuple[MarkFinal, list[str]]:
+    def mark_final(
+        self, record: SubmissionRecord, team: str, final: bool
+    ) -> tuple[MarkFinal, list[str]]:
         """Mark (or unmark) ``record`` final for ``team``; with the team's finals after it.
 
         Checked in one transaction with the benchmark's state: open, the submission

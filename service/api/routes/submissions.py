@@ -200,8 +200,7 @@ def _open(bench: Any) -> None:
     if bench.status == "closed":
         raise ApiError(
             409,
-            f"benchmark {bench.id!r} is closed (at {bench.closed_at}); it takes no new "
-            "submissions",
+            f"benchmark {bench.id!r} is closed (at {bench.closed_at}); it takes no new submissions",
             field="benchmark_id",
             code="benchmark_closed",
         )
@@ -538,8 +537,7 @@ def _mark_final(store: Store, record: SubmissionRecord, final: bool) -> None:
     if record.benchmark is None:
         raise ApiError(
             409,
-            f"submission {record.id!r} has inline targets; only benchmark submissions can be "
-            "final",
+            f"submission {record.id!r} has inline targets; only benchmark submissions can be final",
             field="final",
             code="not_final_eligible",
         )

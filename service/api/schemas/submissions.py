@@ -178,7 +178,7 @@ class SubmissionUpdate(StrictModel):
         description="private: your team (and admins) only; public: readable by every key and, "
         "once it succeeded, ranked on its benchmark's leaderboards. A succeeded submission "
         "made private leaves the leaderboards at once (its team's next best or latest public "
-        "submission takes its place); made public it enters them."
+        "submission takes its place); made public it enters them.",
     )
 
 
