@@ -2417,6 +2417,22 @@ export interface components {
         /**
          * FinalsList
          * @description The finals of a benchmark: every team's for admins, the caller's team's otherwise.
+         * @example {
+         *       "benchmark_id": "bench_0f1e2d3c4b5a6978",
+         *       "max_final": 2,
+         *       "teams": [
+         *         {
+         *           "submissions": [
+         *             {
+         *               "chosen": "explicit",
+         *               "id": "sub_3f2b6c1e9a7d4e0f8b5a2c1d0e9f8a7b",
+         *               "model_name": "deep-ensemble-5"
+         *             }
+         *           ],
+         *           "team_id": "team_1a2b3c4d5e6f"
+         *         }
+         *       ]
+         *     }
          */
         FinalsList: {
             /** Benchmark Id */

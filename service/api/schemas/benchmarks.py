@@ -370,6 +370,29 @@ class TeamFinals(BaseModel):
 class FinalsList(BaseModel):
     """The finals of a benchmark: every team's for admins, the caller's team's otherwise."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "benchmark_id": "bench_0f1e2d3c4b5a6978",
+                    "max_final": 2,
+                    "teams": [
+                        {
+                            "team_id": "team_1a2b3c4d5e6f",
+                            "submissions": [
+                                {
+                                    "id": "sub_3f2b6c1e9a7d4e0f8b5a2c1d0e9f8a7b",
+                                    "model_name": "deep-ensemble-5",
+                                    "chosen": "explicit",
+                                }
+                            ],
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+
     benchmark_id: str
     max_final: int
     teams: list[TeamFinals]
