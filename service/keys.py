@@ -467,3 +467,27 @@ def deliveries_due() -> str:
     """Zset: pending delivery ids -> when their next attempt is due (the reaper publishes a
     task again for those long overdue)."""
     return f"{PREFIX}deliveries:due"
+
+
+# Public/private split of benchmarks and final submissions.
+
+
+def private_result(sub_id: str) -> str:
+    """The sealed result of a benchmark submission on its benchmark's private rows (read by
+    no route while the benchmark is open)."""
+    return f"{PREFIX}sub:{sub_id}:private"
+
+
+def finals(bench_id: str, team: str) -> str:
+    """The set of submissions a team marked final on a benchmark."""
+    return f"{PREFIX}bench:{bench_id}:finals:{team}"
+
+
+def finals_pattern(bench_id: str) -> str:
+    return f"{PREFIX}bench:{bench_id}:finals:*"
+
+
+def bench_submissions(bench_id: str) -> str:
+    """Sorted set of the submissions that succeeded on a benchmark (the candidates of the
+    default finals)."""
+    return f"{PREFIX}bench:{bench_id}:succeeded"

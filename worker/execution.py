@@ -234,35 +234,41 @@ def run_job(
     heartbeat.start()
     try:
         record = store.get_submission(sub_id)
-        arrays = store.load_arrays(sub_id)
         if record is None:
             return "skipped:missing:"
-        if arrays is None:
+        # The one loader: a benchmark submission sees its benchmark's public rows only; a
+        # split benchmark's private rows are evaluated apart and sealed.
+        bench = None if record.benchmark is None else store.get_benchmark(record.benchmark)
+        arrays = store.load_part(record, "public")
+        private = None
+        if arrays is not None and bench is not None and bench.is_split:
+            private = store.load_part(record, "private")
+        if arrays is None or (bench is not None and bench.is_split and private is None):
+            if record.benchmark is not None and (
+                bench is None or store.load_benchmark_arrays(record.benchmark) is None
+            ):
+                return store.fail(
+                    sub_id,
+                    f"benchmark {record.benchmark!r} was deleted before this job ran",
+                    system=True,
+                )
             return store.fail(
                 sub_id,
                 "the submission's arrays are no longer stored (deleted or past the raw "
                 "retention period); submit the batch again",
                 system=True,
             )
-        if record.benchmark is not None:
-            targets = store.load_benchmark_arrays(record.benchmark)
-            if targets is None:
-                return store.fail(
-                    sub_id,
-                    f"benchmark {record.benchmark!r} was deleted before this job ran",
-                    system=True,
-                )
-            arrays = {**arrays, **targets}
         load_s = time.perf_counter() - t_start
         estimate = None
         if memory_budget is not None:
-            tname = target_field(record.kind)
-            n = int(np.shape(arrays[tname])[0]) if tname in arrays else 0
-            shapes = {k: np.shape(v) for k, v in arrays.items()}
-            estimate = estimate_job(record.kind, n, record.analyses, shapes=shapes)
-            refused = over_budget(estimate, memory_budget)
-            if refused is not None:
-                return store.fail(sub_id, f"refused by this worker: {refused}", system=True)
+            # The private part is computed after the public one: the larger decides.
+            for part in (arrays, private):
+                if part is None:
+                    continue
+                estimate = _estimate(record, part)
+                refused = over_budget(estimate, memory_budget)
+                if refused is not None:
+                    return store.fail(sub_id, f"refused by this worker: {refused}", system=True)
         task = task_of(record.kind)
         origin: Origin = "submission" if record.benchmark is None else "benchmark"
         asked = record.analyses.metrics
@@ -304,6 +310,21 @@ def run_job(
                         sub_id=sub_id,
                         split=split,
                     )
+                    if private is not None:
+                        # Sealed: stored under its own key, read by no route while open.
+                        # Computed here, without other workers (the parts read the public rows).
+                        sealed = compute(
+                            record.kind,
+                            private,
+                            record.analyses,
+                            backend=backend,
+                            checkpoint=heartbeat_check(heartbeat),
+                            input_hash=record.input_hash,
+                            load_s=load_s,
+                            origin=origin,
+                            sub_id=sub_id,
+                            split=None,
+                        )
             finally:
                 interrupter.disarm_now()
             checkpoint(99.0)
@@ -373,7 +394,11 @@ def run_job(
         later = keep and rows >= CURVES_AFTER_RESULT_ROWS
         if keep and not later:
             keep_curves(store, sub_id, record.kind, arrays, doc, record.analyses.seed)
+        if private is not None:
+            store.put_private_result(sub_id, sealed)
         outcome = store.finish(sub_id, doc, time.perf_counter() - t_start, record.queue, entries)
+        if outcome == "succeeded" and record.benchmark is not None:
+            store.note_succeeded(record.benchmark, sub_id, record.created_ts)
         if outcome == "succeeded" and later:
             keep_curves(store, sub_id, record.kind, arrays, doc, record.analyses.seed)
             if store.get_submission(sub_id) is None:  # deleted meanwhile: leave nothing
@@ -382,10 +407,25 @@ def run_job(
             log.info("result of %s not written: job is %s", sub_id, outcome)
             if outcome == "missing":  # deleted meanwhile: leave nothing of it behind
                 store.drop_curves(sub_id)
+                store.drop_private_result(sub_id)
         return outcome
     finally:
         interrupter.disarm_now()
         heartbeat.stop()
+
+
+def _estimate(record: Any, arrays: dict[str, Any]) -> Any:
+    """The memory estimate of evaluating ``arrays`` (one part's rows)."""
+    tname = target_field(record.kind)
+    n = int(np.shape(arrays[tname])[0]) if tname in arrays else 0
+    shapes = {k: np.shape(v) for k, v in arrays.items()}
+    return estimate_job(record.kind, n, record.analyses, shapes=shapes)
+
+
+def heartbeat_check(heartbeat: JobHeartbeat) -> Callable[[float], None]:
+    """A checkpoint that obeys cancel requests without reporting progress (the sealed
+    private evaluation runs after the public one has reported 100 %)."""
+    return lambda _value: heartbeat.check()
 
 
 #: From this many rows a job keeps its curves after writing its result (see :func:`run_job`).

@@ -546,14 +546,10 @@ def run_part_job(
     if not board.free(sub_id, len(split.parts)):
         return "skipped:nothing-left"
     record = store.get_submission(sub_id)
-    arrays = store.load_arrays(sub_id)
+    # The job's own loader: the public rows of a benchmark (the job splits only those).
+    arrays = None if record is None else store.load_part(record, "public")
     if record is None or arrays is None:
         return "skipped:gone"
-    if record.benchmark is not None:
-        targets = store.load_benchmark_arrays(record.benchmark)
-        if targets is None:
-            return "skipped:gone"
-        arrays = {**arrays, **targets}
     given = inputs(record.kind, arrays, backend)
     options = bootstrap_options(record.analyses, split.metrics, given)
     claimant = claimant_name(worker_name)

@@ -120,18 +120,20 @@ def _curve_source(store: Store, record: Any, result: Mapping[str, Any], spec: Pl
         stored = json.loads(zlib.decompress(kept))
         if all(name in stored for name in spec.curves):
             return {**result, "curves": {**held, **stored}}
-    arrays = store.load_arrays(record.id)
+    # The one loader: a benchmark submission's curves are drawn on the public rows only.
+    arrays = store.load_part(record, "public")
+    if (
+        arrays is None
+        and record.benchmark is not None
+        and store.get_benchmark(record.benchmark) is None
+    ):
+        raise NotDrawable(f"benchmark {record.benchmark!r} was deleted")
     if arrays is None:
         raise NotDrawable(
             f"plot {spec.name!r} is drawn from the submission's prediction, which is no longer "
             "stored (raw arrays are kept for a limited time); submit with analyses.curves = "
             "true to keep the curves in the result"
         )
-    if record.benchmark is not None:
-        targets = store.load_benchmark_arrays(record.benchmark)
-        if targets is None:
-            raise NotDrawable(f"benchmark {record.benchmark!r} was deleted")
-        arrays = {**arrays, **targets}
     drawn = _curves_json(record.kind, arrays, record.analyses.seed, list(spec.curves), spec)
     return {**result, "curves": {**held, **drawn}}
 

@@ -33,6 +33,7 @@ from service.kinds import (
 )
 from service.leaderboard import parse_board
 from service.rest_text import rest_document
+from service.splits import Part, is_private_board, public_board
 from service.store import BenchmarkRecord, Store, StoreUnavailable
 from uqcore.report import json_safe
 from uqcore.stability import compare, rank_distribution
@@ -89,9 +90,11 @@ def board_params(bench: BenchmarkRecord, board: str) -> tuple[str, dict[str, Any
     return metric, params
 
 
-def _prediction(store: Store, sub_id: str) -> Any | None:
+def _prediction(store: Store, sub_id: str, part: Part = "public") -> Any | None:
+    """The prediction of ``sub_id`` on the rows of ``part`` of its benchmark (the one loader,
+    :meth:`service.store.Store.load_part`); None when it or its arrays are gone."""
     record = store.get_submission(sub_id)
-    arrays = store.load_arrays(sub_id)
+    arrays = None if record is None else store.load_part(record, part)
     if record is None or arrays is None:
         return None
     kind = record.kind
@@ -120,13 +123,14 @@ def compute_ranks(
     until the board changes.
     """
     bench = store.get_benchmark(bench_id)
-    targets = store.load_benchmark_arrays(bench_id)
-    if bench is None or targets is None:
+    part: Part = "private" if is_private_board(metric) else "public"
+    targets = store.load_benchmark_arrays(bench_id, part)
+    if bench is None or targets is None or (part == "private" and bench.status != "closed"):
         store.release_ranks(bench_id, metric, rule)
         return None
     version = store.leaderboard_version(bench_id)
     try:
-        return _compute(store, bench, targets, metric, rule, version, limit)
+        return _compute(store, bench, targets, metric, rule, version, limit, part)
     except StoreUnavailable:
         raise
     except Exception as exc:
@@ -150,9 +154,15 @@ def _compute(
     rule: str,
     version: int,
     limit: int,
+    part: Part = "public",
 ) -> dict[str, Any]:
     bench_id = bench.id
-    board = store.leaderboard_board(bench_id, metric, rule)
+    # The submission set: the public board's, or on the private rows the best final of
+    # each team (the private board, ``"private:<board>"``).
+    if part == "private":
+        board = [(row["team"], row["submission"]) for row in store.private_board(bench, metric)]
+    else:
+        board = store.leaderboard_board(bench_id, metric, rule)
     notes: list[str] = []
     if len(board) > limit:
         notes.append(
@@ -161,11 +171,11 @@ def _compute(
         )
         board = board[:limit]
     opts = resampling(bench, targets)
-    name, params = board_params(bench, metric)
+    name, params = board_params(bench, public_board(metric))
     y, extra = benchmark_targets(bench, targets)
     preds: dict[str, Any] = {}
     for _, sub_id in board:
-        pred = _prediction(store, sub_id)
+        pred = _prediction(store, sub_id, part)
         if pred is None:
             notes.append(f"{sub_id}: arrays no longer stored; left out of the rank intervals")
             continue
@@ -186,7 +196,7 @@ def _compute(
         }
     for e in entries.values():
         e["separable_from_leader"] = None if e["rank_low"] is None else e["rank_low"] > 1
-    baseline_pred = _prediction(store, bench.baseline) if bench.baseline else None
+    baseline_pred = _prediction(store, bench.baseline, part) if bench.baseline else None
     if bench.baseline and baseline_pred is None:
         notes.append("the baseline's arrays are not stored; no baseline flags")
     estimator = params.get("estimator") if bench.task == "classification" else None

@@ -31,6 +31,7 @@ from service.api.routes import (
     benchmarks,
     catalogue,
     comparisons,
+    finals,
     gates,
     health,
     leaderboards,
@@ -202,6 +203,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
     ):
         app.include_router(router)
     app.include_router(gates.router)  # quality gates
+    app.include_router(finals.router)
     docs.install(app)
     ui.install(app)  # the web pages under /ui/
     app.add_middleware(BodyLimit)  # bodies read whole by FastAPI: at most 1 MiB

@@ -524,7 +524,7 @@ def decode_npz(
 
 
 #: The array members of a benchmark body: the targets of either task, and the optional arrays.
-BENCHMARK_ARRAYS = ("y", "labels", "soft_labels", "ood", "groups")
+BENCHMARK_ARRAYS = ("y", "labels", "soft_labels", "ood", "groups", "private_mask")
 
 
 def decode_benchmark(
@@ -556,6 +556,8 @@ def decode_benchmark(
             arrays["ood"] = np.asarray(doc.ood, dtype=bool)
         if doc.groups is not None:
             arrays["groups"] = np.asarray(doc.groups, dtype=np.int64)
+        if doc.private_mask is not None:
+            arrays["private_mask"] = np.asarray(doc.private_mask, dtype=bool)
         return req, arrays
     zf = _open_zip(body)
     with zf:
@@ -566,7 +568,7 @@ def decode_benchmark(
                 422,
                 f"NPZ member(s) {unexpected} are not fields of a benchmark; expected 'y' "
                 "(regression) or 'labels' with optionally 'soft_labels' and 'ood' "
-                "(classification), optionally 'groups', and 'request'",
+                "(classification), optionally 'groups' and 'private_mask', and 'request'",
                 field=unexpected[0],
             )
         if sum(i.file_size for i in infos.values()) > max_bytes:

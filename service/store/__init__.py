@@ -21,6 +21,7 @@ data of the previous in-Redis codec is still read) — never JSON.
 - :mod:`~service.store.plots`: rendered plots and their claims;
 - :mod:`~service.store.blobsweep`: the blob objects follow the retention of their manifests;
 - :mod:`~service.store.notifications`: webhook secrets and deliveries;
+- :mod:`~service.store.finals`: the parts of split benchmarks, private results, finals;
 
 over :class:`~service.store.base.StoreBase` (the client, the retry wrapper, the scripts). The
 records, statuses and exceptions are in :mod:`~service.store.records`.
@@ -33,6 +34,7 @@ from service.store.benchmarks import BenchmarkStore
 from service.store.blobsweep import BlobSweepStore
 from service.store.codec import CHUNK_BYTES
 from service.store.comparisons import ComparisonStore
+from service.store.finals import FinalsStore
 from service.store.jobs import JobStore
 from service.store.leaderboards import LeaderboardStore
 from service.store.notifications import NotificationStore
@@ -99,6 +101,7 @@ class Store(
     WorkerStore,
     BlobSweepStore,
     NotificationStore,
+    FinalsStore,
 ):
     """Typed access to the Redis data of uq-eval (see :mod:`service.keys`).
 

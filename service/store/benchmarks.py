@@ -18,6 +18,7 @@ import redis
 
 from service import keys
 from service.blobs import StoredArray
+from service.splits import MASK, Part, cut_rows, part_rows
 from service.store import codec
 from service.store.base import StoreBase
 from service.store.records import BenchmarkRecord, decode, now_iso
@@ -116,6 +117,10 @@ class BenchmarkStore(StoreBase):
             quota_keys += list(
                 self.client.scan_iter(match=keys.leaderboard_pattern(bench_id), count=1000)
             )
+            quota_keys += list(
+                self.client.scan_iter(match=keys.finals_pattern(bench_id), count=1000)
+            )
+            quota_keys.append(keys.bench_submissions(bench_id))
             pipe = self.client.pipeline(transaction=True)
             pipe.delete(keys.benchmark(bench_id), keys.benchmark_arrays(bench_id), *quota_keys)
             pipe.zrem(keys.benchmarks(), bench_id)
@@ -129,10 +134,22 @@ class BenchmarkStore(StoreBase):
             self.discard_blobs(prefix, blob_keys, forget=True)
         return deleted
 
-    def load_benchmark_arrays(self, bench_id: str) -> dict[str, np.ndarray[Any, Any]] | None:
+    def load_benchmark_arrays(
+        self, bench_id: str, part: Part = "public"
+    ) -> dict[str, np.ndarray[Any, Any]] | None:
         """The hidden targets of a benchmark (for the worker only; no route returns them),
-        read-only and memory-mapped (see :meth:`load_arrays`)."""
-        return self._call(
+        restricted to the rows of ``part``: the public rows by default, ``"private"`` the
+        private rows, ``"all"`` every row (a benchmark without a split: every row for each).
+        Read-only and memory-mapped where not cut (see :meth:`load_arrays`)."""
+        found = self.benchmark_part(bench_id, part)
+        return None if found is None else found[0]
+
+    def benchmark_part(
+        self, bench_id: str, part: Part = "public"
+    ) -> tuple[dict[str, np.ndarray[Any, Any]], np.ndarray[Any, Any] | None, int] | None:
+        """(the targets of ``part``, its row indices — None: every row —, the benchmark's N);
+        None when the benchmark is gone. The mask of the parts itself is never returned."""
+        arrays = self._call(
             lambda: codec.read_arrays(
                 self.client,
                 keys.benchmark_arrays(bench_id),
@@ -141,3 +158,10 @@ class BenchmarkStore(StoreBase):
                 keys.benchmark_blobs(bench_id),
             )
         )
+        if arrays is None:
+            return None
+        arrays = dict(arrays)
+        mask = arrays.pop(MASK, None)
+        n = int(np.shape(mask if mask is not None else next(iter(arrays.values())))[0])
+        rows = part_rows(mask, part)
+        return cut_rows(arrays, rows, n), rows, n

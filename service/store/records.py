@@ -124,6 +124,14 @@ class BenchmarkRecord:
     curves: Literal["none", "coarse"] = "none"
     #: The model name shown in the baseline row of the leaderboards (None: "baseline").
     baseline_name: str | None = None
+    #: Rows of the public part (None: no split, every row is public). The mask of the
+    #: private rows is stored with the hidden arrays (``private_mask``), never here.
+    n_public: int | None = None
+    #: The most submissions a team may mark final (those that rank on the private board).
+    max_final: int = 2
+    #: "closed": no new submission, finals fixed, the private board revealed (irreversible).
+    status: Literal["open", "closed"] = "open"
+    closed_at: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
@@ -141,6 +149,16 @@ class BenchmarkRecord:
             for name, held in (("ood", self.has_ood), ("soft_labels", self.has_soft_labels))
             if held
         )
+
+    @property
+    def is_split(self) -> bool:
+        """Whether the benchmark has a private part."""
+        return self.n_public is not None and self.n_public < self.n
+
+    @property
+    def private_fraction(self) -> float:
+        """The realised share of private rows (0 without a split)."""
+        return 0.0 if self.n_public is None else (self.n - self.n_public) / self.n
 
     def analyses(self, metrics: list[str], estimators: list[str] | None = None) -> Analyses:
         """The analyses of a submission on this benchmark evaluating ``metrics`` (and, for
@@ -187,6 +205,8 @@ class SubmissionRecord:
     benchmark: str | None = None
     #: Where the end of its job is posted (a signed webhook event; None: nowhere).
     callback_url: str | None = None
+    #: Marked final by its team (it ranks on its benchmark's private board).
+    final: bool = False
 
     def to_hash(self) -> dict[str, str]:
         """The Redis hash fields (None fields are left out)."""
@@ -208,6 +228,8 @@ class SubmissionRecord:
             "created_ts": repr(float(self.created_ts)),
             "visibility": self.visibility,
         }
+        if self.final:
+            out["final"] = "1"
         for name in ("started_at", "finished_at", "error", "team", "benchmark", "callback_url"):
             value = getattr(self, name)
             if value is not None:
@@ -240,6 +262,7 @@ class SubmissionRecord:
             visibility="public" if h.get("visibility") == "public" else "private",
             benchmark=h.get("benchmark"),
             callback_url=h.get("callback_url"),
+            final=h.get("final") == "1",
         )
 
 

@@ -339,6 +339,7 @@ class SubmissionStore(StoreBase):
                 keys.heartbeat(sub_id),
                 keys.submission_plots(sub_id),
                 keys.submission_curves(sub_id),
+                keys.private_result(sub_id),
             )
             pipe.zrem(keys.submissions(), sub_id)
             pipe.zrem(keys.owner_submissions(decode(owner)), sub_id)

@@ -746,6 +746,29 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/benchmarks/{bench_id}/finals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The final submissions of a benchmark
+         * @description The submissions that rank on the private board, per team, each with how it was chosen
+         *     (``explicit``: marked by the team; ``default``: one of its best public submissions by the
+         *     primary metric's public value, the team having marked none). Admins: every team;
+         *     submitters: their own team.
+         */
+        get: operations["getFinals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1729,6 +1752,12 @@ export interface components {
              */
             baseline_name?: string | null;
             /**
+             * Max Final
+             * @description The most submissions a team may mark final (PATCH /v1/submissions/{id} {"final": true}); only finals rank on the private board. A team that marks none has its best max_final public submissions by the primary metric's public value.
+             * @default 2
+             */
+            max_final?: number;
+            /**
              * Task
              * @description regression: targets y; classification: labels (optionally soft_labels and ood). Metrics are those of the task.
              * @default regression
@@ -1766,6 +1795,12 @@ export interface components {
              */
             seed?: number;
             /**
+             * Private Fraction
+             * @description Public/private split of the rows (fixed at creation): while the benchmark is open every result, board, comparison and plot is computed on the public rows only; the private rows rank the finals on the private board once it is closed. The share of private rows, drawn with a secret seed of the server (never `seed`); 0: no split. Or give private_mask.
+             * @default 0
+             */
+            private_fraction?: number;
+            /**
              * Y
              * @description Regression (required): the hidden targets, N finite values.
              * @default null
@@ -1795,6 +1830,12 @@ export interface components {
              * @default null
              */
             groups?: number[] | null;
+            /**
+             * Private Mask
+             * @description Public/private split of the rows (fixed at creation): while the benchmark is open every result, board, comparison and plot is computed on the public rows only; the private rows rank the finals on the private board once it is closed. N booleans, true = private row (NPZ: member private_mask); not with private_fraction.
+             * @default null
+             */
+            private_mask?: boolean[] | null;
         };
         /**
          * BenchmarkInfo
@@ -1817,15 +1858,18 @@ export interface components {
          *         "gaussian",
          *         "samples"
          *       ],
+         *       "max_final": 2,
          *       "metrics": [
          *         "crps",
          *         "nll",
          *         "mae"
          *       ],
          *       "n": 102,
+         *       "n_public": 102,
          *       "name": "uci-boston-split-3",
          *       "params": {},
          *       "primary_metric": "crps",
+         *       "private_fraction": 0,
          *       "public_board": false,
          *       "quota": {
          *         "per_day": 5,
@@ -1833,6 +1877,7 @@ export interface components {
          *       },
          *       "rule": "best",
          *       "seed": 0,
+         *       "status": "open",
          *       "task": "regression",
          *       "updated_at": "2026-01-01T12:00:00Z"
          *     }
@@ -1924,6 +1969,35 @@ export interface components {
              * @default false
              */
             public_board?: boolean;
+            /**
+             * Status
+             * @description closed: no new submissions; the private board is shown.
+             * @default open
+             * @enum {string}
+             */
+            status?: "open" | "closed";
+            /**
+             * Closed At
+             * @description When it was closed.
+             */
+            closed_at?: string | null;
+            /**
+             * Max Final
+             * @description The most finals a team may mark.
+             * @default 2
+             */
+            max_final?: number;
+            /**
+             * Private Fraction
+             * @description The realised share of private rows (0: no split).
+             * @default 0
+             */
+            private_fraction?: number;
+            /**
+             * N Public
+             * @description Rows of the public part (every answer is computed on these while open).
+             */
+            n_public: number;
         };
         /**
          * BenchmarkList
@@ -1948,15 +2022,18 @@ export interface components {
          *             "gaussian",
          *             "samples"
          *           ],
+         *           "max_final": 2,
          *           "metrics": [
          *             "crps",
          *             "nll",
          *             "mae"
          *           ],
          *           "n": 102,
+         *           "n_public": 102,
          *           "name": "uci-boston-split-3",
          *           "params": {},
          *           "primary_metric": "crps",
+         *           "private_fraction": 0,
          *           "public_board": false,
          *           "quota": {
          *             "per_day": 5,
@@ -1964,6 +2041,7 @@ export interface components {
          *           },
          *           "rule": "best",
          *           "seed": 0,
+         *           "status": "open",
          *           "task": "regression",
          *           "updated_at": "2026-01-01T12:00:00Z"
          *         }
@@ -2037,6 +2115,12 @@ export interface components {
              */
             baseline_name?: string | null;
             /**
+             * Max Final
+             * @description The most submissions a team may mark final (PATCH /v1/submissions/{id} {"final": true}); only finals rank on the private board. A team that marks none has its best max_final public submissions by the primary metric's public value.
+             * @default 2
+             */
+            max_final?: number;
+            /**
              * Task
              * @description regression: targets y; classification: labels (optionally soft_labels and ood). Metrics are those of the task.
              * @default regression
@@ -2073,6 +2157,12 @@ export interface components {
              * @default 0
              */
             seed?: number;
+            /**
+             * Private Fraction
+             * @description Public/private split of the rows (fixed at creation): while the benchmark is open every result, board, comparison and plot is computed on the public rows only; the private rows rank the finals on the private board once it is closed. The share of private rows, drawn with a secret seed of the server (never `seed`); 0: no split. Or give private_mask.
+             * @default 0
+             */
+            private_fraction?: number;
         };
         /**
          * BenchmarkUpdate
@@ -2115,6 +2205,26 @@ export interface components {
              * @description Classification only: replaces the estimators with their own leaderboards (null: none); computed for submissions made from then on.
              */
             estimators?: string[] | null;
+            /**
+             * Max Final
+             * @description The most finals a team may mark.
+             */
+            max_final?: number | null;
+            /**
+             * Status
+             * @description "closed" closes the benchmark for good: no new submissions, finals fixed, the private board revealed. A closed benchmark never reopens (409).
+             */
+            status?: ("open" | "closed") | null;
+            /**
+             * Private Fraction
+             * @description Cannot be changed: the split is fixed at creation (422).
+             */
+            private_fraction?: number | null;
+            /**
+             * Private Mask
+             * @description Cannot be changed: the split is fixed at creation (422).
+             */
+            private_mask?: boolean[] | null;
         };
         /**
          * BootstrapOptions
@@ -2563,6 +2673,50 @@ export interface components {
          */
         ErrorResponse: {
             error: components["schemas"]["ErrorDetail"];
+        };
+        /**
+         * FinalSubmission
+         * @description A submission that ranks on the private board.
+         */
+        FinalSubmission: {
+            /** Id */
+            id: string;
+            /** Model Name */
+            model_name: string;
+            /**
+             * Chosen
+             * @description explicit: marked final by its team; default: one of its best public submissions (the team marked none).
+             * @enum {string}
+             */
+            chosen: "explicit" | "default";
+        };
+        /**
+         * FinalsList
+         * @description The finals of a benchmark: every team's for admins, the caller's team's otherwise.
+         * @example {
+         *       "benchmark_id": "bench_0f1e2d3c4b5a6978",
+         *       "max_final": 2,
+         *       "teams": [
+         *         {
+         *           "submissions": [
+         *             {
+         *               "chosen": "explicit",
+         *               "id": "sub_3f2b6c1e9a7d4e0f8b5a2c1d0e9f8a7b",
+         *               "model_name": "deep-ensemble-5"
+         *             }
+         *           ],
+         *           "team_id": "team_1a2b3c4d5e6f"
+         *         }
+         *       ]
+         *     }
+         */
+        FinalsList: {
+            /** Benchmark Id */
+            benchmark_id: string;
+            /** Max Final */
+            max_final: number;
+            /** Teams */
+            teams: components["schemas"]["TeamFinals"][];
         };
         /**
          * GateAccepted
@@ -3031,6 +3185,13 @@ export interface components {
              * @enum {string}
              */
             rule: "best" | "latest";
+            /**
+             * Part
+             * @description public: ranked on the public rows (the benchmark's rule); private: a closed benchmark's finals ranked on the private rows (one per team: its best final).
+             * @default public
+             * @enum {string}
+             */
+            part?: "public" | "private";
             /**
              * Total
              * @description Number of ranked teams.
@@ -4124,6 +4285,12 @@ export interface components {
              * @description The benchmark it is evaluated on (null: inline targets).
              */
             benchmark_id?: string | null;
+            /**
+             * Final
+             * @description Marked final by its team (ranks on the private board).
+             * @default false
+             */
+            final?: boolean;
             /** Metadata */
             metadata: {
                 [key: string]: unknown;
@@ -4143,6 +4310,8 @@ export interface components {
             cancel_requested: boolean;
             /** @description The results (succeeded jobs only). */
             result: components["schemas"]["Result"] | null;
+            /** @description A split benchmark's submission, once the benchmark is closed: the same results on its private rows (its team and admins only; null while open). */
+            private_result?: components["schemas"]["Result"] | null;
         };
         /**
          * SubmissionPage
@@ -4286,21 +4455,31 @@ export interface components {
              * @description The benchmark it is evaluated on (null: inline targets).
              */
             benchmark_id?: string | null;
+            /**
+             * Final
+             * @description Marked final by its team (ranks on the private board).
+             * @default false
+             */
+            final?: boolean;
         };
         /**
          * SubmissionUpdate
-         * @description A change of a submission: its visibility.
+         * @description A change of a submission: its visibility, and/or whether it is final.
          * @example {
          *       "visibility": "public"
          *     }
          */
         SubmissionUpdate: {
             /**
+             * Final
+             * @description Mark (true) or unmark (false) a succeeded benchmark submission as one of its team's finals (those rank on the private board once the benchmark is closed); at most the benchmark's max_final, and only while it is open (409).
+             */
+            final?: boolean | null;
+            /**
              * Visibility
              * @description private: your team (and admins) only; public: readable by every key and, once it succeeded, ranked on its benchmark's leaderboards. A succeeded submission made private leaves the leaderboards at once (its team's next best or latest public submission takes its place); made public it enters them.
-             * @enum {string}
              */
-            visibility: "private" | "public";
+            visibility?: ("private" | "public") | null;
         };
         /**
          * TeamCreate
@@ -4312,6 +4491,16 @@ export interface components {
         TeamCreate: {
             /** Name */
             name: string;
+        };
+        /**
+         * TeamFinals
+         * @description A team's final submissions on a benchmark.
+         */
+        TeamFinals: {
+            /** Team Id */
+            team_id: string;
+            /** Submissions */
+            submissions: components["schemas"]["FinalSubmission"][];
         };
         /**
          * TeamInfo
@@ -5851,6 +6040,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description Conflict with the resource's state. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The body (or its decompressed content) exceeds the size limit. */
             413: {
                 headers: {
@@ -5900,6 +6098,8 @@ export interface operations {
                 limit?: number;
                 /** @description json, or csv for an export of the page. */
                 format?: "json" | "csv";
+                /** @description public (default): the public rows; private: a closed benchmark's finals ranked on its private rows (409 benchmark_open while it is open). */
+                part?: "public" | "private";
             };
             header?: never;
             path: {
@@ -5931,6 +6131,15 @@ export interface operations {
             };
             /** @description No such resource for this key. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the resource's state. */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7584,6 +7793,74 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["GateDetail"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getFinals: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The benchmark id. */
+                bench_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FinalsList"];
                 };
             };
             /** @description No API key, or an unknown or revoked one. */

@@ -50,6 +50,7 @@ from service.kinds import CLASSIFICATION_KINDS, KIND_FIELDS, REGRESSION_KINDS, t
 from service.leaderboard import CANONICAL_ESTIMATORS, ESTIMATOR_PARAMS
 from service.memory import estimate_benchmark, job_memory_budget, over_budget
 from service.settings import Settings
+from service.splits import MASK, draw_mask
 from service.store import BenchmarkRecord, Store, now_iso
 from uqcore import UQValidationError, registry
 from uqcore.predictions.classification import validate_labels, validate_ood, validate_soft_labels
@@ -115,6 +116,11 @@ def info(record: BenchmarkRecord, *, admin: bool) -> BenchmarkInfo:
         has_ood=record.has_ood,
         estimators=record.estimators,
         public_board=record.public_board,
+        status=record.status,
+        closed_at=record.closed_at,
+        max_final=record.max_final,
+        private_fraction=record.private_fraction,
+        n_public=record.n if record.n_public is None else record.n_public,
     )
 
 
@@ -293,6 +299,50 @@ def _max(a: np.ndarray[Any, Any]) -> int:
     return top
 
 
+def _private_mask(
+    body: BenchmarkRequest, given: np.ndarray[Any, Any] | None, n: int, where: str
+) -> np.ndarray[Any, Any] | None:
+    """The mask of the private rows (None: no split): the given ``private_mask`` (N
+    booleans) or one drawn for ``private_fraction``; each part needs at least one row."""
+    if given is not None and body.private_fraction > 0:
+        raise ApiError(
+            422,
+            f"give private_fraction ({body.private_fraction}) or private_mask, not both",
+            field=MASK,
+        )
+    if given is not None:
+        if given.dtype != np.bool_ or given.ndim != 1:
+            raise ApiError(
+                422,
+                f"private_mask must be a vector of booleans (true = private row); found dtype "
+                f"{given.dtype}, shape {tuple(given.shape)}",
+                field=MASK,
+            )
+        if given.shape[0] != n:
+            raise ApiError(
+                422,
+                f"private_mask must have one flag per row ({n}), found {given.shape[0]}",
+                field=MASK,
+            )
+        mask = np.array(given, dtype=bool)
+        field = MASK
+    elif body.private_fraction > 0:
+        mask = draw_mask(n, body.private_fraction)
+        field = f"{where}private_fraction"
+    else:
+        return None
+    n_private = int(mask.sum())
+    if n_private == 0 or n_private == n:
+        part = "private" if n_private == 0 else "public"
+        raise ApiError(
+            422,
+            f"the {part} part would be empty ({n_private} private rows of {n}); each part "
+            "needs at least one row",
+            field=field,
+        )
+    return mask
+
+
 def create_from(
     store: Store,
     settings: Settings,
@@ -306,6 +356,7 @@ def create_from(
     limit = settings.max_body_bytes if max_bytes is None else max_bytes
     body, arrays = decode_benchmark(fmt, raw, max_bytes=limit, spool=spool)
     where = "request." if fmt == "npz" else ""
+    given_mask = arrays.pop(MASK, None)
     task = body.task
     target, optional = TASK_ARRAYS[task]
     if target not in arrays:
@@ -359,6 +410,9 @@ def create_from(
             field=f"{where}bootstrap.unit",
             code="invalid",
         )
+    mask = _private_mask(body, given_mask, n, where)
+    if mask is not None:
+        arrays[MASK] = mask
     now = now_iso()
     record = BenchmarkRecord(
         id="bench_" + secrets.token_hex(8),
@@ -383,6 +437,8 @@ def create_from(
         public_board=body.public_board,
         curves=body.curves,
         baseline_name=body.baseline_name,
+        n_public=None if mask is None else n - int(mask.sum()),
+        max_final=body.max_final,
         **classes,
     )
     refused = over_budget(estimate_benchmark(record), job_memory_budget(settings))
@@ -496,7 +552,7 @@ def get_benchmark(bench_id: BenchId, key: KeyDep, store: StoreDep) -> BenchmarkI
     operation_id="updateBenchmark",
     summary="Change a benchmark's metadata",
     response_model=BenchmarkInfo,
-    responses=errors(400, 401, 403, 404, 413, 422, 503),
+    responses=errors(400, 401, 403, 404, 409, 413, 422, 503),
 )
 def update_benchmark(
     bench_id: BenchId, body: BenchmarkUpdate, admin: AdminDep, store: StoreDep
@@ -506,7 +562,29 @@ def update_benchmark(
     submissions made from then on."""
     current = _get(store, bench_id)
     given = body.model_fields_set
+    for fixed in ("private_fraction", "private_mask"):
+        if fixed in given:
+            raise ApiError(
+                422,
+                f"{fixed} cannot be changed: the public/private split is fixed at creation "
+                "(create a new benchmark for another split)",
+                field=fixed,
+            )
     changes: dict[str, Any] = {}
+    if body.status is not None:
+        if current.status == "closed" and body.status == "open":
+            raise ApiError(
+                409,
+                f"benchmark {bench_id!r} is closed and never reopens (closed at "
+                f"{current.closed_at})",
+                field="status",
+                code="benchmark_closed",
+            )
+        if body.status == "closed" and current.status != "closed":
+            changes["status"] = "closed"
+            changes["closed_at"] = now_iso()
+    if body.max_final is not None:
+        changes["max_final"] = body.max_final
     for name in ("name", "description", "rule", "public_board", "curves"):
         if name in given and getattr(body, name) is not None:
             changes[name] = getattr(body, name)

@@ -59,6 +59,7 @@ from service.leaderboard import (
 from service.plots import leaderboard_plots
 from service.rest_text import did_you_mean, rest_text
 from service.settings import Settings
+from service.splits import PRIVATE_BOARD, Part
 from service.store import (
     BenchmarkRecord,
     BoardDeps,
@@ -273,11 +274,94 @@ def _board(
     return board_name(name, estimator, own), name, estimator
 
 
-def _deps(bench: BenchmarkRecord, metric: str | None, estimator: str | None) -> BoardDeps:
-    """Where an answer to (``metric``, ``estimator``) reads besides the record and the
-    boards' version (422 as :func:`_board`)."""
+def _deps(
+    bench: BenchmarkRecord, metric: str | None, estimator: str | None, part: Part = "public"
+) -> BoardDeps:
+    """Where an answer to (``metric``, ``estimator``, ``part``) reads besides the record and
+    the boards' version (422 as :func:`_board`; 409 for the private board of an open
+    benchmark). The record is in the stamp, so closing a benchmark changes every answer."""
     board, _, _ = _board(bench, metric, estimator)
+    if part == "private":
+        _private_allowed(bench)
+        board = PRIVATE_BOARD + board
     return BoardDeps(board=board, rule=bench.rule, baseline=bench.baseline)
+
+
+def _private_allowed(bench: BenchmarkRecord) -> None:
+    if bench.status != "closed":
+        raise ApiError(
+            409,
+            f"benchmark {bench.id!r} is open: its private board is shown once an admin closes "
+            'it (PATCH {"status": "closed"})',
+            field="part",
+            code="benchmark_open",
+        )
+    if not bench.is_split:
+        raise ApiError(
+            422,
+            f"benchmark {bench.id!r} has no private part (created without private_fraction "
+            "or private_mask); ask for part=public",
+            field="part",
+        )
+
+
+def _read_private(
+    store: Store,
+    settings: Settings,
+    snapshot: BoardSnapshot,
+    metric: str | None,
+    estimator: str | None,
+    offset: int,
+    limit: int,
+) -> Leaderboard:
+    """The private board: each team's best final on the private rows, with the intervals of
+    the sealed private results and the rank job's intervals on the private rows."""
+    bench = snapshot.bench
+    _private_allowed(bench)
+    board, name, shown_estimator = _board(bench, metric, estimator)
+    spec = registry.get(name, bench.task)
+    every = store.private_board(bench, board)
+    rows = every[offset : offset + limit]
+    status, ranks = _rank_status(
+        store, settings, snapshot, PRIVATE_BOARD + board, bench.rule, len(every)
+    )
+    ids = [r["submission"] for r in rows]
+    records = store.get_submissions(ids)
+    names = store.team_names(r["team"] for r in rows)
+    entries = [
+        e
+        for e in (_entry(bench, r, ranks, rec, names) for r, rec in zip(rows, records, strict=True))
+        if e is not None
+    ]
+    baseline = None
+    if bench.baseline is not None:
+        doc = store.get_private_result(bench.baseline)
+        found = result_entries(doc or {}, bench.task).get(board)
+        if found is not None:
+            bad, shown = found
+            baseline = BaselineEntry(
+                rank=1 + sum(1 for r in every if r["badness"] < bad),
+                model_name=bench.baseline_name or DEFAULT_BASELINE_NAME,
+                **_values(shown, ranks.get(bench.baseline, {})),
+            )
+            for e in entries:
+                e.skill_vs_baseline = _skill(name, bench.task, e.value, baseline.value)
+    return Leaderboard(
+        benchmark_id=bench.id,
+        metric=name,
+        estimator=shown_estimator,
+        direction=spec.direction,
+        bounds=list(spec.bounds),
+        rule=bench.rule,
+        part="private",
+        total=len(every),
+        offset=offset,
+        limit=limit,
+        entries=entries,
+        baseline=baseline,
+        ranks=status,
+        plots=[],
+    )
 
 
 def _read(
@@ -356,12 +440,15 @@ def _render(
     offset: int,
     limit: int,
     fmt: Format,
+    part: Part = "public",
 ) -> RenderedPage:
     """The answer's bytes: JSON encoded as ``JSONResponse`` does, or the CSV export with its
     Content-Disposition."""
-    board = _read(store, settings, snapshot, metric, estimator, offset, limit)
+    read = _read_private if part == "private" else _read
+    board = read(store, settings, snapshot, metric, estimator, offset, limit)
     if fmt == "csv":
         suffix = f"-{board.estimator}" if estimator is not None else ""
+        suffix += "-private" if part == "private" else ""
         filename = f"{board.benchmark_id}-{board.metric}{suffix}.csv"
         disposition = f'attachment; filename="{filename}"'
         return RenderedPage(_csv(board).encode(), disposition)
@@ -382,11 +469,14 @@ def page_key(
     offset: int,
     limit: int,
     fmt: Format,
+    part: Part = "public",
 ) -> str:
     """The Redis key of the cached answer to one query (the query as asked: ``metric`` None
     and the primary metric named are two answers, whose CSV file names differ)."""
-    query = json.dumps([metric, estimator, offset, limit, fmt]).encode()
-    return keys.leaderboard_page_cache(bench_id, hashlib.blake2b(query, digest_size=16).hexdigest())
+    query = json.dumps([metric, estimator, offset, limit, fmt, *([part] * (part != "public"))])
+    return keys.leaderboard_page_cache(
+        bench_id, hashlib.blake2b(query.encode(), digest_size=16).hexdigest()
+    )
 
 
 def serve(
@@ -398,6 +488,7 @@ def serve(
     offset: int,
     limit: int,
     fmt: Format,
+    part: Part = "public",
 ) -> RenderedPage:
     """The route's work, in one trip through the thread pool: authentication, rate count and
     a current cached answer in one Redis round trip; else the answer rendered (and cached)."""
@@ -405,7 +496,7 @@ def serve(
     if token is None:
         raise key_required()
     ensure_admin_key(request, store)
-    page = page_key(bench_id, metric, estimator, offset, limit, fmt)
+    page = page_key(bench_id, metric, estimator, offset, limit, fmt, part)
     found = store.leaderboard_cached(
         token,
         page,
@@ -419,8 +510,10 @@ def serve(
     rendered = store.leaderboard_render(
         bench_id,
         page,
-        lambda bench: _deps(bench, metric, estimator),
-        lambda snapshot: _render(store, settings, snapshot, metric, estimator, offset, limit, fmt),
+        lambda bench: _deps(bench, metric, estimator, part),
+        lambda snapshot: _render(
+            store, settings, snapshot, metric, estimator, offset, limit, fmt, part
+        ),
         PAGE_TTL_S,
     )
     if rendered is None:
@@ -434,7 +527,7 @@ def serve(
     summary="A benchmark's leaderboard under one metric",
     response_model=Leaderboard,
     responses={
-        **errors(401, 404, 422, 503),
+        **errors(401, 404, 409, 422, 503),
         200: {
             "description": "The leaderboard (JSON), or its page as CSV with format=csv.",
             "content": {"text/csv": {"schema": {"type": "string"}}},
@@ -463,6 +556,13 @@ async def get_leaderboard(
     format: Annotated[
         Literal["json", "csv"], Query(description="json, or csv for an export of the page.")
     ] = "json",
+    part: Annotated[
+        Literal["public", "private"],
+        Query(
+            description="public (default): the public rows; private: a closed benchmark's "
+            "finals ranked on its private rows (409 benchmark_open while it is open)."
+        ),
+    ] = "public",
 ) -> Response:
     """One submission per team (best or latest by the benchmark's rule) among the succeeded
     public submissions, best first in the metric's direction, with the value and its
@@ -474,7 +574,7 @@ async def get_leaderboard(
     # An async route with one trip through the thread pool: the key is read by an async
     # dependency and checked with the read (plain dependencies would each take a trip).
     page = await run_read(
-        request, serve, request, token, bench_id, metric, estimator, offset, limit, format
+        request, serve, request, token, bench_id, metric, estimator, offset, limit, format, part
     )
     if format == "csv":
         return Response(

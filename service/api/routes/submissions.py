@@ -8,6 +8,7 @@ exactly like an unknown id; an admin key reads and changes every submission.
 
 from __future__ import annotations
 
+import json
 import pathlib
 from dataclasses import replace
 from typing import Annotated, Any
@@ -137,6 +138,7 @@ def summary(record: SubmissionRecord) -> SubmissionSummary:
         team_id=record.team,
         visibility=record.visibility,
         benchmark_id=record.benchmark,
+        final=record.final,
     )
 
 
@@ -188,9 +190,21 @@ def _check(sub: DecodedSubmission, settings: Settings, store: Store) -> ValidSub
         bench = store.get_benchmark(sub.benchmark_id)
         if bench is None:
             raise ApiError(404, f"no benchmark {sub.benchmark_id!r}", field="benchmark_id")
+        _open(bench)
     valid = validate(sub, settings, bench)
     _check_memory(valid, bench, settings)
     return replace(valid, callback_url=sub.callback_url)
+
+
+def _open(bench: Any) -> None:
+    """409 for a closed benchmark: it takes no new submissions."""
+    if bench.status == "closed":
+        raise ApiError(
+            409,
+            f"benchmark {bench.id!r} is closed (at {bench.closed_at}); it takes no new submissions",
+            field="benchmark_id",
+            code="benchmark_closed",
+        )
 
 
 def _check_memory(valid: ValidSubmission, bench: Any, settings: Settings) -> None:
@@ -216,6 +230,7 @@ def _submit(
         bench = store.get_benchmark(valid.benchmark_id)
         if bench is None:
             raise ApiError(404, f"no benchmark {valid.benchmark_id!r}", field="benchmark_id")
+        _open(bench)
         if bench.quota_per_day is not None or bench.quota_total is not None:
             quota = Quota(
                 schema_keys.quota(bench.id, access.team_scope(key)),
@@ -408,7 +423,21 @@ def read(request: Request, token: str | None, sub_id: str) -> Response:
     record = found.record
     if record is None or not access.can_read(key, record):
         raise ApiError(404, f"no submission {sub_id!r}", field="sub_id")
-    return _render(record, found.queue_position, found.result)
+    return _render(record, found.queue_position, found.result, _private(store, key, record))
+
+
+def _private(store: Store, key: ApiKeyRecord, record: SubmissionRecord) -> bytes | None:
+    """The sealed private result of ``record`` (raw JSON) when its benchmark is closed and
+    ``key`` is its team's or an admin's; else None (always None while open)."""
+    if record.benchmark is None or record.status != "succeeded":
+        return None
+    if not access.can_change(key, record):
+        return None
+    bench = store.get_benchmark(record.benchmark)
+    if bench is None or bench.status != "closed" or not bench.is_split:
+        return None
+    doc = store.get_private_result(record.id)
+    return None if doc is None else json.dumps(doc, allow_nan=False).encode()
 
 
 @router.get(
@@ -435,15 +464,30 @@ def _detail_response(store: Store, record: SubmissionRecord, result: bytes | Non
     return _render(record, None, result)
 
 
-def _render(record: SubmissionRecord, position: int | None, result: bytes | None) -> Response:
+def _render(
+    record: SubmissionRecord,
+    position: int | None,
+    result: bytes | None,
+    private: bytes | None = None,
+) -> Response:
     """The answer of a read: the detail of ``record`` at queue ``position`` with the stored
-    ``result`` document (when it succeeded)."""
+    ``result`` document (when it succeeded) and the ``private`` result (a closed benchmark's,
+    for its team and admins)."""
     if record.status != "succeeded" or result is None:
         return JSONResponse(_detail(record, position, None).model_dump(mode="json"))
     # The hot path of polling clients: the stored result document (validated JSON, NaN-free,
     # written by the worker) is spliced into the response as it is, not parsed and re-encoded.
-    head = _detail(record, position, None).model_dump_json(exclude={"result"})
-    body = b"".join((head[:-1].encode(), b',"result":', result, b"}"))
+    head = _detail(record, position, None).model_dump_json(exclude={"result", "private_result"})
+    body = b"".join(
+        (
+            head[:-1].encode(),
+            b',"result":',
+            result,
+            b',"private_result":',
+            b"null" if private is None else private,
+            b"}",
+        )
+    )
     return Response(content=body, media_type="application/json")
 
 
@@ -466,7 +510,16 @@ def update_submission(
     running submission is ranked according to its visibility when it succeeds. Answers the
     submission as ``GET`` does.
     """
-    _changeable(store, key, sub_id)
+    current = _changeable(store, key, sub_id)
+    if body.visibility is None and body.final is None:
+        raise ApiError(422, "give visibility and/or final", field="body")
+    if body.final is not None:
+        _mark_final(store, current, body.final)
+    if body.visibility is None:
+        record, result = store.get_submission_and_result(sub_id)
+        if record is None:
+            raise ApiError(404, f"no submission {sub_id!r}", field="sub_id")
+        return _detail_response(store, record, result)
     outcome = store.set_visibility(sub_id, body.visibility)
     if outcome == "missing":
         raise ApiError(404, f"no submission {sub_id!r}", field="sub_id")
@@ -481,6 +534,47 @@ def update_submission(
     if record is None:
         raise ApiError(404, f"no submission {sub_id!r}", field="sub_id")
     return _detail_response(store, record, result)
+
+
+def _mark_final(store: Store, record: SubmissionRecord, final: bool) -> None:
+    """Mark or unmark ``record`` final (409 with the contract's codes when it cannot be)."""
+    if record.benchmark is None:
+        raise ApiError(
+            409,
+            f"submission {record.id!r} has inline targets; only benchmark submissions can be final",
+            field="final",
+            code="not_final_eligible",
+        )
+    team = record.team if record.team is not None else record.owner
+    outcome, current = store.mark_final(record, team, final)
+    if outcome == "missing":
+        raise ApiError(404, f"no submission {record.id!r}", field="sub_id")
+    if outcome == "benchmark_closed":
+        raise ApiError(
+            409,
+            f"benchmark {record.benchmark!r} is closed: its finals are fixed",
+            field="final",
+            code="benchmark_closed",
+        )
+    if outcome == "not_final_eligible":
+        raise ApiError(
+            409,
+            f"submission {record.id!r} has status {record.status}; only a succeeded benchmark "
+            "submission can be final",
+            field="final",
+            code="not_final_eligible",
+        )
+    if outcome == "too_many_finals":
+        bench = store.get_benchmark(record.benchmark)
+        limit = bench.max_final if bench is not None else len(current)
+        raise ApiError(
+            409,
+            f"your team already has {len(current)} final submission(s) on benchmark "
+            f"{record.benchmark!r} (max_final = {limit}): {', '.join(current)}; unmark one "
+            '(PATCH {"final": false}) first',
+            field="final",
+            code="too_many_finals",
+        )
 
 
 @router.delete(

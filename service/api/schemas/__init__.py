@@ -31,7 +31,10 @@ from service.api.schemas.benchmarks import (
     BenchmarkRequest,
     BenchmarkSettings,
     BenchmarkUpdate,
+    FinalsList,
+    FinalSubmission,
     QuotaOptions,
+    TeamFinals,
 )
 from service.api.schemas.catalogue import MetricCatalogue, MetricInfo
 from service.api.schemas.common import (
@@ -127,6 +130,8 @@ __all__ = [
     "ErrorResponse",
     "EstimatorName",
     "Estimators",
+    "FinalSubmission",
+    "FinalsList",
     "Health",
     "Interval",
     "Kind",
@@ -160,6 +165,7 @@ __all__ = [
     "SubmissionSummary",
     "SubmissionUpdate",
     "TeamCreate",
+    "TeamFinals",
     "TeamInfo",
     "TeamList",
     "Tensor",

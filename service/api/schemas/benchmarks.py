@@ -78,7 +78,21 @@ class BenchmarkSettings(StrictModel):
         max_length=200,
         description=_BASELINE_NAME_DOC,
     )
+    max_final: int = Field(
+        default=2,
+        ge=1,
+        le=100,
+        description="The most submissions a team may mark final (PATCH /v1/submissions/{id} "
+        '{"final": true}); only finals rank on the private board. A team that marks none '
+        "has its best max_final public submissions by the primary metric's public value.",
+    )
 
+
+_SPLIT_DOC = (
+    "Public/private split of the rows (fixed at creation): while the benchmark is open every "
+    "result, board, comparison and plot is computed on the public rows only; the private "
+    "rows rank the finals on the private board once it is closed."
+)
 
 _ESTIMATORS_DOC = (
     "Classification only: estimators with their own leaderboards (metric[estimator]) for "
@@ -126,6 +140,13 @@ class BenchmarkRequest(BenchmarkSettings):
     params: dict[MetricName, dict[str, JsonValue]] = Field(default_factory=dict)
     bootstrap: BenchmarkBootstrap = Field(default_factory=BenchmarkBootstrap)
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    private_fraction: float = Field(
+        default=0.0,
+        ge=0.0,
+        lt=1.0,
+        description=_SPLIT_DOC + " The share of private rows, drawn with a secret seed of the "
+        "server (never `seed`); 0: no split. Or give private_mask.",
+    )
 
     @field_validator("params")
     @classmethod
@@ -177,6 +198,11 @@ class BenchmarkCreate(BenchmarkRequest):
         description="Optional group label per row (stratified metrics, cluster "
         "bootstrap), e.g. image ids for per-pixel data.",
     )
+    private_mask: Annotated[list[bool], Field(min_length=1)] | None = Field(
+        default=None,
+        description=_SPLIT_DOC + " N booleans, true = private row (NPZ: member "
+        "private_mask); not with private_fraction.",
+    )
 
 
 class BenchmarkUpdate(StrictModel):
@@ -212,6 +238,20 @@ class BenchmarkUpdate(StrictModel):
         description="Classification only: replaces the estimators with their own "
         "leaderboards (null: none); computed for submissions made from then on.",
     )
+    max_final: int | None = Field(
+        default=None, ge=1, le=100, description="The most finals a team may mark."
+    )
+    status: Literal["open", "closed"] | None = Field(
+        default=None,
+        description='"closed" closes the benchmark for good: no new submissions, finals '
+        "fixed, the private board revealed. A closed benchmark never reopens (409).",
+    )
+    private_fraction: float | None = Field(
+        default=None, description="Cannot be changed: the split is fixed at creation (422)."
+    )
+    private_mask: list[bool] | None = Field(
+        default=None, description="Cannot be changed: the split is fixed at creation (422)."
+    )
 
 
 BENCHMARK_EXAMPLE: dict[str, Any] = {
@@ -239,6 +279,11 @@ BENCHMARK_EXAMPLE: dict[str, Any] = {
     "has_ood": False,
     "estimators": None,
     "public_board": False,
+    "status": "open",
+    "closed_at": None,
+    "max_final": 2,
+    "private_fraction": 0.0,
+    "n_public": 102,
 }
 
 
@@ -291,6 +336,66 @@ class BenchmarkInfo(BaseModel):
     public_board: bool = Field(
         default=False, description="The leaderboard's web page is shown without a key."
     )
+    status: Literal["open", "closed"] = Field(
+        default="open", description="closed: no new submissions; the private board is shown."
+    )
+    closed_at: str | None = Field(default=None, description="When it was closed.")
+    max_final: int = Field(default=2, description="The most finals a team may mark.")
+    private_fraction: float = Field(
+        default=0.0, description="The realised share of private rows (0: no split)."
+    )
+    n_public: int = Field(
+        description="Rows of the public part (every answer is computed on these while open)."
+    )
+
+
+class FinalSubmission(BaseModel):
+    """A submission that ranks on the private board."""
+
+    id: str
+    model_name: str
+    chosen: Literal["explicit", "default"] = Field(
+        description="explicit: marked final by its team; default: one of its best public "
+        "submissions (the team marked none)."
+    )
+
+
+class TeamFinals(BaseModel):
+    """A team's final submissions on a benchmark."""
+
+    team_id: str
+    submissions: list[FinalSubmission]
+
+
+class FinalsList(BaseModel):
+    """The finals of a benchmark: every team's for admins, the caller's team's otherwise."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "benchmark_id": "bench_0f1e2d3c4b5a6978",
+                    "max_final": 2,
+                    "teams": [
+                        {
+                            "team_id": "team_1a2b3c4d5e6f",
+                            "submissions": [
+                                {
+                                    "id": "sub_3f2b6c1e9a7d4e0f8b5a2c1d0e9f8a7b",
+                                    "model_name": "deep-ensemble-5",
+                                    "chosen": "explicit",
+                                }
+                            ],
+                        }
+                    ],
+                }
+            ]
+        }
+    )
+
+    benchmark_id: str
+    max_final: int
+    teams: list[TeamFinals]
 
 
 class BenchmarkList(BaseModel):

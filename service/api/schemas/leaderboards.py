@@ -140,6 +140,11 @@ class Leaderboard(BaseModel):
     direction: str
     bounds: list[float | None]
     rule: Literal["best", "latest"]
+    part: Literal["public", "private"] = Field(
+        default="public",
+        description="public: ranked on the public rows (the benchmark's rule); private: a "
+        "closed benchmark's finals ranked on the private rows (one per team: its best final).",
+    )
     total: int = Field(description="Number of ranked teams.")
     offset: int
     limit: int

@@ -170,15 +170,22 @@ class SubmissionRequest(SubmissionFields):
 
 
 class SubmissionUpdate(StrictModel):
-    """A change of a submission: its visibility."""
+    """A change of a submission: its visibility, and/or whether it is final."""
 
     model_config = ConfigDict(json_schema_extra={"examples": [{"visibility": "public"}]})
 
-    visibility: Visibility = Field(
+    final: bool | None = Field(
+        default=None,
+        description="Mark (true) or unmark (false) a succeeded benchmark submission as one of "
+        "its team's finals (those rank on the private board once the benchmark is closed); "
+        "at most the benchmark's max_final, and only while it is open (409).",
+    )
+    visibility: Visibility | None = Field(
+        default=None,
         description="private: your team (and admins) only; public: readable by every key and, "
         "once it succeeded, ranked on its benchmark's leaderboards. A succeeded submission "
         "made private leaves the leaderboards at once (its team's next best or latest public "
-        "submission takes its place); made public it enters them."
+        "submission takes its place); made public it enters them.",
     )
 
 
@@ -301,6 +308,9 @@ class SubmissionSummary(BaseModel):
     benchmark_id: str | None = Field(
         default=None, description="The benchmark it is evaluated on (null: inline targets)."
     )
+    final: bool = Field(
+        default=False, description="Marked final by its team (ranks on the private board)."
+    )
 
 
 class SubmissionDetail(SubmissionSummary):
@@ -350,6 +360,11 @@ class SubmissionDetail(SubmissionSummary):
     queue_position: int | None
     cancel_requested: bool
     result: Result | None = Field(description="The results (succeeded jobs only).")
+    private_result: Result | None = Field(
+        default=None,
+        description="A split benchmark's submission, once the benchmark is closed: the same "
+        "results on its private rows (its team and admins only; null while open).",
+    )
 
 
 class SubmissionPage(BaseModel):
