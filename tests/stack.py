@@ -63,7 +63,8 @@ def settings_env(settings: Settings) -> dict[str, str]:
 
 
 def clear_store(store: Store) -> None:
-    """Delete every ``uqeval:`` key except the live-worker registry."""
+    """Delete every ``uqeval:`` key except the live-worker registry (and keep the test admin
+    key registered)."""
     keep = {keys.workers().encode()}
     worker_prefix = keys.worker("").encode()
     batch = [
@@ -73,6 +74,9 @@ def clear_store(store: Store) -> None:
     ]
     for i in range(0, len(batch), 500):
         store.client.delete(*batch[i : i + 500])
+    # The session's API servers registered the test admin key once, at their start: register
+    # it again, else a later test (any order under xdist) finds it unknown.
+    store.ensure_admin_key(str(TEST_SETTINGS["admin_key"]))
 
 
 @pytest.fixture(scope="session")
