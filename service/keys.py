@@ -426,3 +426,31 @@ def curves_blobs(sub_id: str) -> str:
     """The blob-store prefix of a submission's kept curves (not a Redis key): they live as
     long as the submission, past its arrays."""
     return f"curves/{sub_id}/"
+
+
+# --- benchmark suites ----------------------------------------------------------------------
+
+
+def suite(suite_id: str) -> str:
+    return f"{PREFIX}suite:{suite_id}"
+
+
+def suites() -> str:
+    """Sorted set of suite ids by creation time."""
+    return f"{PREFIX}suites"
+
+
+def suite_intervals(suite_id: str) -> str:
+    """The interval document of a suite's leaderboard (both views), written by its job."""
+    return f"{PREFIX}suite:{suite_id}:intervals"
+
+
+def suite_intervals_lock(suite_id: str) -> str:
+    """The claim of a queued interval job of a suite."""
+    return f"{PREFIX}suite:{suite_id}:intervals-lock"
+
+
+def suite_page_cache(suite_id: str, query: str) -> str:
+    """A rendered answer of the suite leaderboard route; ``query``: a digest of its
+    parameters."""
+    return f"{PREFIX}suite:{suite_id}:page:{query}"

@@ -21,11 +21,13 @@ from service.celery_config import (
     TASK_NAME,
 )
 from service.store import StoreUnavailable
+from service.suites import SUITE_TASK_NAME
 from worker import runtime
 from worker.celery_app import app
 from worker.execution import run_comparison_job, run_job, run_rank_job
 from worker.fanout import run_part_job
 from worker.plots import render_plot as draw_plot
+from worker.suites import compute_suite_intervals
 
 #: The options every task shares: late acknowledgement, re-queued when its worker process dies
 #: (also the app-wide defaults in :func:`service.celery_config.celery_conf`, repeated here so a
@@ -111,3 +113,14 @@ def compare_submissions(self: Any, comparison_id: str) -> str:
 def render_plot(self: Any, scope: str, ident: str, name: str, fmt: str, digest: str = "") -> str:
     """Draw one plot and store its bytes (see :func:`worker.plots.render_plot`)."""
     return draw_plot(runtime.store(), runtime.settings(), scope, ident, name, fmt, digest)
+
+
+# --- benchmark suites ----------------------------------------------------------------------
+
+
+@app.task(name=SUITE_TASK_NAME, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
+def suite_intervals(self: Any, suite_id: str) -> int:
+    """Compute the intervals of a suite's leaderboard (see
+    :func:`worker.suites.compute_suite_intervals`); returns the number of views computed."""
+    doc = compute_suite_intervals(runtime.store(), suite_id)
+    return -1 if doc is None else len(doc.get("views") or {})

@@ -36,6 +36,7 @@ from service.api.routes import (
     plots,
     sharelinks,
     submissions,
+    suites,
     uploads,
 )
 from service.api.schemas import (
@@ -92,6 +93,10 @@ TAGS = [
     },
     {"name": "admin", "description": "Teams and API keys (admin key required)."},
     {"name": "health", "description": "Liveness, readiness and Prometheus metrics."},
+    {
+        "name": "suites",
+        "description": "Benchmark suites: leaderboards aggregated over several benchmarks.",
+    },
 ]
 
 #: Models documented in the OpenAPI document without being parsed by FastAPI (the submission
@@ -194,6 +199,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         health.router,
     ):
         app.include_router(router)
+    app.include_router(suites.router)
     docs.install(app)
     ui.install(app)  # the web pages under /ui/
     app.add_middleware(BodyLimit)  # bodies read whole by FastAPI: at most 1 MiB

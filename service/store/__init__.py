@@ -56,6 +56,7 @@ from service.store.records import (
 )
 from service.store.sharelinks import ShareLink, ShareLinkStore
 from service.store.submissions import DAY_S, Quota, SubmissionStore
+from service.store.suites import SuiteRecord, SuiteSnapshot, SuiteStore
 from service.store.workers import WorkerStore
 
 __all__ = [
@@ -79,6 +80,8 @@ __all__ = [
     "StoreUnavailable",
     "SubmissionRead",
     "SubmissionRecord",
+    "SuiteRecord",
+    "SuiteSnapshot",
     "TeamRecord",
     "now_iso",
     "sha256_hex",
@@ -96,6 +99,7 @@ class Store(
     ShareLinkStore,
     WorkerStore,
     BlobSweepStore,
+    SuiteStore,
 ):
     """Typed access to the Redis data of uq-eval (see :mod:`service.keys`).
 

@@ -85,6 +85,20 @@ from service.api.schemas.submissions import (
     SubmissionSummary,
     SubmissionUpdate,
 )
+from service.api.schemas.suites import (
+    SuiteAggregate,
+    SuiteCreate,
+    SuiteExcluded,
+    SuiteInfo,
+    SuiteIntervals,
+    SuiteLeaderboard,
+    SuiteList,
+    SuiteRow,
+    SuiteTask,
+    SuiteTaskInfo,
+    SuiteTaskValue,
+    SuiteUpdate,
+)
 from service.api.schemas.uploads import UploadCreate, UploadInfo, UploadPart
 from service.store import Status
 
@@ -148,6 +162,18 @@ __all__ = [
     "SubmissionRequest",
     "SubmissionSummary",
     "SubmissionUpdate",
+    "SuiteAggregate",
+    "SuiteCreate",
+    "SuiteExcluded",
+    "SuiteInfo",
+    "SuiteIntervals",
+    "SuiteLeaderboard",
+    "SuiteList",
+    "SuiteRow",
+    "SuiteTask",
+    "SuiteTaskInfo",
+    "SuiteTaskValue",
+    "SuiteUpdate",
     "TeamCreate",
     "TeamInfo",
     "TeamList",
