@@ -71,7 +71,7 @@ def setup(session_settings: Settings, worker: Any) -> Iterator[Setup]:
     try:
         with TestClient(create_app(session_settings.model_copy(), store=store)) as api:
             benches = []
-            for k, (metric, _, _) in enumerate(TASKS):
+            for k in range(len(TASKS)):
                 r = api.post(
                     "/v1/benchmarks",
                     json={
@@ -128,7 +128,9 @@ def setup(session_settings: Settings, worker: Any) -> Iterator[Setup]:
 def create(s: Setup, **fields: Any) -> dict[str, Any]:
     body = {
         "name": "suite",
-        "tasks": [{"benchmark_id": b, "metric": m} for b, (m, _, _) in zip(s.benches, TASKS)],
+        "tasks": [
+            {"benchmark_id": b, "metric": m} for b, (m, _, _) in zip(s.benches, TASKS, strict=True)
+        ],
         "baseline_team": s.team_ids["red"],
         "n_resamples": B,
         "seed": SEED,
@@ -339,7 +341,7 @@ def test_csv_columns_and_rows(setup: Setup) -> None:
     assert head[6:15] == [
         f"{a}{s_}" for a in ("mean_rank", "win_rate", "gm_skill") for s_ in ("", "_low", "_high")
     ]
-    assert head[15:] == [f"value:{b}:{m}" for b, (m, _, _) in zip(s.benches, TASKS)]
+    assert head[15:] == [f"value:{b}:{m}" for b, (m, _, _) in zip(s.benches, TASKS, strict=True)]
     assert len(table) == 1 + len(TEAMS)
     doc = board(s, suite["id"], view="tasks")
     for row, e in zip(table[1:], doc["entries"], strict=True):

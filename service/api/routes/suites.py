@@ -217,7 +217,7 @@ def list_suites(key: KeyDep, store: StoreDep) -> SuiteList:
     operation_id="getSuite",
     summary="A benchmark suite's definition",
     response_model=SuiteInfo,
-    responses=errors(401, 404, 503),
+    responses=errors(401, 404, 422, 503),
 )
 def get_suite(suite_id: SuiteId, key: KeyDep, store: StoreDep) -> SuiteInfo:
     """The suite's tasks, baseline, missing-result rule and resampling options (any key)."""
@@ -259,7 +259,8 @@ def update_suite(
     operation_id="deleteSuite",
     summary="Delete a benchmark suite (admin)",
     status_code=204,
-    responses=errors(401, 403, 404, 503),
+    response_class=Response,
+    responses=errors(401, 403, 404, 422, 503),
 )
 def delete_suite(suite_id: SuiteId, admin: AdminDep, store: StoreDep) -> Response:
     """Remove the suite and its leaderboard (its benchmarks and submissions stay)."""

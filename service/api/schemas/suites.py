@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from service.models import MetricName, StrictModel
 
@@ -22,6 +22,49 @@ __all__ = [
     "SuiteTaskValue",
     "SuiteUpdate",
 ]
+
+_TASKS = [
+    {"benchmark_id": "bench_0f1e2d3c4b5a6978", "metric": "crps"},
+    {"benchmark_id": "bench_1a2b3c4d5e6f7a8b", "metric": "mae"},
+]
+
+_SUITE = {
+    "id": "suite_5e6f7a8b9c0d1e2f",
+    "name": "Energy forecasting",
+    "description": "Three load datasets.",
+    "tasks": _TASKS,
+    "baseline_team": None,
+    "missing": "exclude",
+    "selection": "board",
+    "n_resamples": 1000,
+    "level": 0.95,
+    "seed": 0,
+    "public_board": False,
+    "created_at": "2026-01-01T12:00:00Z",
+    "updated_at": "2026-01-01T12:00:00Z",
+}
+
+_ROW = {
+    "rank": 1,
+    "rank_low": 1,
+    "rank_high": 2,
+    "team_id": "team_3c4d5e6f7a8b9c0d",
+    "team_name": "red",
+    "n_tasks": 2,
+    "mean_rank": {"value": 1.5, "low": 1.0, "high": 2.0},
+    "win_rate": {"value": 0.75, "low": 0.5, "high": 1.0},
+    "gm_skill": {"value": 0.12, "low": 0.05, "high": 0.2},
+    "tasks": [
+        {
+            "benchmark_id": "bench_0f1e2d3c4b5a6978",
+            "metric": "crps",
+            "value": 0.41,
+            "imputed": False,
+            "rank": 1.0,
+            "submission_id": "sub_0123456789abcdef0123456789abcdef",
+        }
+    ],
+}
 
 Missing = Literal["exclude", "impute_baseline"]
 Selection = Literal["board", "final"]
@@ -94,6 +137,8 @@ class SuiteTaskInfo(BaseModel):
 class SuiteInfo(BaseModel):
     """A suite's definition."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [_SUITE]})
+
     id: str
     name: str
     description: str
@@ -110,6 +155,10 @@ class SuiteInfo(BaseModel):
 
 
 class SuiteList(BaseModel):
+    """Every suite, oldest first."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [{"suites": [_SUITE]}]})
+
     suites: list[SuiteInfo]
 
 
@@ -168,6 +217,39 @@ class SuiteIntervals(BaseModel):
 class SuiteLeaderboard(BaseModel):
     """A suite's leaderboard: teams by mean rank over the tasks, with win rate and
     geometric-mean skill, each with an interval whose unit is ``unit``."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "suite_id": _SUITE["id"],
+                    "name": _SUITE["name"],
+                    "view": "rows",
+                    "unit": "rows within tasks",
+                    "n_resamples": 1000,
+                    "level": 0.95,
+                    "seed": 0,
+                    "missing": "exclude",
+                    "selection": "board",
+                    "baseline": "benchmark baselines",
+                    "tasks": _TASKS,
+                    "gm_skill_reason": None,
+                    "total": 1,
+                    "offset": 0,
+                    "limit": 50,
+                    "entries": [_ROW],
+                    "excluded": [
+                        {
+                            "team_id": "team_9c0d1e2f3a4b5c6d",
+                            "team_name": "blue",
+                            "missing_tasks": [_TASKS[1]],
+                        }
+                    ],
+                    "intervals": {"status": "current", "warnings": []},
+                }
+            ]
+        }
+    )
 
     suite_id: str
     name: str
