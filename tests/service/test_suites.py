@@ -407,6 +407,37 @@ def test_crud_and_validation(setup: Setup) -> None:
     assert api.delete(f"/v1/suites/{sid}", headers=ADMIN).status_code == 404
 
 
+def test_web_page(setup: Setup) -> None:
+    """/ui/suites/{id}: the API's rows, both views, the CSV, a link from the benchmarks page;
+    without a key only while the suite's public_board is set."""
+    s = setup
+    suite = create(s, name="Web suite", missing="exclude")
+    sid = suite["id"]
+    key = s.keys["blue"]
+    r = s.api.get(f"/ui/suites/{sid}", headers=key)
+    assert r.status_code == 200, r.text
+    assert "rows within tasks" in r.text and 'id="suite-board"' in r.text
+    assert "cdn" not in r.text.lower()
+    doc = board(s, sid)
+    for e in doc["entries"]:
+        assert f'data-team="{e["team_id"]}"' in r.text
+    assert "Excluded teams" in r.text and "gold" in r.text
+    r = s.api.get(f"/ui/suites/{sid}", params={"view": "tasks"}, headers=key)
+    assert r.status_code == 200 and "tasks within the suite" in r.text
+    r = s.api.get(f"/ui/suites/{sid}/leaderboard.csv", headers=key)
+    assert r.status_code == 200 and r.text.startswith("rank,rank_low,rank_high,team_id")
+    assert f"/ui/suites/{sid}" in s.api.get("/ui/benchmarks", headers=key).text
+    # no key: refused while the suite is not public, shown once it is
+    assert s.api.get(f"/ui/suites/{sid}").status_code == 401
+    assert f"/ui/suites/{sid}" not in s.api.get("/ui/benchmarks").text
+    r = s.api.patch(f"/v1/suites/{sid}", json={"public_board": True}, headers=ADMIN)
+    assert r.status_code == 200
+    r = s.api.get(f"/ui/suites/{sid}")
+    assert r.status_code == 200 and "read-only view" in r.text
+    assert f"/ui/suites/{sid}" in s.api.get("/ui/benchmarks").text
+    assert s.api.get("/ui/suites/nope", headers=key).status_code == 404
+
+
 def test_answers_follow_the_member_boards(setup: Setup) -> None:
     """A cached answer is served while the boards are unchanged and replaced when one
     changes (a new submission on a member benchmark makes the intervals stale)."""

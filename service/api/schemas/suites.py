@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,12 +23,12 @@ __all__ = [
     "SuiteUpdate",
 ]
 
-_TASKS = [
+_TASKS: list[Any] = [
     {"benchmark_id": "bench_0f1e2d3c4b5a6978", "metric": "crps"},
     {"benchmark_id": "bench_1a2b3c4d5e6f7a8b", "metric": "mae"},
 ]
 
-_SUITE = {
+_SUITE: dict[str, Any] = {
     "id": "suite_5e6f7a8b9c0d1e2f",
     "name": "Energy forecasting",
     "description": "Three load datasets.",
@@ -44,7 +44,7 @@ _SUITE = {
     "updated_at": "2026-01-01T12:00:00Z",
 }
 
-_ROW = {
+_ROW: dict[str, Any] = {
     "rank": 1,
     "rank_low": 1,
     "rank_high": 2,
