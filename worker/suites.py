@@ -42,6 +42,9 @@ __all__ = ["compute_suite_intervals"]
 
 log = logging.getLogger(__name__)
 
+#: At most this many warnings are kept in the document (every answer carries them).
+MAX_WARNINGS = 20
+
 
 def compute_suite_intervals(store: Store, suite_id: str) -> dict[str, Any] | None:
     """Compute and store the interval document of a suite; None when the suite is gone.
@@ -68,7 +71,11 @@ def compute_suite_intervals(store: Store, suite_id: str) -> dict[str, Any] | Non
             "views": {},
             "warnings": [f"suite intervals unavailable: {type(exc).__name__}: {exc}"],
         }
-    safe = json_safe(doc, "suite", doc.setdefault("warnings", []))
+    notes = doc.setdefault("warnings", [])
+    safe = json_safe(doc, "suite", notes)
+    if len(safe["warnings"]) > MAX_WARNINGS:
+        more = len(safe["warnings"]) - MAX_WARNINGS
+        safe["warnings"] = [*safe["warnings"][:MAX_WARNINGS], f"... and {more} more"]
     store.put_suite_intervals(suite_id, safe)
     return dict(safe)
 
@@ -168,16 +175,25 @@ def _rows_resamples(
             "params": {task.metric: params},
             "extra": extra,
         }
-        base_values = _values(store, inputs.baseline_subs[k], call, cache, notes, k)
+        base_values = _values(store, inputs.baseline_subs[k], call, cache)
         if base_values is not None:
             base_loss[:, k] = _loss(base_values, task.best)
+        lost = 0
         for j, team in enumerate(agg.teams):
             own = inputs.subs[k].get(team)
-            v = _values(store, own, call, cache, notes, k) if own is not None else base_values
+            v = _values(store, own, call, cache) if own is not None else base_values
             if v is None:
+                lost += 1
                 continue
             bad[:, k, j] = spec.badness(v, params)
             loss[:, k, j] = _loss(v, task.best)
+        if lost:
+            notes.append(
+                f"task {k + 1} ({task.benchmark_id}): {lost} team(s) without stored arrays "
+                "(nor a baseline's to impute): left out of its rows resamples"
+            )
+        if inputs.baseline_subs[k] is not None and base_values is None:
+            notes.append(f"task {k + 1} ({task.benchmark_id}): the baseline's arrays are gone")
     return bad, loss, base_loss
 
 
@@ -186,8 +202,6 @@ def _values(
     sub_id: str | None,
     call: dict[str, Any],
     cache: dict[str, np.ndarray[Any, Any] | None],
-    notes: list[str],
-    k: int,
 ) -> np.ndarray[Any, Any] | None:
     """The metric's values on the task's B resamples for one submission (cached per task;
     None when it has no stored arrays)."""
@@ -196,7 +210,6 @@ def _values(
     if sub_id not in cache:
         pred = _prediction(store, sub_id)
         if pred is None:
-            notes.append(f"{sub_id}: arrays no longer stored; left out of task {k + 1}")
             cache[sub_id] = None
         else:
             b = call["n_resamples"]

@@ -20,8 +20,8 @@ from typing import Any
 import redis
 
 from service import keys
-from service.store.base import StoreBase
-from service.store.records import BenchmarkRecord, RenderedPage, decode, now_iso
+from service.store.base import StoreBase, remember
+from service.store.records import BenchmarkRecord, PageRead, RenderedPage, decode, now_iso
 
 __all__ = ["SuiteRecord", "SuiteSnapshot", "SuiteStore"]
 
@@ -73,10 +73,12 @@ class SuiteSnapshot:
 
 
 def _digest(suite_raw: bytes, bench_raws: Sequence[bytes | None], versions: Sequence[Any]) -> str:
-    h = hashlib.sha1(suite_raw)
+    """The inputs' digest of ``lua/suite_page_read.lua`` (same bytes): SHA-1 of the suite
+    record and, for each task, SHA-1 of its benchmark record and its boards' version."""
+    parts = [suite_raw]
     for raw, version in zip(bench_raws, versions, strict=True):
-        h.update(b"\0" + hashlib.sha1(raw or b"").digest() + b"\0" + (version or b"0"))
-    return h.hexdigest()
+        parts.append(hashlib.sha1(raw or b"").hexdigest().encode() + b"|" + (version or b""))
+    return hashlib.sha1(b"\n".join(parts)).hexdigest()
 
 
 class SuiteStore(StoreBase):
@@ -271,24 +273,40 @@ class SuiteStore(StoreBase):
             inputs=_digest(raw, benches, versions),
         )
 
-    def suite_cached(self, suite_id: str, page: str) -> RenderedPage | None:
-        """The cached answer ``page`` when its stamp is that of the suite's state now (two
-        round trips), else None."""
-
-        def read() -> RenderedPage | None:
-            pipe = self.client.pipeline(transaction=False)
-            pipe.get(keys.suite(suite_id))
-            pipe.hmget(page, "stamp", "body", "disposition")
-            raw, (stamp, body, disposition) = pipe.execute()
-            if raw is None or stamp is None or body is None:
-                return None
-            benches, versions, doc, claimed = self._suite_state(self.client, raw)
-            now = self._stamp(_digest(raw, benches, versions), doc, claimed)
-            if now != stamp:
-                return None
-            return RenderedPage(body, decode(disposition) if disposition else "")
-
-        return self._call(read)
+    def suite_cached(
+        self, token: str, page: str, suite_id: str, *, rate_limit: int, window_s: int
+    ) -> PageRead:
+        """Authenticate ``token``, count the request against its key's rate limit and look up
+        the cached answer ``page`` of suite ``suite_id`` — one round trip
+        (``lua/suite_page_read.lua``). The answer is served only when its stamp is that of the
+        suite's state now. The member benchmarks (the script's keys) come from this store's
+        memo of earlier renders: a wrong or missing guess costs a miss, never a wrong answer
+        (the suite record, whose tasks they are, is part of the stamp)."""
+        memo: dict[str, list[str]] = self.__dict__.setdefault("_suite_deps", {})
+        benches = memo.get(page)
+        read_keys: list[str] = []
+        if benches is not None:
+            read_keys = [
+                page,
+                keys.suite(suite_id),
+                keys.suite_intervals(suite_id),
+                keys.suite_intervals_lock(suite_id),
+            ]
+            for bench_id in benches:
+                read_keys += [keys.benchmark(bench_id), keys.leaderboard_info(bench_id)]
+        key, wait, reply = self._read_with_key(
+            token,
+            "suite_page_read",
+            read_keys,
+            ["0" if benches is None else "1"],
+            rate_limit=rate_limit,
+            window_s=window_s,
+        )
+        if key is None or wait is not None:
+            return PageRead(key, retry_after_s=wait)
+        if decode(reply[0]) == "hit":
+            return PageRead(key, body=reply[2], disposition=decode(reply[3]))
+        return PageRead(key)
 
     def suite_render(
         self,
@@ -316,6 +334,8 @@ class SuiteStore(StoreBase):
                 snapshot = self._snapshot(raw, benches, versions, doc, claimed)
                 stamp = self._stamp(snapshot.inputs, doc, claimed)
                 out, cacheable = render(snapshot)
+                memo: dict[str, list[str]] = self.__dict__.setdefault("_suite_deps", {})
+                remember(memo, page, snapshot.suite.benchmark_ids)
                 if not cacheable:
                     return out
                 pipe.multi()

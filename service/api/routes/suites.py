@@ -43,7 +43,6 @@ from service.api.schemas import (
     SuiteRow,
     SuiteTask,
     SuiteTaskInfo,
-    SuiteTaskValue,
     SuiteUpdate,
 )
 from service.rest_text import did_you_mean
@@ -338,21 +337,13 @@ def build(
         team = agg.teams[j]
         iv = by_team.get(team) or {}
         own = set(agg.own[team])
-        cells = []
+        values: list[float | None] = []
+        imputed: list[int] = []
         for k, t in enumerate(inputs.tasks):
             got = t.entries.get(team)
-            imputed = got is None and t.baseline is not None
-            value = got[0] if got is not None else (t.baseline[0] if t.baseline else None)
-            cells.append(
-                SuiteTaskValue(
-                    benchmark_id=t.benchmark_id,
-                    metric=t.metric,
-                    value=value,
-                    imputed=imputed,
-                    rank=float(task_ranks[k, j]),
-                    submission_id=inputs.subs[k].get(team),
-                )
-            )
+            if got is None and t.baseline is not None:
+                imputed.append(k)
+            values.append(got[0] if got is not None else (t.baseline[0] if t.baseline else None))
         rank_iv = iv.get("rank") or [None, None]
         rows.append(
             SuiteRow(
@@ -365,7 +356,9 @@ def build(
                 mean_rank=_agg(agg.mean_rank[j], iv.get("mean_rank")),
                 win_rate=_agg(agg.win_rate[j], iv.get("win_rate")),
                 gm_skill=_agg(agg.gm_skill[j], iv.get("gm_skill")),
-                tasks=cells,
+                values=values,
+                task_ranks=[float(task_ranks[k, j]) for k in range(len(inputs.tasks))],
+                imputed=imputed,
             )
         )
     excluded = [
@@ -444,7 +437,7 @@ def to_csv(board: SuiteLeaderboard) -> str:
         row: list[Any] = [e.rank, e.rank_low, e.rank_high, e.team_id, e.team_name, e.n_tasks]
         for a in (e.mean_rank, e.win_rate, e.gm_skill):
             row += [a.value, a.low, a.high]
-        row += [c.value if not c.imputed else None for c in e.tasks]
+        row += [None if k in e.imputed else v for k, v in enumerate(e.values)]
         writer.writerow(["" if v is None else v for v in row])
     return out.getvalue()
 
@@ -484,14 +477,10 @@ def answer(
     limit: int,
     fmt: Format,
 ) -> RenderedPage | None:
-    """The cached answer when current, else rendered (and cached); None: no such suite."""
-    page = page_key(suite_id, view, offset, limit, fmt)
-    found = store.suite_cached(suite_id, page)
-    if found is not None:
-        return found
+    """The answer rendered from the current state (and cached); None: no such suite."""
     return store.suite_render(
         suite_id,
-        page,
+        page_key(suite_id, view, offset, limit, fmt),
         lambda snap: render(store, settings, snap, view, offset, limit, fmt),
         PAGE_TTL_S,
     )
@@ -506,16 +495,22 @@ def serve(
     limit: int,
     fmt: Format,
 ) -> RenderedPage:
-    """The route's work in one trip through the read pool: the key, then the answer."""
+    """The route's work in one trip through the read pool: authentication, rate count and a
+    current cached answer in one Redis round trip; else the answer rendered (and cached)."""
     store, settings = get_store(request), get_settings(request)
     if token is None:
         raise key_required()
     ensure_admin_key(request, store)
-    key = store.authenticate(token)
-    wait = None
-    if key is not None and settings.rate_limit > 0 and key.role != "admin":
-        wait = store.hit_rate(key.key_id, settings.rate_limit, settings.rate_limit_window_s)
-    admitted(settings, key, wait)
+    found = store.suite_cached(
+        token,
+        page_key(suite_id, view, offset, limit, fmt),
+        suite_id,
+        rate_limit=settings.rate_limit,
+        window_s=settings.rate_limit_window_s,
+    )
+    admitted(settings, found.key, found.retry_after_s)
+    if found.body is not None:
+        return RenderedPage(found.body, found.disposition)
     rendered = answer(store, settings, suite_id, view, offset, limit, fmt)
     if rendered is None:
         raise ApiError(

@@ -96,7 +96,6 @@ from service.api.schemas.suites import (
     SuiteRow,
     SuiteTask,
     SuiteTaskInfo,
-    SuiteTaskValue,
     SuiteUpdate,
 )
 from service.api.schemas.uploads import UploadCreate, UploadInfo, UploadPart
@@ -172,7 +171,6 @@ __all__ = [
     "SuiteRow",
     "SuiteTask",
     "SuiteTaskInfo",
-    "SuiteTaskValue",
     "SuiteUpdate",
     "TeamCreate",
     "TeamInfo",

@@ -19,7 +19,6 @@ __all__ = [
     "SuiteRow",
     "SuiteTask",
     "SuiteTaskInfo",
-    "SuiteTaskValue",
     "SuiteUpdate",
 ]
 
@@ -54,16 +53,9 @@ _ROW: dict[str, Any] = {
     "mean_rank": {"value": 1.5, "low": 1.0, "high": 2.0},
     "win_rate": {"value": 0.75, "low": 0.5, "high": 1.0},
     "gm_skill": {"value": 0.12, "low": 0.05, "high": 0.2},
-    "tasks": [
-        {
-            "benchmark_id": "bench_0f1e2d3c4b5a6978",
-            "metric": "crps",
-            "value": 0.41,
-            "imputed": False,
-            "rank": 1.0,
-            "submission_id": "sub_0123456789abcdef0123456789abcdef",
-        }
-    ],
+    "values": [0.41, 0.87],
+    "task_ranks": [1.0, 2.0],
+    "imputed": [],
 }
 
 Missing = Literal["exclude", "impute_baseline"]
@@ -170,17 +162,6 @@ class SuiteAggregate(BaseModel):
     high: float | None = None
 
 
-class SuiteTaskValue(BaseModel):
-    """A team's entry on one task."""
-
-    benchmark_id: str
-    metric: str
-    value: float | None = Field(description="The entry's value (null: the team lacks it).")
-    imputed: bool = Field(default=False, description="True: the baseline's value filled it.")
-    rank: float | None = Field(default=None, description="Average rank on the task (ties share).")
-    submission_id: str | None = None
-
-
 class SuiteRow(BaseModel):
     """One ranked team."""
 
@@ -193,7 +174,17 @@ class SuiteRow(BaseModel):
     mean_rank: SuiteAggregate
     win_rate: SuiteAggregate
     gm_skill: SuiteAggregate
-    tasks: list[SuiteTaskValue]
+    values: list[float | None] = Field(
+        description="The team's value on each task, in the order of the answer's tasks "
+        "(null: it lacks the task and nothing fills it)."
+    )
+    task_ranks: list[float | None] = Field(
+        description="Its average rank on each task among the ranked teams (ties share)."
+    )
+    imputed: list[int] = Field(
+        default_factory=list,
+        description="Indices of the tasks whose value is the baseline's (missing=impute_baseline).",
+    )
 
 
 class SuiteExcluded(BaseModel):
