@@ -16,7 +16,7 @@ Missing results (a team without an entry on a task), by the suite's ``missing`` 
 
 After either rule every ranked team has every task, so K teams are compared on T tasks:
 
-- rank_{i,t} = the average rank of b_{i,t} among the K teams on t (1 = best; t tied teams
+- rank_{i,t} = the average rank of b_{i,t} among the K teams on t (1 = best; tied teams
   share the mean of the ranks they span, as pandas' ``rank()`` in fev's ``avg_rank``);
   mean_rank_i = (1/T) Σ_t rank_{i,t};
 - win_rate_i = Σ_t Σ_{j≠i} ( [b_{i,t} < b_{j,t}] + ½ [b_{i,t} = b_{j,t}] ) / Σ_t (K_t − 1):

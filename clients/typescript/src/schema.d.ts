@@ -4010,6 +4010,7 @@ export interface components {
          *             "low": 0.05,
          *             "value": 0.12
          *           },
+         *           "imputed": [],
          *           "mean_rank": {
          *             "high": 2,
          *             "low": 1,
@@ -4019,18 +4020,16 @@ export interface components {
          *           "rank": 1,
          *           "rank_high": 2,
          *           "rank_low": 1,
-         *           "tasks": [
-         *             {
-         *               "benchmark_id": "bench_0f1e2d3c4b5a6978",
-         *               "imputed": false,
-         *               "metric": "crps",
-         *               "rank": 1,
-         *               "submission_id": "sub_0123456789abcdef0123456789abcdef",
-         *               "value": 0.41
-         *             }
+         *           "task_ranks": [
+         *             1,
+         *             2
          *           ],
          *           "team_id": "team_3c4d5e6f7a8b9c0d",
          *           "team_name": "red",
+         *           "values": [
+         *             0.41,
+         *             0.87
+         *           ],
          *           "win_rate": {
          *             "high": 1,
          *             "low": 0.5,
@@ -4197,8 +4196,21 @@ export interface components {
             mean_rank: components["schemas"]["SuiteAggregate"];
             win_rate: components["schemas"]["SuiteAggregate"];
             gm_skill: components["schemas"]["SuiteAggregate"];
-            /** Tasks */
-            tasks: components["schemas"]["SuiteTaskValue"][];
+            /**
+             * Values
+             * @description The team's value on each task, in the order of the answer's tasks (null: it lacks the task and nothing fills it).
+             */
+            values: (number | null)[];
+            /**
+             * Task Ranks
+             * @description Its average rank on each task among the ranked teams (ties share).
+             */
+            task_ranks: (number | null)[];
+            /**
+             * Imputed
+             * @description Indices of the tasks whose value is the baseline's (missing=impute_baseline).
+             */
+            imputed?: number[];
         };
         /**
          * SuiteTask
@@ -4219,34 +4231,6 @@ export interface components {
             benchmark_id: string;
             /** Metric */
             metric: string;
-        };
-        /**
-         * SuiteTaskValue
-         * @description A team's entry on one task.
-         */
-        SuiteTaskValue: {
-            /** Benchmark Id */
-            benchmark_id: string;
-            /** Metric */
-            metric: string;
-            /**
-             * Value
-             * @description The entry's value (null: the team lacks it).
-             */
-            value: number | null;
-            /**
-             * Imputed
-             * @description True: the baseline's value filled it.
-             * @default false
-             */
-            imputed?: boolean;
-            /**
-             * Rank
-             * @description Average rank on the task (ties share).
-             */
-            rank?: number | null;
-            /** Submission Id */
-            submission_id?: string | null;
         };
         /**
          * SuiteUpdate
