@@ -7082,6 +7082,15 @@ export interface operations {
                     "application/json": components["schemas"]["SuiteInfo"];
                 };
             };
+            /** @description The body cannot be decoded (not JSON, not an NPZ archive, broken gzip). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description No API key, or an unknown or revoked one. */
             401: {
                 headers: {
@@ -7093,6 +7102,15 @@ export interface operations {
             };
             /** @description The key may not do this (not an admin key, or another team's submission). */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body (or its decompressed content) exceeds the size limit. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7297,6 +7315,15 @@ export interface operations {
                     "application/json": components["schemas"]["SuiteInfo"];
                 };
             };
+            /** @description The body cannot be decoded (not JSON, not an NPZ archive, broken gzip). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description No API key, or an unknown or revoked one. */
             401: {
                 headers: {
@@ -7317,6 +7344,15 @@ export interface operations {
             };
             /** @description No such resource for this key. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body (or its decompressed content) exceeds the size limit. */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -165,7 +165,7 @@ def _get(store: Store, suite_id: str) -> SuiteRecord:
     summary="Create a benchmark suite (admin)",
     status_code=201,
     response_model=SuiteInfo,
-    responses=errors(401, 403, 422, 503),
+    responses=errors(400, 401, 403, 413, 422, 503),
 )
 def create_suite(body: SuiteCreate, admin: AdminDep, store: StoreDep) -> JSONResponse:
     """Group 1..100 benchmarks (distinct) into a suite, each with a metric (default: the
@@ -228,7 +228,7 @@ def get_suite(suite_id: SuiteId, key: KeyDep, store: StoreDep) -> SuiteInfo:
     operation_id="updateSuite",
     summary="Change a benchmark suite (admin)",
     response_model=SuiteInfo,
-    responses=errors(401, 403, 404, 422, 503),
+    responses=errors(400, 401, 403, 404, 413, 422, 503),
 )
 def update_suite(
     suite_id: SuiteId, body: SuiteUpdate, admin: AdminDep, store: StoreDep
