@@ -442,6 +442,34 @@ def test_web_page(setup: Setup) -> None:
     assert s.api.get("/ui/suites/nope", headers=key).status_code == 404
 
 
+def test_benchmark_baselines(setup: Setup) -> None:
+    """baseline_team null: each task's benchmark baseline submission; gm_skill is null with
+    the reason while a task has none, and relative to those submissions once set."""
+    s = setup
+    suite = create(s, baseline_team=None, missing="exclude")
+    doc = board(s, suite["id"])
+    assert doc["baseline"] == "benchmark baselines"
+    assert all(e["gm_skill"]["value"] is None for e in doc["entries"])
+    assert "baseline has no value" in doc["gm_skill_reason"]
+    try:
+        for k, bench in enumerate(s.benches):
+            base = s.values["green"][k]
+            assert base is not None
+            r = s.api.patch(f"/v1/benchmarks/{bench}", json={"baseline_id": base[1]}, headers=ADMIN)
+            assert r.status_code == 200, r.text
+        doc = board(s, suite["id"])  # the member records changed: a fresh answer
+        assert doc["gm_skill_reason"] is None
+        vals = {t: [None if e is None else e[0] for e in s.values[t]] for t in TEAMS}
+        ref = reference(vals, "green", "exclude")
+        names = by_name(s)
+        for e in doc["entries"]:
+            want = ref["teams"][names[e["team_id"]]]["gm_skill"]
+            assert e["gm_skill"]["value"] == pytest.approx(want, rel=1e-9, abs=1e-12)
+    finally:
+        for bench in s.benches:
+            s.api.patch(f"/v1/benchmarks/{bench}", json={"baseline_id": None}, headers=ADMIN)
+
+
 def test_answers_follow_the_member_boards(setup: Setup) -> None:
     """A cached answer is served while the boards are unchanged and replaced when one
     changes (a new submission on a member benchmark makes the intervals stale)."""
