@@ -457,6 +457,8 @@ def suite_page(request: Request, suite_id: str, view: Text = None) -> Response:
     doc = json.loads(_suite_answer(request, store, suite_id, shown, "json").body)
     base = f"/ui/suites/{quote(suite_id, safe='')}"
     names = {b.id: b.name for b in store.list_benchmarks()}
+    team = suite.baseline_team
+    baseline = store.team_names([team]).get(team, team) if team else "each benchmark's baseline"
     return page(
         request,
         "suite.html",
@@ -466,6 +468,7 @@ def suite_page(request: Request, suite_id: str, view: Text = None) -> Response:
         board=doc,
         view=shown,
         bench_names=names,
+        baseline=baseline,
         views=[(v, _link(base, view=v), v == shown) for v in ("rows", "tasks")],
         csv_url=_link(f"{base}/leaderboard.csv", view=shown),
         fmt=views.fmt,
