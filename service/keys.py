@@ -491,3 +491,31 @@ def bench_submissions(bench_id: str) -> str:
     """Sorted set of the submissions that succeeded on a benchmark (the candidates of the
     default finals)."""
     return f"{PREFIX}bench:{bench_id}:succeeded"
+
+
+# --- benchmark suites ----------------------------------------------------------------------
+
+
+def suite(suite_id: str) -> str:
+    return f"{PREFIX}suite:{suite_id}"
+
+
+def suites() -> str:
+    """Sorted set of suite ids by creation time."""
+    return f"{PREFIX}suites"
+
+
+def suite_intervals(suite_id: str) -> str:
+    """The interval document of a suite's leaderboard (both views), written by its job."""
+    return f"{PREFIX}suite:{suite_id}:intervals"
+
+
+def suite_intervals_lock(suite_id: str) -> str:
+    """The claim of a queued interval job of a suite."""
+    return f"{PREFIX}suite:{suite_id}:intervals-lock"
+
+
+def suite_page_cache(suite_id: str, query: str) -> str:
+    """A rendered answer of the suite leaderboard route; ``query``: a digest of its
+    parameters."""
+    return f"{PREFIX}suite:{suite_id}:page:{query}"

@@ -25,11 +25,13 @@ from service.celery_config import (
 )
 from service.notifications.delivery import attempt as delivery_attempt
 from service.store import StoreUnavailable
+from service.suites import SUITE_TASK_NAME
 from worker import runtime
 from worker.celery_app import app
 from worker.execution import run_comparison_job, run_job, run_rank_job
 from worker.fanout import run_part_job
 from worker.plots import render_plot as draw_plot
+from worker.suites import compute_suite_intervals
 
 #: The options every task shares: late acknowledgement, re-queued when its worker process dies
 #: (also the app-wide defaults in :func:`service.celery_config.celery_conf`, repeated here so a
@@ -128,3 +130,14 @@ def deliver_webhook(self: Any, delivery_id: str) -> str:
     """Make the next attempt of one webhook delivery (see
     :func:`service.notifications.delivery.attempt`)."""
     return delivery_attempt(runtime.store(), runtime.settings(), delivery_id)
+
+
+# --- benchmark suites ----------------------------------------------------------------------
+
+
+@app.task(name=SUITE_TASK_NAME, **TASK_OPTIONS)  # type: ignore[untyped-decorator]
+def suite_intervals(self: Any, suite_id: str) -> int:
+    """Compute the intervals of a suite's leaderboard (see
+    :func:`worker.suites.compute_suite_intervals`); returns the number of views computed."""
+    doc = compute_suite_intervals(runtime.store(), suite_id)
+    return -1 if doc is None else len(doc.get("views") or {})

@@ -39,6 +39,7 @@ from service.api.routes import (
     plots,
     sharelinks,
     submissions,
+    suites,
     uploads,
 )
 from service.api.schemas import (
@@ -99,6 +100,10 @@ TAGS = [
     },
     {"name": "admin", "description": "Teams and API keys (admin key required)."},
     {"name": "health", "description": "Liveness, readiness and Prometheus metrics."},
+    {
+        "name": "suites",
+        "description": "Benchmark suites: leaderboards aggregated over several benchmarks.",
+    },
 ]
 
 #: Models documented in the OpenAPI document without being parsed by FastAPI (the submission
@@ -204,6 +209,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         app.include_router(router)
     app.include_router(gates.router)  # quality gates
     app.include_router(finals.router)
+    app.include_router(suites.router)
     docs.install(app)
     ui.install(app)  # the web pages under /ui/
     app.add_middleware(BodyLimit)  # bodies read whole by FastAPI: at most 1 MiB

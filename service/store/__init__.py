@@ -60,6 +60,7 @@ from service.store.records import (
 )
 from service.store.sharelinks import ShareLink, ShareLinkStore
 from service.store.submissions import DAY_S, Quota, SubmissionStore
+from service.store.suites import SuiteRecord, SuiteSnapshot, SuiteStore
 from service.store.workers import WorkerStore
 
 __all__ = [
@@ -83,6 +84,8 @@ __all__ = [
     "StoreUnavailable",
     "SubmissionRead",
     "SubmissionRecord",
+    "SuiteRecord",
+    "SuiteSnapshot",
     "TeamRecord",
     "now_iso",
     "sha256_hex",
@@ -102,6 +105,7 @@ class Store(
     BlobSweepStore,
     NotificationStore,
     FinalsStore,
+    SuiteStore,
 ):
     """Typed access to the Redis data of uq-eval (see :mod:`service.keys`).
 

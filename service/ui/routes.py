@@ -62,7 +62,10 @@ def benchmarks_page(request: Request) -> Response:
     store = _store(request)
     who = viewer(request, store)
     shown = [b for b in store.list_benchmarks() if who.key is not None or b.public_board]
-    return page(request, "benchmarks.html", who, benchmarks=shown, title="Benchmarks")
+    suites = [s for s in store.list_suites() if who.key is not None or s.public_board]
+    return page(
+        request, "benchmarks.html", who, benchmarks=shown, suites=suites, title="Benchmarks"
+    )
 
 
 def _board_query(
@@ -411,3 +414,83 @@ def logout(request: Request) -> Response:
         secure=request.url.scheme == "https",
     )
     return out
+
+
+# --- benchmark suites ----------------------------------------------------------------------
+
+
+def _suite_answer(request: Request, store: Store, suite_id: str, view: str, fmt: str) -> Any:
+    """The API's suite leaderboard answer (cached or rendered, the same bytes)."""
+    from service.api.routes import suites as suite_routes
+
+    if view not in ("rows", "tasks"):
+        raise PageError(404, "Not found", f"A suite has no view {view!r}: rows or tasks.")
+    settings: Settings = request.app.state.settings
+    rendered = suite_routes.answer(
+        store,
+        settings,
+        suite_id,
+        view,  # type: ignore[arg-type]
+        0,
+        BOARD_ROWS,
+        fmt,  # type: ignore[arg-type]
+    )
+    if rendered is None:
+        raise not_found(f"suite {suite_id!r}")
+    return rendered
+
+
+def _visible_suite(who: Viewer, store: Store, suite_id: str) -> Any:
+    """The suite whose page ``who`` may see: any key, or nobody when its board is public."""
+    suite = store.get_suite(suite_id)
+    if suite is None:
+        raise not_found(f"suite {suite_id!r}")
+    if who.key is None and not suite.public_board:
+        raise login_needed("this suite's leaderboard")
+    return suite
+
+
+@router.get("/suites/{suite_id}")
+def suite_page(request: Request, suite_id: str, view: Text = None) -> Response:
+    store = _store(request)
+    who = viewer(request, store)
+    suite = _visible_suite(who, store, suite_id)
+    shown = view or "rows"
+    doc = json.loads(_suite_answer(request, store, suite_id, shown, "json").body)
+    base = f"/ui/suites/{quote(suite_id, safe='')}"
+    names = {b.id: b.name for b in store.list_benchmarks()}
+    team = suite.baseline_team
+    baseline = store.team_names([team]).get(team, team) if team else "each benchmark's baseline"
+    return page(
+        request,
+        "suite.html",
+        who,
+        title=f"{suite.name} — suite leaderboard",
+        suite=suite,
+        board=doc,
+        view=shown,
+        bench_names=names,
+        baseline=baseline,
+        views=[(v, _link(base, view=v), v == shown) for v in ("rows", "tasks")],
+        csv_url=_link(f"{base}/leaderboard.csv", view=shown),
+        fmt=views.fmt,
+        read_only=who.key is None,
+    )
+
+
+@router.get("/suites/{suite_id}/leaderboard.csv")
+def suite_csv(request: Request, suite_id: str, view: Text = None) -> Response:
+    """The suite board's CSV export (the API's bytes), for a key or a public suite."""
+    store = _store(request)
+    who = viewer(request, store)
+    _visible_suite(who, store, suite_id)
+    rendered = _suite_answer(request, store, suite_id, view or "rows", "csv")
+    return Response(
+        rendered.body,
+        media_type="text/csv",
+        headers={
+            "Content-Disposition": rendered.disposition,
+            "Cache-Control": "private, no-store",
+            "Referrer-Policy": "no-referrer",
+        },
+    )

@@ -769,6 +769,88 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/suites": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the benchmark suites
+         * @description Every suite, oldest first (any key).
+         */
+        get: operations["listSuites"];
+        put?: never;
+        /**
+         * Create a benchmark suite (admin)
+         * @description Group 1..100 benchmarks (distinct) into a suite, each with a metric (default: the
+         *     benchmark's primary metric). The suite's leaderboard ranks teams by their mean rank over
+         *     the tasks, with win rate and geometric-mean skill against the baseline, and intervals
+         *     from resampling rows within tasks or tasks within the suite.
+         */
+        post: operations["createSuite"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/suites/{suite_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A benchmark suite's definition
+         * @description The suite's tasks, baseline, missing-result rule and resampling options (any key).
+         */
+        get: operations["getSuite"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a benchmark suite (admin)
+         * @description Remove the suite and its leaderboard (its benchmarks and submissions stay).
+         */
+        delete: operations["deleteSuite"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a benchmark suite (admin)
+         * @description Change the given fields (checked as at creation); the leaderboard and its intervals
+         *     follow (its cached answers and interval document no longer match the suite).
+         */
+        patch: operations["updateSuite"];
+        trace?: never;
+    };
+    "/v1/suites/{suite_id}/leaderboard": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A benchmark suite's leaderboard
+         * @description Teams by mean rank over the suite's tasks (average ranks on each task's board entry),
+         *     with win rate against every other team (ties count one half) and geometric-mean skill
+         *     against the baseline (1 − the geometric mean of the loss ratios, loss = |value − the
+         *     metric's best value|), each with a percentile interval whose unit the answer states, and
+         *     rank intervals. Teams lacking a task follow the suite's ``missing`` rule (excluded teams
+         *     are listed with the tasks they lack). ``intervals.status`` says whether the intervals
+         *     describe the member boards as they are now (a worker computes them).
+         */
+        get: operations["getSuiteLeaderboard"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -4482,6 +4564,427 @@ export interface components {
             visibility?: ("private" | "public") | null;
         };
         /**
+         * SuiteAggregate
+         * @description An aggregate with its percentile interval (null until the intervals are computed).
+         */
+        SuiteAggregate: {
+            /** Value */
+            value: number | null;
+            /** Low */
+            low?: number | null;
+            /** High */
+            high?: number | null;
+        };
+        /**
+         * SuiteCreate
+         * @description A new suite (admin).
+         */
+        SuiteCreate: {
+            /**
+             * Description
+             * @default
+             */
+            description?: string;
+            /**
+             * Baseline Team
+             * @description The team whose entries are the baseline of gm_skill (and fill gaps under missing=impute_baseline); null: each task's benchmark baseline submission.
+             */
+            baseline_team?: string | null;
+            /**
+             * Missing
+             * @description exclude: a team lacking a task is left out (listed with the tasks it lacks); impute_baseline: the baseline's value fills the gap.
+             * @default exclude
+             * @enum {string}
+             */
+            missing?: "exclude" | "impute_baseline";
+            /**
+             * Selection
+             * @description board: each team's entry on the task's board (the benchmark's rule); final: its best final submission (not available yet: 422).
+             * @default board
+             * @enum {string}
+             */
+            selection?: "board" | "final";
+            /**
+             * N Resamples
+             * @description Resamples B.
+             * @default 1000
+             */
+            n_resamples?: number;
+            /**
+             * Level
+             * @description Interval level.
+             * @default 0.95
+             */
+            level?: number;
+            /**
+             * Seed
+             * @description Seed of the resampling.
+             * @default 0
+             */
+            seed?: number;
+            /**
+             * Public Board
+             * @description Show the suite's web page without a key.
+             * @default false
+             */
+            public_board?: boolean;
+            /** Name */
+            name: string;
+            /**
+             * Tasks
+             * @description 1..100 tasks, distinct benchmarks.
+             */
+            tasks: components["schemas"]["SuiteTask"][];
+        };
+        /**
+         * SuiteExcluded
+         * @description A team left out by missing=exclude, with the tasks it lacks.
+         */
+        SuiteExcluded: {
+            /** Team Id */
+            team_id: string;
+            /** Team Name */
+            team_name?: string | null;
+            /** Missing Tasks */
+            missing_tasks: components["schemas"]["SuiteTaskInfo"][];
+        };
+        /**
+         * SuiteInfo
+         * @description A suite's definition.
+         * @example {
+         *       "created_at": "2026-01-01T12:00:00Z",
+         *       "description": "Three load datasets.",
+         *       "id": "suite_5e6f7a8b9c0d1e2f",
+         *       "level": 0.95,
+         *       "missing": "exclude",
+         *       "n_resamples": 1000,
+         *       "name": "Energy forecasting",
+         *       "public_board": false,
+         *       "seed": 0,
+         *       "selection": "board",
+         *       "tasks": [
+         *         {
+         *           "benchmark_id": "bench_0f1e2d3c4b5a6978",
+         *           "metric": "crps"
+         *         },
+         *         {
+         *           "benchmark_id": "bench_1a2b3c4d5e6f7a8b",
+         *           "metric": "mae"
+         *         }
+         *       ],
+         *       "updated_at": "2026-01-01T12:00:00Z"
+         *     }
+         */
+        SuiteInfo: {
+            /** Id */
+            id: string;
+            /** Name */
+            name: string;
+            /** Description */
+            description: string;
+            /** Tasks */
+            tasks: components["schemas"]["SuiteTaskInfo"][];
+            /** Baseline Team */
+            baseline_team: string | null;
+            /**
+             * Missing
+             * @enum {string}
+             */
+            missing: "exclude" | "impute_baseline";
+            /**
+             * Selection
+             * @enum {string}
+             */
+            selection: "board" | "final";
+            /** N Resamples */
+            n_resamples: number;
+            /** Level */
+            level: number;
+            /** Seed */
+            seed: number;
+            /** Public Board */
+            public_board: boolean;
+            /** Created At */
+            created_at: string;
+            /** Updated At */
+            updated_at: string;
+        };
+        /**
+         * SuiteIntervals
+         * @description Whether the intervals describe the suite as it is now.
+         */
+        SuiteIntervals: {
+            /**
+             * Status
+             * @description current: computed for the member boards as they are; computing: not yet available; stale: computed for earlier boards, a recomputation is queued.
+             * @enum {string}
+             */
+            status: "current" | "computing" | "stale";
+            /** Warnings */
+            warnings?: string[];
+        };
+        /**
+         * SuiteLeaderboard
+         * @description A suite's leaderboard: teams by mean rank over the tasks, with win rate and
+         *     geometric-mean skill, each with an interval whose unit is ``unit``.
+         * @example {
+         *       "baseline": "benchmark baselines",
+         *       "entries": [
+         *         {
+         *           "gm_skill": {
+         *             "high": 0.2,
+         *             "low": 0.05,
+         *             "value": 0.12
+         *           },
+         *           "imputed": [],
+         *           "mean_rank": {
+         *             "high": 2,
+         *             "low": 1,
+         *             "value": 1.5
+         *           },
+         *           "n_tasks": 2,
+         *           "rank": 1,
+         *           "rank_high": 2,
+         *           "rank_low": 1,
+         *           "task_ranks": [
+         *             1,
+         *             2
+         *           ],
+         *           "team_id": "team_3c4d5e6f7a8b9c0d",
+         *           "team_name": "red",
+         *           "values": [
+         *             0.41,
+         *             0.87
+         *           ],
+         *           "win_rate": {
+         *             "high": 1,
+         *             "low": 0.5,
+         *             "value": 0.75
+         *           }
+         *         }
+         *       ],
+         *       "excluded": [
+         *         {
+         *           "missing_tasks": [
+         *             {
+         *               "benchmark_id": "bench_1a2b3c4d5e6f7a8b",
+         *               "metric": "mae"
+         *             }
+         *           ],
+         *           "team_id": "team_9c0d1e2f3a4b5c6d",
+         *           "team_name": "blue"
+         *         }
+         *       ],
+         *       "intervals": {
+         *         "status": "current",
+         *         "warnings": []
+         *       },
+         *       "level": 0.95,
+         *       "limit": 50,
+         *       "missing": "exclude",
+         *       "n_resamples": 1000,
+         *       "name": "Energy forecasting",
+         *       "offset": 0,
+         *       "seed": 0,
+         *       "selection": "board",
+         *       "suite_id": "suite_5e6f7a8b9c0d1e2f",
+         *       "tasks": [
+         *         {
+         *           "benchmark_id": "bench_0f1e2d3c4b5a6978",
+         *           "metric": "crps"
+         *         },
+         *         {
+         *           "benchmark_id": "bench_1a2b3c4d5e6f7a8b",
+         *           "metric": "mae"
+         *         }
+         *       ],
+         *       "total": 1,
+         *       "unit": "rows within tasks",
+         *       "view": "rows"
+         *     }
+         */
+        SuiteLeaderboard: {
+            /** Suite Id */
+            suite_id: string;
+            /** Name */
+            name: string;
+            /**
+             * View
+             * @enum {string}
+             */
+            view: "rows" | "tasks";
+            /**
+             * Unit
+             * @description "rows within tasks" or "tasks within the suite".
+             */
+            unit: string;
+            /** N Resamples */
+            n_resamples: number;
+            /** Level */
+            level: number;
+            /** Seed */
+            seed: number;
+            /**
+             * Missing
+             * @enum {string}
+             */
+            missing: "exclude" | "impute_baseline";
+            /**
+             * Selection
+             * @enum {string}
+             */
+            selection: "board" | "final";
+            /**
+             * Baseline
+             * @description The baseline: a team id, or 'benchmark baselines'.
+             */
+            baseline: string;
+            /** Tasks */
+            tasks: components["schemas"]["SuiteTaskInfo"][];
+            /**
+             * Gm Skill Reason
+             * @description Why gm_skill is null for every team, when it is.
+             */
+            gm_skill_reason?: string | null;
+            /** Total */
+            total: number;
+            /** Offset */
+            offset: number;
+            /** Limit */
+            limit: number;
+            /** Entries */
+            entries: components["schemas"]["SuiteRow"][];
+            /** Excluded */
+            excluded: components["schemas"]["SuiteExcluded"][];
+            intervals: components["schemas"]["SuiteIntervals"];
+        };
+        /**
+         * SuiteList
+         * @description Every suite, oldest first.
+         * @example {
+         *       "suites": [
+         *         {
+         *           "created_at": "2026-01-01T12:00:00Z",
+         *           "description": "Three load datasets.",
+         *           "id": "suite_5e6f7a8b9c0d1e2f",
+         *           "level": 0.95,
+         *           "missing": "exclude",
+         *           "n_resamples": 1000,
+         *           "name": "Energy forecasting",
+         *           "public_board": false,
+         *           "seed": 0,
+         *           "selection": "board",
+         *           "tasks": [
+         *             {
+         *               "benchmark_id": "bench_0f1e2d3c4b5a6978",
+         *               "metric": "crps"
+         *             },
+         *             {
+         *               "benchmark_id": "bench_1a2b3c4d5e6f7a8b",
+         *               "metric": "mae"
+         *             }
+         *           ],
+         *           "updated_at": "2026-01-01T12:00:00Z"
+         *         }
+         *       ]
+         *     }
+         */
+        SuiteList: {
+            /** Suites */
+            suites: components["schemas"]["SuiteInfo"][];
+        };
+        /**
+         * SuiteRow
+         * @description One ranked team.
+         */
+        SuiteRow: {
+            /**
+             * Rank
+             * @description 1 + the number of teams with a strictly lower mean rank.
+             */
+            rank: number;
+            /**
+             * Rank Low
+             * @description Rank interval over the resamples.
+             */
+            rank_low?: number | null;
+            /** Rank High */
+            rank_high?: number | null;
+            /** Team Id */
+            team_id: string;
+            /** Team Name */
+            team_name?: string | null;
+            /**
+             * N Tasks
+             * @description Tasks with the team's own entry (not imputed).
+             */
+            n_tasks: number;
+            mean_rank: components["schemas"]["SuiteAggregate"];
+            win_rate: components["schemas"]["SuiteAggregate"];
+            gm_skill: components["schemas"]["SuiteAggregate"];
+            /**
+             * Values
+             * @description The team's value on each task, in the order of the answer's tasks (null: it lacks the task and nothing fills it).
+             */
+            values: (number | null)[];
+            /**
+             * Task Ranks
+             * @description Its average rank on each task among the ranked teams (ties share).
+             */
+            task_ranks: (number | null)[];
+            /**
+             * Imputed
+             * @description Indices of the tasks whose value is the baseline's (missing=impute_baseline).
+             */
+            imputed?: number[];
+        };
+        /**
+         * SuiteTask
+         * @description One task of a suite: a benchmark and one of its metrics.
+         */
+        SuiteTask: {
+            /** Benchmark Id */
+            benchmark_id: string;
+            /**
+             * Metric
+             * @description One of the benchmark's metrics (default: its primary metric).
+             */
+            metric?: string | null;
+        };
+        /** SuiteTaskInfo */
+        SuiteTaskInfo: {
+            /** Benchmark Id */
+            benchmark_id: string;
+            /** Metric */
+            metric: string;
+        };
+        /**
+         * SuiteUpdate
+         * @description Fields to change (admin); a field left out keeps its value.
+         */
+        SuiteUpdate: {
+            /** Name */
+            name?: string | null;
+            /** Description */
+            description?: string | null;
+            /** Tasks */
+            tasks?: components["schemas"]["SuiteTask"][] | null;
+            /** Baseline Team */
+            baseline_team?: string | null;
+            /** Missing */
+            missing?: ("exclude" | "impute_baseline") | null;
+            /** Selection */
+            selection?: ("board" | "final") | null;
+            /** N Resamples */
+            n_resamples?: number | null;
+            /** Level */
+            level?: number | null;
+            /** Seed */
+            seed?: number | null;
+            /** Public Board */
+            public_board?: boolean | null;
+        };
+        /**
          * TeamCreate
          * @description A new team.
          * @example {
@@ -7861,6 +8364,458 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["FinalsList"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    listSuites: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SuiteList"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    createSuite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SuiteCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SuiteInfo"];
+                };
+            };
+            /** @description The body cannot be decoded (not JSON, not an NPZ archive, broken gzip). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key may not do this (not an admin key, or another team's submission). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body (or its decompressed content) exceeds the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getSuite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The suite id. */
+                suite_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SuiteInfo"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    deleteSuite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The suite id. */
+                suite_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key may not do this (not an admin key, or another team's submission). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    updateSuite: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The suite id. */
+                suite_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SuiteUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SuiteInfo"];
+                };
+            };
+            /** @description The body cannot be decoded (not JSON, not an NPZ archive, broken gzip). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key may not do this (not an admin key, or another team's submission). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No such resource for this key. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body (or its decompressed content) exceeds the size limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The request is invalid; the error names the field, the rule and the first bad index. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The key's rate limit is exceeded (code rate_limited), or the team's quota on the benchmark is spent (code quota_exceeded); Retry-After says when to retry. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Redis is unavailable. */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    getSuiteLeaderboard: {
+        parameters: {
+            query?: {
+                /** @description Unit of the intervals: rows (rows resampled within each task, paired across teams) or tasks (tasks resampled within the suite). */
+                view?: "rows" | "tasks";
+                offset?: number;
+                limit?: number;
+                /** @description json, or csv for an export of the page. */
+                format?: "json" | "csv";
+            };
+            header?: never;
+            path: {
+                /** @description The suite id. */
+                suite_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The suite leaderboard (JSON), or its page as CSV with format=csv. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SuiteLeaderboard"];
+                    "text/csv": string;
                 };
             };
             /** @description No API key, or an unknown or revoked one. */

@@ -95,6 +95,19 @@ from service.api.schemas.submissions import (
     SubmissionSummary,
     SubmissionUpdate,
 )
+from service.api.schemas.suites import (
+    SuiteAggregate,
+    SuiteCreate,
+    SuiteExcluded,
+    SuiteInfo,
+    SuiteIntervals,
+    SuiteLeaderboard,
+    SuiteList,
+    SuiteRow,
+    SuiteTask,
+    SuiteTaskInfo,
+    SuiteUpdate,
+)
 from service.api.schemas.uploads import UploadCreate, UploadInfo, UploadPart
 from service.store import Status
 
@@ -164,6 +177,17 @@ __all__ = [
     "SubmissionRequest",
     "SubmissionSummary",
     "SubmissionUpdate",
+    "SuiteAggregate",
+    "SuiteCreate",
+    "SuiteExcluded",
+    "SuiteInfo",
+    "SuiteIntervals",
+    "SuiteLeaderboard",
+    "SuiteList",
+    "SuiteRow",
+    "SuiteTask",
+    "SuiteTaskInfo",
+    "SuiteUpdate",
     "TeamCreate",
     "TeamFinals",
     "TeamInfo",
