@@ -1,13 +1,15 @@
 """Public/private split of a benchmark on the live stack: validation of the split, answers
 computed on the public rows only while open (checked against numpy on those rows), nothing
 of the private rows in any answer a submitter gets while open (two benchmarks that differ
-only on their private rows answer alike), finals, closing, and the private board."""
+only on their private rows answer alike: results, boards as JSON and CSV, comparisons,
+quality gates, suite boards and finals), finals, closing, and the private board."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import re
 import time
 from typing import Any
 
@@ -116,9 +118,13 @@ def _current(
 def _view(api: TestClient, key: dict[str, str], bid: str, subs: list[str]) -> list[Any]:
     """Everything a submitter can read of the benchmark, with the ids made neutral."""
     out: list[Any] = []
+    # a baseline: the boards' baseline flags and skill, and the suite's skill, depend on it
+    r = api.patch(f"/v1/benchmarks/{bid}", json={"baseline_id": subs[1]}, headers=ADMIN)
+    assert r.status_code == 200, r.text
     for sub in subs:
         doc = api.get(f"/v1/submissions/{sub}", headers=key).json()
-        out.append([doc["result"]["metrics"], doc["result"].get("curves"), doc["private_result"]])
+        result = {k: v for k, v in doc["result"].items() if k != "provenance"}
+        out.append([_neutral(result, [bid, *subs]), doc["private_result"]])
     for metric in ("mae", "crps"):
         _current(api, key, bid, {"metric": metric})
         for fmt in ("json", "csv"):
@@ -163,7 +169,64 @@ def _view(api: TestClient, key: dict[str, str], bid: str, subs: list[str]) -> li
     assert c["status"] == "succeeded", c
     res = c["result"]
     out.append([res["pairs"][0]["metrics"], list(res["ranks"]["mae"].values())])
+    # a quality gate (run as a comparison on the benchmark's rows) and a suite's board
+    r = api.post(
+        "/v1/gates",
+        json={
+            "benchmark_id": bid,
+            "candidate": subs[1],
+            "reference": subs[0],
+            "checks": [{"metric": "mae", "allowed": 0.0, "mode": "absolute"}],
+        },
+        headers=key,
+    )
+    assert r.status_code == 202, r.text
+    gid = r.json()["id"]
+    for _ in range(600):
+        g = api.get(f"/v1/gates/{gid}", headers=key).json()
+        if g["status"] in ("succeeded", "failed"):
+            break
+        time.sleep(0.05)
+    assert g["status"] == "succeeded", g
+    out.append(_neutral(g, [gid, bid, *subs]))
+    r = api.post(
+        "/v1/suites",
+        json={"name": "one", "tasks": [{"benchmark_id": bid}], "n_resamples": 50},
+        headers=ADMIN,
+    )
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    deadline = time.monotonic() + 60
+    while True:
+        suite = api.get(f"/v1/suites/{sid}/leaderboard", params={"view": "rows"}, headers=key)
+        assert suite.status_code == 200, suite.text
+        if suite.json()["intervals"]["status"] == "current":
+            break
+        assert time.monotonic() < deadline, suite.text
+        time.sleep(0.05)
+    out.append(_neutral(suite.json(), [sid, bid, *subs]))
     return out
+
+
+_STAMPS = {"created_at", "finished_at", "started_at", "updated_at", "closed_at", "timings_s"}
+
+
+def _neutral(doc: Any, ids: list[str]) -> Any:
+    """``doc`` with the given ids (and any team or key id) replaced by placeholders, and
+    times and timings dropped: what must be equal between the two benchmarks."""
+    text = json.dumps(doc, sort_keys=True)
+    for i, ident in enumerate(ids):
+        text = text.replace(ident, f"ID{i}")
+    text = re.sub(r"(team|key)_[0-9a-f]+", r"\1_X", text)
+
+    def strip(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k not in _STAMPS}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return x
+
+    return strip(json.loads(text))
 
 
 def test_open_answers_use_the_public_rows_only(api: TestClient, worker: Any) -> None:
