@@ -2,10 +2,13 @@
 suite leaderboard route and the suite interval job).
 
 Selection "board": a team's entry on task t is its entry on the board of the task's metric
-(the metric's own estimator) under the benchmark's rule (best or latest). The baseline of a
-task is the suite's ``baseline_team``'s entry there, or (no baseline team) the benchmark's
-baseline submission: its board entry, or for a baseline that is not on the board (private)
-its result's value.
+(the metric's own estimator) under the benchmark's rule (best or latest). Selection "final":
+its best final submission (its marked finals, else its default ones:
+:meth:`service.store.Store.finals`) by the value on the task's rows — the private rows once
+a benchmark with a split is closed (the values of its private board), else the public rows
+(:func:`task_part`). The baseline of a task is the suite's ``baseline_team``'s entry there,
+or (no baseline team) the benchmark's baseline submission: its entry, or for a baseline that
+is not among the entries (private, or not a final) its result's value on the same rows.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.leaderboard import badness, result_entries
-from service.store import Store, SuiteSnapshot
+from service.splits import Part
+from service.store import BenchmarkRecord, Store, SuiteSnapshot
 from service.suites import TaskData, best_value
 
-__all__ = ["SuiteInputs", "load_inputs"]
+__all__ = ["SuiteInputs", "load_inputs", "task_part"]
 
 
 @dataclass
@@ -33,6 +37,14 @@ class SuiteInputs:
     warnings: list[str]
 
 
+def task_part(selection: str, bench: BenchmarkRecord) -> Part:
+    """The rows a task's values come from: the private rows for selection "final" on a
+    closed benchmark with a split (its private board's values), else the public rows."""
+    if selection == "final" and bench.is_split and bench.status == "closed":
+        return "private"
+    return "public"
+
+
 def load_inputs(store: Store, snapshot: SuiteSnapshot) -> SuiteInputs:
     """The entries of every task of ``snapshot``'s suite (two round trips for the boards, and
     one per task whose baseline is a benchmark baseline submission)."""
@@ -43,9 +55,19 @@ def load_inputs(store: Store, snapshot: SuiteSnapshot) -> SuiteInputs:
         for t in suite.tasks
         if snapshot.benches.get(t["benchmark_id"]) is not None
     ]
-    boards = store.suite_boards(
-        [(t["benchmark_id"], t["metric"], b.rule) for t, b in live if b is not None]
-    )
+    if suite.selection == "final":
+        boards = [
+            [
+                (row["team"], row["submission"], row["badness"], row["entry"])
+                for row in store.finals_board(b, t["metric"], task_part(suite.selection, b))
+            ]
+            for t, b in live
+            if b is not None
+        ]
+    else:
+        boards = store.suite_boards(
+            [(t["benchmark_id"], t["metric"], b.rule) for t, b in live if b is not None]
+        )
     found = dict(zip([t["benchmark_id"] for t, _ in live], boards, strict=True))
     tasks: list[TaskData] = []
     subs: list[dict[str, str]] = []
@@ -75,7 +97,12 @@ def load_inputs(store: Store, snapshot: SuiteSnapshot) -> SuiteInputs:
             if shown is None:
                 record = store.get_submission(base_sub)
                 if record is not None and record.status == "succeeded":
-                    got = result_entries(store.get_result(base_sub) or {}, bench.task).get(metric)
+                    doc = (
+                        store.get_private_result(base_sub)
+                        if task_part(suite.selection, bench) == "private"
+                        else store.get_result(base_sub)
+                    )
+                    got = result_entries(doc or {}, bench.task).get(metric)
                     shown = None if got is None else got[1]
             if shown is not None and shown.get("value") is not None:
                 v = float(shown["value"])

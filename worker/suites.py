@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from service.store import Store, StoreUnavailable, SuiteSnapshot
-from service.suite_data import SuiteInputs, load_inputs
+from service.suite_data import SuiteInputs, load_inputs, task_part
 from service.suites import (
     Aggregates,
     aggregate,
@@ -156,7 +156,10 @@ def _rows_resamples(
     base_loss = np.full((b_count, t_count), np.nan)
     for k, task in enumerate(inputs.tasks):
         bench = snapshot.benches.get(task.benchmark_id)
-        targets = store.load_benchmark_arrays(task.benchmark_id) if bench else None
+        # the rows the task's values come from (public, or the private rows of a closed
+        # benchmark for selection "final")
+        part = "public" if bench is None else task_part(suite.selection, bench)
+        targets = store.load_benchmark_arrays(task.benchmark_id, part) if bench else None
         if bench is None or targets is None:
             notes.append(f"task {k + 1} ({task.benchmark_id}): targets not found")
             continue
@@ -174,6 +177,7 @@ def _rows_resamples(
             "groups": opts["groups"],
             "params": {task.metric: params},
             "extra": extra,
+            "part": part,
         }
         base_values = _values(store, inputs.baseline_subs[k], call, cache)
         if base_values is not None:
@@ -208,7 +212,7 @@ def _values(
     if sub_id is None:
         return None
     if sub_id not in cache:
-        pred = _prediction(store, sub_id)
+        pred = _prediction(store, sub_id, call["part"])
         if pred is None:
             cache[sub_id] = None
         else:

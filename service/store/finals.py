@@ -89,6 +89,7 @@ class FinalsStore(StoreBase):
         bench_key = keys.benchmark(record.benchmark)
         sub_key = keys.submission(record.id)
         set_key = keys.finals(record.benchmark, team)
+        info_key = keys.leaderboard_info(record.benchmark)
 
         def write() -> tuple[MarkFinal, list[str]]:
             while True:
@@ -110,6 +111,8 @@ class FinalsStore(StoreBase):
                         if final and record.id not in current and len(current) >= limit:
                             return "too_many_finals", current
                         pipe.multi()
+                        # Suites that rank finals read this counter into their cache stamp.
+                        pipe.hincrby(info_key, "__finals", 1)
                         if final:
                             pipe.sadd(set_key, record.id)
                             pipe.hset(sub_key, "final", "1")
@@ -167,11 +170,20 @@ class FinalsStore(StoreBase):
         one row per team with finals, its best final by the private value, best first (ties:
         the earlier submission), each ``{"rank", "team", "submission", "badness", "entry"}``.
         Tied values share a rank."""
+        return self.finals_board(bench, board, "private")
+
+    def finals_board(self, bench: Any, board: str, part: Part) -> list[dict[str, Any]]:
+        """As :meth:`private_board`, ranked by the values of ``part``: ``"private"`` (the
+        sealed results) or ``"public"`` (the results every reader sees)."""
         name = public_board(board)
         finals = self.finals(bench.id)
         ids = [s for subs in finals.values() for s, _ in subs]
         records = dict(zip(ids, self.get_submissions(ids), strict=True))  # type: ignore[attr-defined]
-        docs = dict(zip(ids, self.get_private_results(ids), strict=True))
+        if part == "private":
+            found = self.get_private_results(ids)
+        else:
+            found = [self.get_result(i) for i in ids]  # type: ignore[attr-defined]
+        docs = dict(zip(ids, found, strict=True))
         best: dict[str, tuple[float, float, str, dict[str, Any]]] = {}
         for team, subs in finals.items():
             for sub_id, _ in subs:

@@ -74,7 +74,8 @@ class SuiteSnapshot:
 
 def _digest(suite_raw: bytes, bench_raws: Sequence[bytes | None], versions: Sequence[Any]) -> str:
     """The inputs' digest of ``lua/suite_page_read.lua`` (same bytes): SHA-1 of the suite
-    record and, for each task, SHA-1 of its benchmark record and its boards' version."""
+    record and, for each task, SHA-1 of its benchmark record and its boards' version and
+    finals' counter (``"<version>/<finals>"``, empty when neither is set)."""
     parts = [suite_raw]
     for raw, version in zip(bench_raws, versions, strict=True):
         parts.append(hashlib.sha1(raw or b"").hexdigest().encode() + b"|" + (version or b""))
@@ -224,12 +225,17 @@ class SuiteStore(StoreBase):
         read = self.client.pipeline(transaction=False)
         for bench_id in suite.benchmark_ids:
             read.get(keys.benchmark(bench_id))
-            read.hget(keys.leaderboard_info(bench_id), "__version")
+            read.hmget(keys.leaderboard_info(bench_id), ["__version", "__finals"])
         read.get(keys.suite_intervals(suite.id))
         read.exists(keys.suite_intervals_lock(suite.id))
         got = read.execute()
         n = len(suite.benchmark_ids)
-        return got[0 : 2 * n : 2], got[1 : 2 * n : 2], got[-2], got[-1]
+        # a task's state: its boards' version and its finals' counter (selection "final")
+        versions = [
+            None if v is None and f is None else (v or b"") + b"/" + (f or b"")
+            for v, f in got[1 : 2 * n : 2]
+        ]
+        return got[0 : 2 * n : 2], versions, got[-2], got[-1]
 
     def _dep_keys(self, suite: SuiteRecord) -> list[str]:
         out = [keys.suite(suite.id), keys.suite_intervals(suite.id)]
@@ -264,8 +270,8 @@ class SuiteStore(StoreBase):
                 b: None if r is None else BenchmarkRecord.from_json(r)
                 for b, r in zip(suite.benchmark_ids, benches, strict=True)
             },
-            versions={
-                b: 0 if v is None else int(v)
+            versions={  # the boards' version ("<version>/<finals>", see _suite_state)
+                b: 0 if v is None else int(v.split(b"/")[0] or 0)
                 for b, v in zip(suite.benchmark_ids, versions, strict=True)
             },
             intervals=None if doc is None else json.loads(doc),

@@ -278,6 +278,34 @@ def test_finals_close_and_private_board(api: TestClient, worker: Any) -> None:
     assert any(set(c) == {a[0]["id"], a[1]["id"]} for c in chosen.values())
     own = api.get(f"/v1/benchmarks/{bid}/finals", headers=alice).json()["teams"]
     assert len(own) == 1
+    # a suite ranking finals: while open, each team's best final by its public value; a
+    # change of finals shows at once (the suite's cached answer is stamped with them)
+    pub_a = {
+        s["id"]: float(np.mean(np.abs(y[~mask] - p[~mask])))
+        for s, p in zip(a, preds[:3], strict=True)
+    }
+    r = api.post(
+        "/v1/suites",
+        json={"name": "fin", "tasks": [{"benchmark_id": bid}], "selection": "final"},
+        headers=ADMIN,
+    )
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+
+    def suite_values() -> list[float]:
+        doc = api.get(f"/v1/suites/{sid}/leaderboard", headers=bob).json()
+        return sorted(e["values"][0] for e in doc["entries"])
+
+    want = sorted([min(pub_a[a[0]["id"]], pub_a[a[1]["id"]]), min(pub[x] for x in bob_default)])
+    assert suite_values() == pytest.approx(want, rel=1e-12)
+    worse = max((a[0]["id"], a[1]["id"]), key=pub_a.__getitem__)
+    better = min((a[0]["id"], a[1]["id"]), key=pub_a.__getitem__)
+    r = api.patch(f"/v1/submissions/{better}", json={"final": False}, headers=alice)
+    assert r.status_code == 200, r.text
+    want = sorted([pub_a[worse], min(pub[x] for x in bob_default)])
+    assert suite_values() == pytest.approx(want, rel=1e-12)
+    r = api.patch(f"/v1/submissions/{better}", json={"final": True}, headers=alice)
+    assert r.status_code == 200, r.text
     # close: irreversible, no new submissions, finals fixed
     r = api.patch(f"/v1/benchmarks/{bid}", json={"status": "closed"}, headers=ADMIN)
     assert r.status_code == 200 and r.json()["status"] == "closed" and r.json()["closed_at"]
@@ -306,6 +334,15 @@ def test_finals_close_and_private_board(api: TestClient, worker: Any) -> None:
     assert [e["value"] for e in board["entries"]] == pytest.approx(best, rel=1e-12)
     assert all(e["low"] is not None and e["rank_low"] is not None for e in board["entries"])
     assert board["ranks"]["status"] == "current"
+    # once closed, the suite of finals takes the private values (its private board's)
+    assert suite_values() == pytest.approx(best, rel=1e-12)
+    deadline = time.monotonic() + 60
+    while True:  # and its rows view resamples the private rows: its job completes
+        doc = api.get(f"/v1/suites/{sid}/leaderboard", params={"view": "rows"}, headers=bob)
+        if doc.json()["intervals"]["status"] == "current":
+            break
+        assert time.monotonic() < deadline, doc.text
+        time.sleep(0.05)
     csv = api.get(
         f"/v1/benchmarks/{bid}/leaderboard",
         params={"part": "private", "format": "csv"},

@@ -371,7 +371,6 @@ def test_crud_and_validation(setup: Setup) -> None:
         ),
         ({"tasks": []}, None, None),
         ({"tasks": [{"benchmark_id": f"b{i}"} for i in range(101)]}, None, None),
-        ({"selection": "final"}, "selection_unavailable", "selection"),
         ({"baseline_team": "no-such-team"}, "unknown_team", "baseline_team"),
         ({"missing": "drop"}, None, None),
     ]

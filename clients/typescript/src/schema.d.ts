@@ -4599,7 +4599,7 @@ export interface components {
             missing?: "exclude" | "impute_baseline";
             /**
              * Selection
-             * @description board: each team's entry on the task's board (the benchmark's rule); final: its best final submission (not available yet: 422).
+             * @description board: each team's entry on the task's board (the benchmark's rule); final: its best final submission (marked, else its default finals: GET /v1/benchmarks/{id}/finals), by its value on the private rows once the benchmark is closed (its private board's value), else on the public rows.
              * @default board
              * @enum {string}
              */

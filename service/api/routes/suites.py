@@ -128,17 +128,6 @@ def _tasks(store: Store, tasks: list[SuiteTask]) -> list[dict[str, str]]:
     return out
 
 
-def _check_selection(selection: str | None) -> None:
-    if selection == "final":
-        raise ApiError(
-            422,
-            "selection 'final' is not available yet: final submissions are not selectable "
-            "on this server; use selection 'board' (each team's entry on the task's board)",
-            code="selection_unavailable",
-            field="selection",
-        )
-
-
 def _check_team(store: Store, team: str | None) -> None:
     if team is not None and team not in store.team_names([team]):
         raise ApiError(
@@ -172,7 +161,6 @@ def create_suite(body: SuiteCreate, admin: AdminDep, store: StoreDep) -> JSONRes
     benchmark's primary metric). The suite's leaderboard ranks teams by their mean rank over
     the tasks, with win rate and geometric-mean skill against the baseline, and intervals
     from resampling rows within tasks or tasks within the suite."""
-    _check_selection(body.selection)
     tasks = _tasks(store, body.tasks)
     _check_team(store, body.baseline_team)
     now = now_iso()
@@ -240,7 +228,6 @@ def update_suite(
     for name in ("name", "tasks", "missing", "selection", "n_resamples", "level", "seed"):
         if name in changes and changes[name] is None:
             raise ApiError(422, f"{name} cannot be null; leave it out to keep it", field=name)
-    _check_selection(changes.get("selection"))
     if body.tasks is not None:
         changes["tasks"] = _tasks(store, body.tasks)
     if "baseline_team" in changes:

@@ -87,7 +87,9 @@ class _SuiteFields(StrictModel):
     selection: Selection = Field(
         default="board",
         description="board: each team's entry on the task's board (the benchmark's rule); "
-        "final: its best final submission (not available yet: 422).",
+        "final: its best final submission (marked, else its default finals: "
+        "GET /v1/benchmarks/{id}/finals), by its value on the private rows once the "
+        "benchmark is closed (its private board's value), else on the public rows.",
     )
     n_resamples: int = Field(default=1000, ge=10, le=10_000, description="Resamples B.")
     level: float = Field(default=0.95, gt=0.0, lt=1.0, description="Interval level.")

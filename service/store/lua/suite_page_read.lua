@@ -14,12 +14,16 @@ if ARGV[5] ~= '1' then return {'miss', record} end
 local stored = redis.call('HGET', KEYS[4], 'stamp')
 local suite = redis.call('GET', KEYS[5])
 if not stored or not suite then return {'miss', record} end
--- the stamp of service.store.suites (same bytes): the inputs' digest, the interval
--- document's digest and whether its job is claimed
+-- the stamp of service.store.suites (same bytes): the inputs' digest (each task's benchmark
+-- record, boards' version and finals' counter), the interval document's digest and whether
+-- its job is claimed
 local parts = {suite}
 for k = 8, #KEYS - 1, 2 do
   local bench = redis.call('GET', KEYS[k]) or ''
-  parts[#parts + 1] = redis.sha1hex(bench) .. '|' .. (redis.call('HGET', KEYS[k + 1], '__version') or '')
+  local state = redis.call('HMGET', KEYS[k + 1], '__version', '__finals')
+  local tag = ''
+  if state[1] or state[2] then tag = (state[1] or '') .. '/' .. (state[2] or '') end
+  parts[#parts + 1] = redis.sha1hex(bench) .. '|' .. tag
 end
 local doc = redis.call('GET', KEYS[6])
 local stamp = redis.sha1hex(table.concat(parts, '\n')) .. '|' .. (doc and redis.sha1hex(doc) or '')
