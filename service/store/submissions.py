@@ -318,8 +318,9 @@ class SubmissionStore(StoreBase):
         blob_keys: list[str] = []
 
         def write() -> bool:
-            owner, idem_key, team, quota_key = self.client.hmget(
-                keys.submission(sub_id), ["owner", "idem_key", "team", "quota_key"]
+            owner, idem_key, team, quota_key, bench, final = self.client.hmget(
+                keys.submission(sub_id),
+                ["owner", "idem_key", "team", "quota_key", "benchmark", "final"],
             )
             if owner is None:
                 return False
@@ -347,6 +348,12 @@ class SubmissionStore(StoreBase):
                 pipe.zrem(keys.team_submissions(decode(team)), sub_id)
             if refund and quota_key is not None:
                 pipe.zrem(decode(quota_key), sub_id)
+            if bench is not None:
+                pipe.zrem(keys.bench_submissions(decode(bench)), sub_id)
+                if final is not None:  # a deleted final no longer takes one of the team's slots
+                    finals_team = decode(team) if team is not None else decode(owner)
+                    pipe.srem(keys.finals(decode(bench), finals_team), sub_id)
+                    pipe.hincrby(keys.leaderboard_info(decode(bench)), "__finals", 1)
             pipe.zrem(keys.running(), sub_id)
             pipe.zrem(keys.pending(), sub_id)
             pipe.zrem(keys.resend(), sub_id)

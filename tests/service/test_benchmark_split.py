@@ -354,3 +354,18 @@ def test_finals_close_and_private_board(api: TestClient, worker: Any) -> None:
     assert mine["private_result"]["metrics"]["mae"]["value"] == pytest.approx(private[a[0]["id"]])
     other = api.get(f"/v1/submissions/{a[0]['id']}", headers=bob).json()
     assert other["private_result"] is None
+
+
+def test_a_deleted_final_frees_its_slot(api: TestClient, worker: Any) -> None:
+    bench = _bench(api, _targets(), private_mask=_mask().tolist(), max_final=1)
+    key = _team(api, "carol")
+    first, second = (_submit(api, key, bench["id"], p) for p in _preds(2))
+    r = api.patch(f"/v1/submissions/{first['id']}", json={"final": True}, headers=key)
+    assert r.status_code == 200, r.text
+    r = api.patch(f"/v1/submissions/{second['id']}", json={"final": True}, headers=key)
+    assert r.status_code == 409 and error_of(r)["code"] == "too_many_finals", r.text
+    assert api.delete(f"/v1/submissions/{first['id']}", headers=key).status_code == 204
+    r = api.patch(f"/v1/submissions/{second['id']}", json={"final": True}, headers=key)
+    assert r.status_code == 200, r.text
+    finals = api.get(f"/v1/benchmarks/{bench['id']}/finals", headers=key).json()["teams"]
+    assert [s["id"] for s in finals[0]["submissions"]] == [second["id"]]
