@@ -62,9 +62,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
     return env
 
 
-def clear_store(store: Store) -> None:
-    """Delete every ``uqeval:`` key except the live-worker registry (and keep the test admin
-    key registered)."""
+def clear_store(store: Store, *, admin: bool = True) -> None:
+    """Delete every ``uqeval:`` key except the live-worker registry; with ``admin``, register
+    the test admin key again (``admin=False``: an empty store, for tests of the keys)."""
     keep = {keys.workers().encode()}
     worker_prefix = keys.worker("").encode()
     batch = [
@@ -76,7 +76,8 @@ def clear_store(store: Store) -> None:
         store.client.delete(*batch[i : i + 500])
     # The session's API servers registered the test admin key once, at their start: register
     # it again, else a later test (any order under xdist) finds it unknown.
-    store.ensure_admin_key(str(TEST_SETTINGS["admin_key"]))
+    if admin:
+        store.ensure_admin_key(str(TEST_SETTINGS["admin_key"]))
 
 
 @pytest.fixture(scope="session")

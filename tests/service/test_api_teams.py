@@ -120,7 +120,7 @@ def test_visibility_is_validated(idle_api: TestClient):
     for body, field in [
         ({"visibility": "everyone"}, "visibility"),
         ({"visibility": True}, "visibility"),
-        ({}, "visibility"),
+        ({}, "body"),
         ({"visibility": "public", "model_name": "x"}, "model_name"),
     ]:
         r = idle_api.patch(f"/v1/submissions/{sub_id}", json=body, headers=headers)

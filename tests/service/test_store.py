@@ -57,6 +57,12 @@ def submit(store: Store, owner: str = "key_a", queue: str = "cpu") -> Submission
 # --- API keys ----------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def empty(store: Store) -> None:
+    """Each test of the store starts from an empty one (no admin key registered either)."""
+    clear_store(store, admin=False)
+
+
 def test_api_key_lifecycle(store: Store) -> None:
     record, token = store.create_api_key("alice")
     assert record.role == "submitter" and not record.revoked
@@ -142,7 +148,7 @@ def test_api_processes_starting_together_register_the_environment_admin_key_once
 
     try:
         for round_ in range(5):
-            clear_store(store)
+            clear_store(store, admin=False)
             with ThreadPoolExecutor(len(stores)) as pool:
                 assert list(pool.map(register, stores)) == [None] * len(stores)
             records = store.list_api_keys()

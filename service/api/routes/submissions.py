@@ -512,7 +512,13 @@ def update_submission(
     """
     current = _changeable(store, key, sub_id)
     if body.visibility is None and body.final is None:
-        raise ApiError(422, "give visibility and/or final", field="body")
+        raise ApiError(
+            422,
+            'nothing to change: give "visibility" ("private" or "public") and/or "final" '
+            "(true or false)",
+            field="body",
+            code="nothing_to_change",
+        )
     if body.final is not None:
         _mark_final(store, current, body.final)
     if body.visibility is None:
