@@ -48,6 +48,7 @@ class AdminCalls(ClientBase):
         groups: Any = None,
         primary_metric: str,
         metrics: Any = None,
+        private_mask: Any = None,
         **settings: Any,
     ) -> Benchmark:
         """Create a benchmark with hidden targets (admin).
@@ -65,10 +66,16 @@ class AdminCalls(ClientBase):
             The leaderboard's default metric.
         metrics : list of str or str, optional
             The metrics computed and shown (default: the primary one).
+        private_mask : array_like of bool, optional
+            N flags, True for a private row: the public/private split given row by row (not
+            with ``private_fraction``). Fixed at creation.
         **settings
             Any other field of the API's ``BenchmarkCreate``: ``description``, ``rule``,
             ``quota``, ``kinds``, ``n_classes``, ``estimators``, ``params``, ``bootstrap``,
-            ``seed``.
+            ``seed``; ``private_fraction`` (0 <= f < 1: that share of rows, drawn by the
+            server with a secret seed, is private: boards and results show the public rows
+            until :meth:`close_benchmark`; fixed at creation) and ``max_final`` (the most
+            finals a team may mark, 1..100, default 2).
 
         Returns
         -------
@@ -76,19 +83,32 @@ class AdminCalls(ClientBase):
         """
         targets = {"y": y, "labels": labels, "soft_labels": soft_labels, "ood": ood}
         targets["groups"] = groups
+        targets["private_mask"] = self._mask(private_mask)
         call = self._create_benchmark_call(name, task, targets, primary_metric, metrics, settings)
         return Benchmark.from_json(self._post_body(call, "benchmark"))
 
     def update_benchmark(self, id: Any, **changes: Any) -> Benchmark:
         """Change a benchmark's settings (admin): ``name``, ``description``,
         ``primary_metric``, ``metrics``, ``rule``, ``quota``, ``baseline_id``,
-        ``estimators``."""
+        ``estimators``, ``max_final``, ``status`` (see :meth:`close_benchmark`)."""
         call = Call("PATCH", f"/v1/benchmarks/{_id(id)}", json=changes)
         return Benchmark.from_json(self._json(call))
 
     def delete_benchmark(self, id: Any) -> None:
         """Delete a benchmark (admin)."""
         self._send(self._delete_call(f"/v1/benchmarks/{_id(id)}"))
+
+    def close_benchmark(self, id: Any) -> Benchmark:
+        """Close a benchmark (admin): its private board is revealed
+        (``leaderboard(..., part="private")``), its finals are fixed, and it takes no new
+        submissions. A closed benchmark never reopens; closing it again changes nothing.
+
+        Returns
+        -------
+        Benchmark
+            With ``status == "closed"`` and ``closed_at``.
+        """
+        return Benchmark.from_json(self._json(self._close_call(id)))
 
     # -- admin -----------------------------------------------------------------------------
 

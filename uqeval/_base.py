@@ -271,6 +271,7 @@ class ClientBase:
         idempotency_key: str | None,
         format: str,
         upload_progress: ProgressFn | None,
+        callback_url: str | None = None,
     ) -> tuple[Call, dict[str, Any]]:
         """The POST of a submission and what the answer does not say (for the Submission)."""
         if hasattr(prediction, "arrays") and hasattr(prediction, "kind"):
@@ -336,6 +337,8 @@ class ClientBase:
             "metadata": dict(metadata or {}),
             "visibility": visibility,
         }
+        if callback_url is not None:
+            request["callback_url"] = callback_url
         bench_id = None if benchmark is None else _id(benchmark)
         if bench_id is not None:
             request["benchmark_id"] = bench_id
@@ -438,6 +441,7 @@ class ClientBase:
         limit: int | None,
         offset: int | None,
         csv: bool = False,
+        part: str = "public",
     ) -> Call:
         return Call(
             "GET",
@@ -448,6 +452,8 @@ class ClientBase:
                 "limit": limit,
                 "offset": offset,
                 "format": "csv" if csv else None,
+                # Left out for the default, so that a server without the split answers too.
+                "part": None if part == "public" else part,
             },
         )
 
@@ -461,6 +467,7 @@ class ClientBase:
         seed: int | None,
         level: float | None,
         method: str | None,
+        callback_url: str | None = None,
     ) -> Call:
         body: dict[str, Any] = {"benchmark_id": benchmark, "submission_ids": ids}
         # Sent only when given: the service's defaults (for non-admin keys, the benchmark's).
@@ -476,6 +483,8 @@ class ClientBase:
             body["estimators"] = list(estimators)
         if seed is not None:
             body["seed"] = int(seed)
+        if callback_url is not None:
+            body["callback_url"] = callback_url
         return Call("POST", "/v1/comparisons", policy="write", json=body, ok=(202,))
 
     @staticmethod
@@ -518,6 +527,27 @@ class ClientBase:
             headers=body.headers(),
             ok=(201,),
         )
+
+    @staticmethod
+    def _mask(mask: Any) -> np.ndarray | None:
+        """``private_mask`` as N booleans (True: a private row); 0/1 integers are taken too."""
+        if mask is None:
+            return None
+        a = A.to_host(mask, "private_mask")
+        if a.dtype.kind in "iu" and np.all((a == 0) | (a == 1)):
+            a = a.astype(bool)
+        if a.dtype != np.bool_ or a.ndim != 1:
+            raise BadRequest(
+                f"private_mask must be N booleans (True: a private row); found dtype "
+                f"{a.dtype}, shape {a.shape}",
+                field="private_mask",
+            )
+        return a
+
+    @staticmethod
+    def _close_call(bench_id: Any) -> Call:
+        # Setting a state: repeating it answers the same.
+        return Call("PATCH", f"/v1/benchmarks/{_id(bench_id)}", json={"status": "closed"})
 
     @staticmethod
     def _benchmarks(doc: dict[str, Any]) -> list[Benchmark]:

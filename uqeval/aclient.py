@@ -16,11 +16,11 @@ from typing import Any
 
 import httpx
 
+from uqeval._aplatform import AsyncPlatformCalls
 from uqeval._base import (
     POLL_MAX_S,
     POLL_START_S,
     UPLOAD_THRESHOLD_BYTES,
-    ClientBase,
     ComparisonProgress,
     SubmissionProgress,
     UploadBody,
@@ -54,7 +54,7 @@ from uqeval.models import (
 __all__ = ["AsyncClient"]
 
 
-class AsyncClient(ClientBase):
+class AsyncClient(AsyncPlatformCalls):
     """An asynchronous client of the uq-eval API: the parameters and methods of
     :class:`uqeval.Client`, each method a coroutine (``async with`` closes it).
     """
@@ -254,6 +254,7 @@ class AsyncClient(ClientBase):
         progress: SubmissionProgress | None = None,
         timeout: float | None = None,
         upload_id: str | None = None,
+        callback_url: str | None = None,
     ) -> Submission:
         """As :meth:`uqeval.Client.submit`, awaited."""
         call, extra = self._submission_call(
@@ -280,6 +281,7 @@ class AsyncClient(ClientBase):
             idempotency_key=idempotency_key,
             format=format,
             upload_progress=upload_progress,
+            callback_url=callback_url,
         )
         sub = self._accepted(await self._post_body(call, "submission", upload_id), extra)
         if not wait:
@@ -384,16 +386,22 @@ class AsyncClient(ClientBase):
         estimator: str | None = None,
         limit: int | None = None,
         offset: int | None = None,
+        part: str = "public",
     ) -> Leaderboard:
         """As :meth:`uqeval.Client.leaderboard`, awaited."""
-        call = self._leaderboard_call(benchmark, metric, estimator, limit, offset)
+        call = self._leaderboard_call(benchmark, metric, estimator, limit, offset, part=part)
         return self._leaderboard(await self._json(call))
 
     async def leaderboard_csv(
-        self, benchmark: Any, *, metric: str | None = None, estimator: str | None = None
+        self,
+        benchmark: Any,
+        *,
+        metric: str | None = None,
+        estimator: str | None = None,
+        part: str = "public",
     ) -> str:
         """As :meth:`uqeval.Client.leaderboard_csv`, awaited."""
-        call = self._leaderboard_call(benchmark, metric, estimator, None, None, csv=True)
+        call = self._leaderboard_call(benchmark, metric, estimator, None, None, csv=True, part=part)
         return (await self._send(call)).text
 
     async def compare(
@@ -410,6 +418,7 @@ class AsyncClient(ClientBase):
         wait: bool = False,
         progress: ComparisonProgress | None = None,
         timeout: float | None = None,
+        callback_url: str | None = None,
     ) -> Comparison:
         """As :meth:`uqeval.Client.compare`, awaited."""
         id_list = [_id(i) for i in ids]
@@ -424,7 +433,7 @@ class AsyncClient(ClientBase):
         else:
             bench_id = _id(benchmark)
         call = self._compare_call(
-            id_list, bench_id, metrics, estimators, n_resamples, seed, level, method
+            id_list, bench_id, metrics, estimators, n_resamples, seed, level, method, callback_url
         )
         cmp_id = (await self._json(call))["id"]
         if wait:
@@ -482,11 +491,13 @@ class AsyncClient(ClientBase):
         groups: Any = None,
         primary_metric: str,
         metrics: Any = None,
+        private_mask: Any = None,
         **settings: Any,
     ) -> Benchmark:
         """As :meth:`uqeval.Client.create_benchmark`, awaited."""
         targets = {"y": y, "labels": labels, "soft_labels": soft_labels, "ood": ood}
         targets["groups"] = groups
+        targets["private_mask"] = self._mask(private_mask)
         call = self._create_benchmark_call(name, task, targets, primary_metric, metrics, settings)
         return Benchmark.from_json(await self._post_body(call, "benchmark"))
 
@@ -498,6 +509,10 @@ class AsyncClient(ClientBase):
     async def delete_benchmark(self, id: Any) -> None:
         """As :meth:`uqeval.Client.delete_benchmark`, awaited."""
         await self._send(self._delete_call(f"/v1/benchmarks/{_id(id)}"))
+
+    async def close_benchmark(self, id: Any) -> Benchmark:
+        """As :meth:`uqeval.Client.close_benchmark`, awaited."""
+        return Benchmark.from_json(await self._json(self._close_call(id)))
 
     # -- admin -----------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from uqeval._http import (
     too_long_wait,
     unavailable,
 )
+from uqeval._platform import PlatformCalls
 from uqeval.errors import BadRequest, NotFound, RateLimited, ServerUnavailable
 from uqeval.gates import Gate
 from uqeval.models import (
@@ -53,7 +54,7 @@ from uqeval.models import (
 __all__ = ["Client"]
 
 
-class Client(AdminCalls):
+class Client(AdminCalls, PlatformCalls):
     """A synchronous client of the uq-eval API.
 
     Parameters
@@ -306,6 +307,7 @@ class Client(AdminCalls):
         progress: SubmissionProgress | None = None,
         timeout: float | None = None,
         upload_id: str | None = None,
+        callback_url: str | None = None,
     ) -> Submission:
         """Submit a prediction for evaluation.
 
@@ -368,6 +370,9 @@ class Client(AdminCalls):
         upload_id : str, optional
             Resume this interrupted resumable upload of the same submission (the same arrays
             and options give the same body) instead of starting a new one.
+        callback_url : str, optional
+            An http(s) URL that receives a signed JSON event (POST) when the job ends; the
+            key needs a webhook secret first (:meth:`webhook_secret`). See docs/webhooks.md.
 
         Returns
         -------
@@ -408,6 +413,7 @@ class Client(AdminCalls):
             idempotency_key=idempotency_key,
             format=format,
             upload_progress=upload_progress,
+            callback_url=callback_url,
         )
         sub = self._accepted(self._post_body(call, "submission", upload_id), extra)
         if not wait:
@@ -604,6 +610,7 @@ class Client(AdminCalls):
         estimator: str | None = None,
         limit: int | None = None,
         offset: int | None = None,
+        part: str = "public",
     ) -> Leaderboard:
         """A benchmark's leaderboard, best first.
 
@@ -617,6 +624,11 @@ class Client(AdminCalls):
             Classification: rank the metric under this estimator.
         limit, offset : int, optional
             The page (server default: the first 50 entries).
+        part : {"public", "private"}
+            ``public``: the public rows (the only board while the benchmark is open);
+            ``private``: once an admin closed it (:meth:`close_benchmark`), each team's best
+            final submission ranked on the private rows. Asked while it is open, BadRequest
+            (409, code ``benchmark_open``).
 
         Returns
         -------
@@ -624,14 +636,20 @@ class Client(AdminCalls):
             Entries with the value, its interval, the rank interval, ``p_best`` and whether
             each is separable from the leader and from the baseline.
         """
-        call = self._leaderboard_call(benchmark, metric, estimator, limit, offset)
+        call = self._leaderboard_call(benchmark, metric, estimator, limit, offset, part=part)
         return self._leaderboard(self._json(call))
 
     def leaderboard_csv(
-        self, benchmark: Any, *, metric: str | None = None, estimator: str | None = None
+        self,
+        benchmark: Any,
+        *,
+        metric: str | None = None,
+        estimator: str | None = None,
+        part: str = "public",
     ) -> str:
-        """A benchmark's leaderboard as CSV text (as the server writes it)."""
-        call = self._leaderboard_call(benchmark, metric, estimator, None, None, csv=True)
+        """A benchmark's leaderboard as CSV text (as the server writes it); ``part`` as for
+        :meth:`leaderboard`."""
+        call = self._leaderboard_call(benchmark, metric, estimator, None, None, csv=True, part=part)
         return self._send(call).text
 
     def compare(
@@ -648,6 +666,7 @@ class Client(AdminCalls):
         wait: bool = False,
         progress: ComparisonProgress | None = None,
         timeout: float | None = None,
+        callback_url: str | None = None,
     ) -> Comparison:
         """Compare two or more succeeded submissions on one benchmark (paired bootstrap).
 
@@ -671,6 +690,9 @@ class Client(AdminCalls):
             With ``wait``: ``progress(comparison)`` when its status changes.
         timeout : float, optional
             With ``wait``: the longest wait in seconds.
+        callback_url : str, optional
+            An http(s) URL that receives a signed JSON event when the comparison ends (as
+            for :meth:`submit`).
 
         Returns
         -------
@@ -689,7 +711,7 @@ class Client(AdminCalls):
         else:
             bench_id = _id(benchmark)
         call = self._compare_call(
-            id_list, bench_id, metrics, estimators, n_resamples, seed, level, method
+            id_list, bench_id, metrics, estimators, n_resamples, seed, level, method, callback_url
         )
         cmp_id = self._json(call)["id"]
         if wait:

@@ -14,6 +14,7 @@ __all__ = [
     "ApiKey",
     "Benchmark",
     "Comparison",
+    "FinalSubmission",
     "Interval",
     "Leaderboard",
     "LeaderboardEntry",
@@ -22,6 +23,7 @@ __all__ = [
     "Submission",
     "SubmissionPage",
     "Team",
+    "TeamFinals",
 ]
 
 #: The states in which a job has ended.
@@ -197,6 +199,10 @@ class Submission:
     result: Result | None
     idempotency_key: str | None = None
     replayed: bool | None = None
+    #: Marked final by its team (``Client.mark_final``); the private board ranks finals only.
+    final: bool = False
+    #: Once its benchmark is closed: the result on the private rows (its team and admins).
+    private_result: Result | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -208,6 +214,7 @@ class Submission:
         replayed: bool | None = None,
     ) -> Submission:
         result = doc.get("result")
+        private_result = doc.get("private_result")
         metadata = doc.get("metadata")
         analyses = doc.get("analyses")
         if replayed is None and isinstance(doc.get("replayed"), bool):
@@ -234,6 +241,10 @@ class Submission:
             result=Result.from_json(result) if isinstance(result, dict) else None,
             idempotency_key=idempotency_key,
             replayed=replayed,
+            final=bool(doc.get("final", False)),
+            private_result=(
+                Result.from_json(private_result) if isinstance(private_result, dict) else None
+            ),
             raw=doc,
         )
 
@@ -315,7 +326,9 @@ class LeaderboardEntry:
 @dataclass(frozen=True)
 class Leaderboard:
     """A benchmark's leaderboard under one metric (and estimator), best first; ``ranks`` says
-    whether the rank intervals are current."""
+    whether the rank intervals are current. ``part`` is ``"public"`` (the public rows, every
+    ranked submission) or ``"private"`` (after close: each team's best final on the private
+    rows)."""
 
     benchmark_id: str
     metric: str
@@ -327,6 +340,7 @@ class Leaderboard:
     ranks: dict[str, Any]
     baseline: LeaderboardEntry | None
     raw: dict[str, Any] = field(repr=False, compare=False)
+    part: str = "public"
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Leaderboard:
@@ -342,6 +356,7 @@ class Leaderboard:
             ranks=_dict(doc.get("ranks")),
             baseline=LeaderboardEntry.from_json(baseline) if isinstance(baseline, dict) else None,
             raw=doc,
+            part=str(doc.get("part") or "public"),
         )
 
 
@@ -386,7 +401,10 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Benchmark:
-    """A benchmark's settings (never its targets)."""
+    """A benchmark's settings (never its targets). ``status`` is ``"open"`` or ``"closed"``
+    (closed: the private board is shown, no new submissions); ``private_fraction`` is the
+    realised share of private rows (0: no public/private split) and ``n_public`` the number
+    of public rows; ``max_final`` the most finals a team may mark."""
 
     id: str
     name: str
@@ -403,6 +421,11 @@ class Benchmark:
     quota: dict[str, Any]
     baseline_id: str | None
     raw: dict[str, Any] = field(repr=False, compare=False)
+    status: str = "open"
+    closed_at: str | None = None
+    max_final: int | None = None
+    private_fraction: float = 0.0
+    n_public: int | None = None
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Benchmark:
@@ -422,6 +445,11 @@ class Benchmark:
             quota=_dict(doc.get("quota")),
             baseline_id=doc.get("baseline_id"),
             raw=doc,
+            status=str(doc.get("status") or "open"),
+            closed_at=doc.get("closed_at"),
+            max_final=_int(doc.get("max_final")),
+            private_fraction=float(doc.get("private_fraction") or 0.0),
+            n_public=_int(doc.get("n_public")),
         )
 
 
@@ -469,4 +497,42 @@ class ApiKey:
             revoked=bool(doc.get("revoked", False)),
             key=doc.get("key"),
             raw={k: v for k, v in doc.items() if k != "key"},
+        )
+
+
+@dataclass(frozen=True)
+class FinalSubmission:
+    """A submission that ranks on a benchmark's private board: ``chosen`` is ``"explicit"``
+    (marked final by its team) or ``"default"`` (one of the team's best public submissions by
+    the primary metric's public value, the team having marked none)."""
+
+    id: str
+    model_name: str | None
+    chosen: str
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> FinalSubmission:
+        return cls(
+            id=str(doc["id"]),
+            model_name=doc.get("model_name"),
+            chosen=str(doc.get("chosen")),
+            raw=doc,
+        )
+
+
+@dataclass(frozen=True)
+class TeamFinals:
+    """One team's final submissions on a benchmark."""
+
+    team_id: str
+    submissions: list[FinalSubmission]
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> TeamFinals:
+        return cls(
+            team_id=str(doc["team_id"]),
+            submissions=[FinalSubmission.from_json(d) for d in doc.get("submissions") or []],
+            raw=doc,
         )
