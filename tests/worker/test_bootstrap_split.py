@@ -256,7 +256,7 @@ def test_one_worker_alone_computes_every_part(
     split_store: tuple[Settings, Store], tmp_path: Path
 ) -> None:
     own, store = split_store
-    arrays = gaussian_arrays(10_000, seed=11)
+    arrays = gaussian_arrays(2_000, seed=11)
     analyses = {"metrics": "all", "seed": 1, "bootstrap": {"n_resamples": 600}}
     proc = WorkerProcess(own, "lone", tmp_path / "lone.log").start(store)
     try:
