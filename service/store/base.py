@@ -178,6 +178,44 @@ class StoreBase:
         script = self._scripts[name]
         return self._call(lambda: script(keys=self._keys(sub_id) + list(extra_keys), args=args))
 
+    def _indexed_records(
+        self, index: str, key_of: Callable[[str], str], parse: Callable[[bytes], T]
+    ) -> list[T]:
+        """Every JSON record listed in the sorted set ``index`` (oldest first), read with one
+        MGET of ``key_of(id)``; ids whose record is gone are skipped."""
+
+        def read() -> list[T]:
+            ids = [decode(i) for i in self.client.zrange(index, 0, -1)]
+            if not ids:
+                return []
+            raws = self.client.mget([key_of(i) for i in ids])
+            return [parse(r) for r in raws if isinstance(r, bytes)]
+
+        return self._call(read)
+
+    def _update_record(self, key: str, change: Callable[[bytes], Any]) -> Any | None:
+        """Replace the JSON record at ``key`` by ``change(raw)`` (a record with ``to_json``),
+        optimistically (WATCH, retried when it changed meanwhile); None when it is absent."""
+
+        def write() -> Any | None:
+            while True:
+                pipe: Any
+                with self.client.pipeline(transaction=True) as pipe:
+                    try:
+                        pipe.watch(key)
+                        raw = pipe.get(key)
+                        if raw is None:
+                            return None
+                        record = change(raw)
+                        pipe.multi()
+                        pipe.set(key, record.to_json())
+                        pipe.execute()
+                        return record
+                    except redis.WatchError:
+                        continue
+
+        return self._call(write)
+
     def _expired(self, running: str, heartbeat: Callable[[str], str]) -> list[str]:
         """The members of the ``running`` set whose ``heartbeat(id)`` key has expired."""
 

@@ -14,14 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import redis
 
 from service import keys
 from service.blobs import StoredArray
 from service.splits import MASK, Part, cut_rows, part_rows
 from service.store import codec
 from service.store.base import StoreBase
-from service.store.records import BenchmarkRecord, decode, now_iso
+from service.store.records import BenchmarkRecord, now_iso
 
 __all__ = ["BenchmarkStore"]
 
@@ -67,40 +66,16 @@ class BenchmarkStore(StoreBase):
 
     def list_benchmarks(self) -> list[BenchmarkRecord]:
         """Every benchmark, oldest first."""
-
-        def read() -> list[BenchmarkRecord]:
-            ids = [decode(i) for i in self.client.zrange(keys.benchmarks(), 0, -1)]
-            if not ids:
-                return []
-            raws = self.client.mget([keys.benchmark(i) for i in ids])
-            return [BenchmarkRecord.from_json(r) for r in raws if r is not None]
-
-        return self._call(read)
+        return self._indexed_records(keys.benchmarks(), keys.benchmark, BenchmarkRecord.from_json)
 
     def update_benchmark(self, bench_id: str, changes: Mapping[str, Any]) -> BenchmarkRecord | None:
         """Replace the given metadata fields (never the targets); None when unknown."""
-
-        def write() -> BenchmarkRecord | None:
-            key = keys.benchmark(bench_id)
-            while True:
-                pipe: Any
-                with self.client.pipeline(transaction=True) as pipe:
-                    try:
-                        pipe.watch(key)
-                        raw = pipe.get(key)
-                        if raw is None:
-                            return None
-                        record = dataclasses.replace(
-                            BenchmarkRecord.from_json(raw), **changes, updated_at=now_iso()
-                        )
-                        pipe.multi()
-                        pipe.set(key, record.to_json())
-                        pipe.execute()
-                        return record
-                    except redis.WatchError:
-                        continue
-
-        return self._call(write)
+        return self._update_record(
+            keys.benchmark(bench_id),
+            lambda raw: dataclasses.replace(
+                BenchmarkRecord.from_json(raw), **changes, updated_at=now_iso()
+            ),
+        )
 
     def delete_benchmark(self, bench_id: str) -> bool:
         """Remove a benchmark, its targets and its quota counters (its submissions stay)."""

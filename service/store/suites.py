@@ -102,39 +102,14 @@ class SuiteStore(StoreBase):
 
     def list_suites(self) -> list[SuiteRecord]:
         """Every suite, oldest first."""
-
-        def read() -> list[SuiteRecord]:
-            ids = [decode(i) for i in self.client.zrange(keys.suites(), 0, -1)]
-            if not ids:
-                return []
-            raws = self.client.mget([keys.suite(i) for i in ids])
-            return [SuiteRecord.from_json(r) for r in raws if r is not None]
-
-        return self._call(read)
+        return self._indexed_records(keys.suites(), keys.suite, SuiteRecord.from_json)
 
     def update_suite(self, suite_id: str, changes: Mapping[str, Any]) -> SuiteRecord | None:
         """Replace the given fields; None when the suite is unknown."""
-
-        def write() -> SuiteRecord | None:
-            key = keys.suite(suite_id)
-            while True:
-                pipe: Any
-                with self.client.pipeline(transaction=True) as pipe:
-                    try:
-                        pipe.watch(key)
-                        raw = pipe.get(key)
-                        if raw is None:
-                            return None
-                        doc = {**json.loads(raw), **changes, "updated_at": now_iso()}
-                        record = SuiteRecord(**doc)
-                        pipe.multi()
-                        pipe.set(key, record.to_json())
-                        pipe.execute()
-                        return record
-                    except redis.WatchError:
-                        continue
-
-        return self._call(write)
+        return self._update_record(
+            keys.suite(suite_id),
+            lambda raw: SuiteRecord(**{**json.loads(raw), **changes, "updated_at": now_iso()}),
+        )
 
     def delete_suite(self, suite_id: str) -> bool:
         """Remove a suite, its interval document and its cached answers."""
