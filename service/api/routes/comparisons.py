@@ -161,14 +161,29 @@ def _create(
     request = _request(store, key, body)
     if body.callback_url is not None:
         check_callback(store, settings, key, body.callback_url)
+    return queue_job(store, settings, key, "cmp_", request, callback_url=body.callback_url)
+
+
+def queue_job(
+    store: Store,
+    settings: Settings,
+    key: ApiKeyRecord,
+    prefix: str,
+    request: dict[str, Any],
+    *,
+    callback_url: str | None = None,
+) -> dict[str, Any]:
+    """Store and queue a job of the comparison worker (a comparison, or a gate) for ``key``:
+    its record, with a new id of ``prefix``; raises StoreUnavailable when it cannot be."""
     record = {
-        "id": "cmp_" + secrets.token_hex(12),
+        "id": prefix + secrets.token_hex(12),
         "owner": key.key_id,
         "team": key.team,
         "created_at": now_iso(),
         "request": request,
-        "callback_url": body.callback_url,
     }
+    if callback_url is not None:
+        record["callback_url"] = callback_url
     jobs.submit_comparison(store, settings, record)
     return record
 

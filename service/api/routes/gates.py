@@ -13,7 +13,6 @@ p-values rounded up to 0.01 (:data:`worker.gates.P_VALUE_GRID`).
 from __future__ import annotations
 
 import math
-import secrets
 from types import SimpleNamespace
 from typing import Annotated, Any
 
@@ -21,17 +20,16 @@ from fastapi import APIRouter, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from service import jobs
 from service.api import access
 from service.api.deps import KeyDep, SettingsDep, StoreDep
 from service.api.errors import ApiError
 from service.api.routes.common import errors, links
-from service.api.routes.comparisons import _parameters
+from service.api.routes.comparisons import _parameters, queue_job
 from service.api.schemas.gates import GateAccepted, GateCheckResult, GateCreate, GateDetail
 from service.leaderboard import board_name, own_estimator, takes_estimator
 from service.rest_text import did_you_mean
 from service.settings import Settings
-from service.store import ApiKeyRecord, BenchmarkRecord, Store, now_iso
+from service.store import ApiKeyRecord, BenchmarkRecord, Store
 from uqcore import registry
 
 router = APIRouter(tags=["gates"])
@@ -170,15 +168,7 @@ def _request(store: Store, key: ApiKeyRecord, body: GateCreate) -> dict[str, Any
 def _create(
     store: Store, settings: Settings, key: ApiKeyRecord, body: GateCreate
 ) -> dict[str, Any]:
-    record = {
-        "id": "gate_" + secrets.token_hex(12),
-        "owner": key.key_id,
-        "team": key.team,
-        "created_at": now_iso(),
-        "request": _request(store, key, body),
-    }
-    jobs.submit_comparison(store, settings, record)
-    return record
+    return queue_job(store, settings, key, "gate_", _request(store, key, body))
 
 
 @router.post(
