@@ -20,6 +20,7 @@ Choices, and why:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "TASK_NAME",
     "celery_conf",
     "make_celery",
+    "producer",
 ]
 
 #: The one task of the service: evaluate a stored submission (argument: its id).
@@ -107,3 +109,17 @@ def make_celery(settings: Settings, include: Sequence[str] = ()) -> Celery:
     app = Celery("uqeval", broker=settings.redis_url, include=list(include))
     app.conf.update(celery_conf(settings))
     return app
+
+
+_apps: dict[str, Celery] = {}
+_apps_lock = threading.Lock()
+
+
+def producer(settings: Settings) -> Celery:
+    """The process's Celery app for publishing on ``settings.redis_url`` (created once)."""
+    url = settings.redis_url or ""
+    with _apps_lock:
+        app = _apps.get(url)
+        if app is None:
+            app = _apps[url] = make_celery(settings)
+        return app

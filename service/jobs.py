@@ -22,14 +22,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
-from celery import Celery
 
 from service import notifications
 from service.analyses import Analyses
@@ -38,7 +36,7 @@ from service.celery_config import (
     PLOT_TASK_NAME,
     RANKS_TASK_NAME,
     TASK_NAME,
-    make_celery,
+    producer,
 )
 from service.settings import Settings
 from service.store import Quota, Store, StoreUnavailable, SubmissionRecord, codec, now_iso
@@ -57,19 +55,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_apps: dict[str, Celery] = {}
-_apps_lock = threading.Lock()
-
-
-def producer(settings: Settings) -> Celery:
-    """The process's Celery app for publishing on ``settings.redis_url`` (created once)."""
-    url = settings.redis_url or ""
-    with _apps_lock:
-        app = _apps.get(url)
-        if app is None:
-            app = _apps[url] = make_celery(settings)
-        return app
 
 
 def new_submission_id() -> str:

@@ -17,7 +17,7 @@ import secrets
 import time
 from typing import Any
 
-from service.celery_config import DELIVER_TASK_NAME
+from service.celery_config import DELIVER_TASK_NAME, producer
 from service.settings import Settings
 from service.store import TERMINAL, Store, now_iso
 from service.store.notifications import CallbackTarget, Scope
@@ -50,8 +50,6 @@ def event_of(scope: Scope, ident: str, target: CallbackTarget) -> dict[str, Any]
 def publish(settings: Settings, delivery_id: str, countdown_s: float | None = None) -> None:
     """Publish the delivery task of ``delivery_id`` on the ``cpu`` queue (after
     ``countdown_s``); raises when the broker cannot be reached."""
-    from service.jobs import producer  # service.jobs calls this module's hooks
-
     options: dict[str, Any] = {} if countdown_s is None else {"countdown": countdown_s}
     producer(settings).send_task(
         DELIVER_TASK_NAME,

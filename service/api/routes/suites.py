@@ -45,6 +45,7 @@ from service.api.schemas import (
     SuiteTaskInfo,
     SuiteUpdate,
 )
+from service.celery_config import producer
 from service.rest_text import did_you_mean
 from service.settings import Settings
 from service.store import RenderedPage, Store, SuiteRecord, SuiteSnapshot, now_iso
@@ -285,8 +286,6 @@ def _interval_status(
 
 def enqueue_intervals(settings: Settings, suite_id: str) -> None:
     """Publish the interval job of a suite on the ``cpu`` queue."""
-    from service.jobs import producer
-
     producer(settings).send_task(
         SUITE_TASK_NAME,
         args=[suite_id],
