@@ -16,6 +16,7 @@ from uqcore import metric
 from uqcore import predictions as P
 from uqcore.batch import Batch
 from uqcore.registry import UndefinedMetricWarning
+from uqcore.regression import intervals
 from uqcore.regression._intervals import interval_at
 from uqcore.stability import bootstrap
 from uqcore.stability.weights import Resampler, counts_to_indices
@@ -149,14 +150,15 @@ def _hsic_dense(width: np.ndarray, b: np.ndarray, w: np.ndarray, s: float, t: fl
     return float(p @ (k * lc) @ p)
 
 
+@pytest.mark.parametrize("n", [400, 3000])  # 3000: the boxed kernel sum (over 1024 widths)
 @pytest.mark.parametrize("weighted", [False, True])
-def test_hsic_equals_the_dense_weighted_formula(weighted: bool) -> None:
-    pred, y = _data(400, 6)
-    w = np.random.default_rng(7).integers(0, 4, size=400).astype(float) if weighted else None
+def test_hsic_equals_the_dense_weighted_formula(weighted: bool, n: int) -> None:
+    pred, y = _data(n, 6)
+    w = np.random.default_rng(7).integers(0, 4, size=n).astype(float) if weighted else None
     got = metric("hsic_width_coverage", pred, y, sample_weight=w, indicator_kernel_size=0.7)
     width = pred.upper - pred.lower
     b = ((y >= pred.lower) & (y <= pred.upper)).astype(float)
-    ww = np.ones(400) if w is None else w
+    ww = np.ones(n) if w is None else w
     keep = ww > 0
     sd = math.sqrt(np.cov(width[keep], aweights=ww[keep], bias=True))
     ref = _hsic_dense(width[keep], b[keep], ww[keep], 2 * sd * sd, 0.7)
@@ -164,11 +166,27 @@ def test_hsic_equals_the_dense_weighted_formula(weighted: bool) -> None:
     assert got["value"] > 0
 
 
-def test_hsic_mapie_statistic_equals_mapie() -> None:
-    pred, y = _data(300, 8)
+@pytest.mark.parametrize("n", [300, 2500])
+def test_hsic_mapie_statistic_equals_mapie(n: int) -> None:
+    pred, y = _data(n, 8)
     got = metric("hsic_width_coverage", pred, y, kernel_size=0.5, statistic="mapie")
     ref = mapie_reg.hsic(y, _mapie_intervals(pred), kernel_sizes=(0.5, 1.0))[0]
     assert got["value"] == pytest.approx(ref, rel=1e-9)
+
+
+@pytest.mark.parametrize("spread", [0.05, 1.0, 40.0, 5000.0])
+def test_boxed_kernel_sum_equals_the_direct_sum(spread: float) -> None:
+    """The fast Gauss transform of the HSIC's kernel sum against the direct double sum, for
+    values a fraction of a kernel scale apart up to thousands of scales apart (clustered,
+    so that most boxes are empty), with centred coefficients (the HSIC's: they cancel)."""
+    rng = np.random.default_rng(int(spread))
+    u = np.unique(np.r_[rng.normal(size=1500), 30.0 + rng.normal(size=700)] * spread)
+    a = rng.normal(size=u.shape[0])
+    a -= a.mean()
+    d = u[:, None] - u[None, :]
+    direct = float(a @ np.exp(-(d * d)) @ a)
+    got = intervals._kernel_sum_boxed(u, 1.0, a)
+    assert got == pytest.approx(direct, rel=1e-12, abs=1e-13 * float(np.abs(a).sum()) ** 2)
 
 
 def test_hsic_is_zero_for_constant_widths_or_full_coverage() -> None:
@@ -194,7 +212,7 @@ def test_hsic_std_kernel_reads_rounding_noise_in_equal_widths_as_constant() -> N
 
 def test_hsic_refuses_quadratic_work_beyond_max_distinct() -> None:
     pred, y = _data(200, 9)
-    with pytest.warns(UndefinedMetricWarning, match="O\\(U²\\)"):
+    with pytest.warns(UndefinedMetricWarning, match="over max_distinct = 50"):
         assert metric("hsic_width_coverage", pred, y, max_distinct=50) is None
 
 
