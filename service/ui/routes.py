@@ -25,6 +25,7 @@ from service.api.routes import leaderboards as lb
 from service.kinds import task_of
 from service.leaderboard import board_name, own_estimator, result_entries
 from service.settings import Settings
+from service.splits import Part
 from service.store import BenchmarkRecord, RenderedPage, Store
 from service.ui import glossary, views
 from service.ui.render import page
@@ -88,26 +89,47 @@ def _render_board(
     metric: str | None,
     estimator: str | None,
     fmt: lb.Format,
+    part: Part = "public",
 ) -> RenderedPage:
     """The API's leaderboard answer (JSON or CSV), from its cache or rendered, with the same
-    rules and bytes as ``GET /v1/benchmarks/{id}/leaderboard``."""
+    rules and bytes as ``GET /v1/benchmarks/{id}/leaderboard`` (``part``: its query)."""
     settings: Settings = request.app.state.settings
-    key = lb.page_key(bench_id, metric, estimator, 0, BOARD_ROWS, fmt)
+    key = lb.page_key(bench_id, metric, estimator, 0, BOARD_ROWS, fmt, part)
     try:
         rendered = store.leaderboard_render(
             bench_id,
             key,
-            lambda b: lb._deps(b, metric, estimator),
-            lambda snap: lb._render(store, settings, snap, metric, estimator, 0, BOARD_ROWS, fmt),
+            lambda b: lb._deps(b, metric, estimator, part),
+            lambda snap: lb._render(
+                store, settings, snap, metric, estimator, 0, BOARD_ROWS, fmt, part
+            ),
             lb.PAGE_TTL_S,
         )
     except ApiError as exc:
         raise PageError(
-            404 if exc.status == 422 else exc.status, "Not found", exc.message
+            404 if exc.status in (409, 422) else exc.status, "Not found", exc.message
         ) from None
     if rendered is None:
         raise not_found(f"benchmark {bench_id!r}")
     return rendered
+
+
+def _part(bench: BenchmarkRecord, part: str | None) -> Part:
+    """The board part a page asks for: "public" (default), or "private" once a benchmark
+    with a split is closed (else a not-found page saying why)."""
+    if part in (None, "public"):
+        return "public"
+    if part != "private":
+        raise PageError(404, "Not found", f"A board has no part {part!r}: public or private.")
+    if not bench.is_split:
+        raise PageError(404, "Not found", f"Benchmark {bench.name!r} has no private part.")
+    if bench.status != "closed":
+        raise PageError(
+            404,
+            "Not found",
+            f"The private board of {bench.name!r} is revealed when the benchmark closes.",
+        )
+    return "private"
 
 
 def _link(path: str, **params: str | None) -> str:
@@ -123,15 +145,22 @@ def board_page(
     estimator: Text = None,
     sort: Text = None,
     share: Text = None,
+    part: Text = None,
 ) -> Response:
     store = _store(request)
     who = viewer(request, store, share=share)
     bench = check_board(who, store.get_benchmark(bench_id), bench_id)
     name, asked, selected = _board_query(bench, metric, estimator)
-    doc = json.loads(_render_board(request, store, bench_id, name, asked, "json").body)
+    shown_part = _part(bench, part)
+    doc = json.loads(_render_board(request, store, bench_id, name, asked, "json", shown_part).body)
     boards = list(bench.metrics)
     if selected not in boards:
         boards.insert(boards.index(name) + 1, selected)
+    if shown_part == "private":
+        # the private board ranks finals by their private values; the other metrics' columns
+        # would be public values: only the ranked metric is shown
+        boards = [selected]
+    private = "private" if shown_part == "private" else None
     if sort is not None and sort not in ("rank", "p_best", *boards):
         raise PageError(404, "Not found", f"This board cannot be sorted by {sort!r}.")
     rows_ids = [e["submission_id"] for e in doc["entries"]]
@@ -162,19 +191,28 @@ def board_page(
         metric=metric,
         estimator=estimator,
         share=token,
+        part=private,
     )
     base_path = f"/ui/benchmarks/{quote(bench_id, safe='')}"
+    # (label, page, shown now): the public board and, once revealed, the private one
+    parts = []
+    if bench.is_split and bench.status == "closed":
+        for label, value in (("public", None), ("private", "private")):
+            link = _link(base_path, metric=metric, estimator=estimator, share=token, part=value)
+            parts.append((label, link, value == private))
     switch = []  # (board, its page, shown now): every metric, and each under the estimators
     for m in bench.metrics:
-        switch.append((m, _link(base_path, metric=m, share=token), m == selected))
+        switch.append((m, _link(base_path, metric=m, share=token, part=private), m == selected))
         own = own_estimator(registry.get(m, bench.task), bench.params.get(m))
         for e in bench.estimators or [] if own is not None else []:
             if e != own:
                 b = board_name(m, e, own)
-                link = _link(base_path, metric=m, estimator=e, share=token)
+                link = _link(base_path, metric=m, estimator=e, share=token, part=private)
                 switch.append((b, link, b == selected))
     sort_links = {
-        key: _link(base_path, metric=metric, estimator=estimator, sort=key, share=token)
+        key: _link(
+            base_path, metric=metric, estimator=estimator, sort=key, share=token, part=private
+        )
         for key in ("rank", "p_best", *boards)
     }
     plots = [
@@ -199,6 +237,8 @@ def board_page(
         plots=plots,
         read_only=who.key is None,
         definition=glossary.lookup(bench.task, selected),
+        parts=parts,
+        part=shown_part,
         # shown only for a board whose metric is a score with a baseline (else all null)
         skill_column=any(r.entry.get("skill_vs_baseline") is not None for r in rows),
     )
@@ -211,13 +251,14 @@ def board_csv(
     metric: Text = None,
     estimator: Text = None,
     share: Text = None,
+    part: Text = None,
 ) -> Response:
     """The board's CSV export (the API's bytes), for a key, a share link or a public board."""
     store = _store(request)
     who = viewer(request, store, share=share)
     bench = check_board(who, store.get_benchmark(bench_id), bench_id)
     name, asked, _ = _board_query(bench, metric, estimator)
-    rendered = _render_board(request, store, bench_id, name, asked, "csv")
+    rendered = _render_board(request, store, bench_id, name, asked, "csv", _part(bench, part))
     return Response(
         rendered.body,
         media_type="text/csv",

@@ -306,6 +306,11 @@ def test_finals_close_and_private_board(api: TestClient, worker: Any) -> None:
     assert suite_values() == pytest.approx(want, rel=1e-12)
     r = api.patch(f"/v1/submissions/{better}", json={"final": True}, headers=alice)
     assert r.status_code == 200, r.text
+    # the web board: public values while open, the private board not yet there
+    page = api.get(f"/ui/benchmarks/{bid}", headers=bob)
+    assert page.status_code == 200 and 'id="public-note"' in page.text
+    page = api.get(f"/ui/benchmarks/{bid}", params={"part": "private"}, headers=bob)
+    assert page.status_code == 404 and "revealed when the benchmark closes" in page.text
     # close: irreversible, no new submissions, finals fixed
     r = api.patch(f"/v1/benchmarks/{bid}", json={"status": "closed"}, headers=ADMIN)
     assert r.status_code == 200 and r.json()["status"] == "closed" and r.json()["closed_at"]
@@ -334,6 +339,20 @@ def test_finals_close_and_private_board(api: TestClient, worker: Any) -> None:
     assert [e["value"] for e in board["entries"]] == pytest.approx(best, rel=1e-12)
     assert all(e["low"] is not None and e["rank_low"] is not None for e in board["entries"])
     assert board["ranks"]["status"] == "current"
+    # the web page of the private board: the board's rows, in its order
+    page = api.get(f"/ui/benchmarks/{bid}", params={"part": "private"}, headers=bob)
+    assert page.status_code == 200 and 'id="private-note"' in page.text, page.text
+    rows = re.findall(r'<tr class="[^"]*" data-submission="([^"]+)"', page.text)
+    assert rows == [e["submission_id"] for e in board["entries"]]
+    page_csv = api.get(
+        f"/ui/benchmarks/{bid}/leaderboard.csv", params={"part": "private"}, headers=bob
+    )
+    api_csv = api.get(
+        f"/v1/benchmarks/{bid}/leaderboard",
+        params={"part": "private", "format": "csv"},
+        headers=bob,
+    )
+    assert page_csv.status_code == 200 and page_csv.text == api_csv.text
     # once closed, the suite of finals takes the private values (its private board's)
     assert suite_values() == pytest.approx(best, rel=1e-12)
     deadline = time.monotonic() + 60
