@@ -467,7 +467,10 @@ def run_comparison_job(store: Store, settings: Settings, cmp_id: str, *, token: 
     The claim counts attempts and starts a heartbeat; a comparison whose heartbeat lapses
     (its worker was killed) is re-queued by the reaper, up to ``settings.max_attempts``. The
     result is a function of the request and its seed, so a second run writes the same one.
+    A blob store that is down raises StoreUnavailable before the claim (the task is retried;
+    an outage of the arrays' store uses up no attempt), as for an evaluation.
     """
+    store.ping_blobs()
     claim, detail = store.claim_comparison(
         cmp_id, token, settings.heartbeat_ttl_s, settings.max_attempts
     )
@@ -498,8 +501,11 @@ def run_rank_job(
     was queued under is released: left to its reader's TTL (minutes), it would keep the next
     change of the board from queueing a job, and the board stale, that long.
     While it computes, the job holds its board's claim with a heartbeat-length TTL, so that
-    a job lost with its worker is queued again by the next leaderboard read.
+    a job lost with its worker is queued again by the next leaderboard read. A blob store
+    that is down raises StoreUnavailable first (the task is retried): the predictions it
+    ranks are read from it.
     """
+    store.ping_blobs()
     doc = store.get_ranks(bench_id, metric, rule)
     if doc is not None and doc.get("version") == store.leaderboard_version(bench_id):
         store.release_ranks(bench_id, metric, rule)

@@ -50,8 +50,11 @@ def compute_suite_intervals(store: Store, suite_id: str) -> dict[str, Any] | Non
     """Compute and store the interval document of a suite; None when the suite is gone.
 
     A computation that fails stores a document without intervals and with the reason, for
-    these inputs: it is not retried until the suite or a member board changes.
+    these inputs: it is not retried until the suite or a member board changes. A blob store
+    that is down raises StoreUnavailable first (the task is retried): the rows view reads the
+    predictions from it.
     """
+    store.ping_blobs()
     snapshot = store.suite_snapshot(suite_id)
     if snapshot is None:
         store.release_suite_intervals(suite_id)

@@ -170,3 +170,61 @@ def test_a_worker_killed_mid_job_leaves_the_arrays_to_the_next(
     assert doc["status"] == "succeeded", doc
     assert doc["attempts"] >= 2
     assert len(list(store.blobs.list(keys.submission_blobs(sub_id)))) == 3
+
+
+@pytest.mark.slow
+def test_a_comparison_waits_out_a_blob_outage_without_using_attempts(
+    outage: dict[str, Any], tmp_path: Path
+) -> None:
+    """A comparison reads its submissions' arrays from the blob store: while it is down the
+    task is retried before its claim (as an evaluation's), so the comparison stays queued
+    with no attempt used, and succeeds once the store is back."""
+    api: TestClient = outage["api"]
+    s3: S3Server = outage["s3"]
+    store: Store = outage["store"]
+    headers = new_key(api)
+    rng = np.random.default_rng(8)
+    y = rng.normal(size=200)
+    bench = api.post(
+        "/v1/benchmarks",
+        json={"name": "b", "primary_metric": "mae", "y": y.tolist()},
+        headers={"Authorization": f"Bearer {TEST_SETTINGS['admin_key']}"},
+    )
+    assert bench.status_code == 201, bench.text
+    bid = bench.json()["id"]
+    worker = start_worker(outage, "w-cmp", tmp_path)
+    subs = []
+    for scale in (0.5, 1.0):
+        body = {
+            "model_name": "m",
+            "benchmark_id": bid,
+            "prediction": {
+                "kind": "gaussian",
+                "mean": (y + scale * rng.normal(size=200)).tolist(),
+                "std": [1.0] * 200,
+            },
+        }
+        r = api.post("/v1/submissions", json=body, headers=headers)
+        assert r.status_code == 202, r.text
+        assert wait_terminal(api, headers, r.json()["id"])["status"] == "succeeded"
+        subs.append(r.json()["id"])
+    s3.stop()
+    r = api.post(
+        "/v1/comparisons", json={"benchmark_id": bid, "submission_ids": subs}, headers=headers
+    )
+    assert r.status_code == 202, r.text
+    cmp_id = r.json()["id"]
+
+    def retried() -> bool:
+        lines = worker.log_path.read_text(errors="replace").splitlines()
+        return any("uqeval.compare[" in ln and "retry:" in ln for ln in lines)
+
+    wait_for(retried, 60, "the worker never tried the comparison")
+    doc = store.get_comparison(cmp_id)
+    assert doc is not None and doc["status"] == "queued" and int(doc.get("attempts") or 0) == 0
+    s3.start()
+    wait_for(
+        lambda: (store.get_comparison(cmp_id) or {}).get("status") == "succeeded",
+        120,
+        "the comparison never succeeded once the blob store was back",
+    )
