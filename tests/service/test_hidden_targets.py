@@ -178,7 +178,14 @@ def bound(r: int, y: np.ndarray) -> float:
     return MARGIN * math.sqrt(max(0.0, 1.0 - r / N)) * float(np.std(y))
 
 
-def _benchmark(api: TestClient, curves_setting: str) -> str:
+def private_rows() -> np.ndarray:
+    """The private part of the split variant: a third of the rows."""
+    mask = np.zeros(N, dtype=bool)
+    mask[np.random.default_rng(7).choice(N, N // 3, replace=False)] = True
+    return mask
+
+
+def _benchmark(api: TestClient, curves_setting: str, split: bool = False) -> str:
     r = api.post(
         "/v1/benchmarks",
         json={
@@ -188,6 +195,7 @@ def _benchmark(api: TestClient, curves_setting: str) -> str:
             "quota": {"total": QUOTA},
             "curves": curves_setting,
             "y": targets().tolist(),
+            **({"private_mask": private_rows().tolist()} if split else {}),
         },
         headers=ADMIN,
     )
@@ -257,6 +265,27 @@ def test_attacker_does_no_better_than_the_bound(api: TestClient, worker: Any, se
             assert "group_calibration" not in res["curves"]
     else:
         assert all(res["curves"] == {} for res in results)
+
+
+def test_attacker_learns_nothing_of_the_private_rows_of_an_open_benchmark(
+    api: TestClient, worker: Any
+) -> None:
+    """The same attacker on a benchmark with a private third: every number it receives is
+    computed on the public rows (each answer is a function of them alone, see
+    tests/service/test_benchmark_split.py), so on the private rows none of its estimates, nor
+    the best constant it can learn (the public mean), does better than the spread of y."""
+    y, mask = targets(), private_rows()
+    bid = _benchmark(api, "coarse", split=True)
+    results, _ = _play(api, bid)
+    public_mean = results[0]["metrics"]["mae"]["value"] - OFFSET  # predictions far below y
+    assert public_mean == pytest.approx(float(np.mean(y[~mask])), rel=1e-12)
+    limit = MARGIN * float(np.std(y[mask]))
+    found = attack(results, attacker_predictions())
+    for name, estimate in {**found, "public_mean": np.full(N, public_mean)}.items():
+        assert rmse(estimate[mask], y[mask]) >= limit, (name, rmse(estimate[mask], y[mask]))
+    for res in results:  # the coarse curves cover the public rows only
+        c = res["curves"]["sparsification_curve"]
+        assert len(c["fractions"]) == coarse_points(int((~mask).sum()))
 
 
 def test_coarse_curve_plots_are_listed_and_served_to_the_submitter(
