@@ -21,7 +21,7 @@ from redis.retry import Retry
 from service import keys
 from service.blobs import BlobStore, BlobUnavailable, open_blob_store, scratch_dir
 from service.store import codec, scripts
-from service.store.records import BoardDeps, StoreUnavailable, decode
+from service.store.records import BoardDeps, PageRead, StoreUnavailable, decode
 
 if TYPE_CHECKING:
     from service.settings import Settings
@@ -177,6 +177,32 @@ class StoreBase:
     def _run(self, name: str, sub_id: str, args: list[Any], extra_keys: Iterable[str] = ()) -> Any:
         script = self._scripts[name]
         return self._call(lambda: script(keys=self._keys(sub_id) + list(extra_keys), args=args))
+
+    def _cached_page(
+        self,
+        token: str,
+        script: str,
+        read_keys: list[str],
+        *,
+        rate_limit: int,
+        window_s: int,
+    ) -> PageRead:
+        """Authenticate ``token``, count the request and look up a cached answer in one round
+        trip: ``script`` is a page-read script (``admit()``, then with ``read_keys`` — empty
+        when the page's dependencies are not known — the page if its stamp is current)."""
+        key, wait, reply = self._read_with_key(
+            token,
+            script,
+            read_keys,
+            ["1" if read_keys else "0"],
+            rate_limit=rate_limit,
+            window_s=window_s,
+        )
+        if key is None or wait is not None:
+            return PageRead(key, retry_after_s=wait)
+        if decode(reply[0]) == "hit":
+            return PageRead(key, body=reply[2], disposition=decode(reply[3]))
+        return PageRead(key)
 
     def _indexed_records(
         self, index: str, key_of: Callable[[str], str], parse: Callable[[bytes], T]

@@ -130,19 +130,13 @@ class LeaderboardStore(StoreBase):
         renders; a wrong or missing guess costs a miss (a render), never a wrong answer.
         """
         deps = self._page_deps.get(page)
-        key, wait, reply = self._read_with_key(
+        return self._cached_page(
             token,
             "page_read",
             [] if deps is None else [page, *deps.keys(bench_id)],
-            ["0" if deps is None else "1"],
             rate_limit=rate_limit,
             window_s=window_s,
         )
-        if key is None or wait is not None:
-            return PageRead(key, retry_after_s=wait)
-        if decode(reply[0]) == "hit":
-            return PageRead(key, body=reply[2], disposition=decode(reply[3]))
-        return PageRead(key)
 
     def leaderboard_render(
         self,

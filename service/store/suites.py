@@ -275,19 +275,9 @@ class SuiteStore(StoreBase):
             ]
             for bench_id in benches:
                 read_keys += [keys.benchmark(bench_id), keys.leaderboard_info(bench_id)]
-        key, wait, reply = self._read_with_key(
-            token,
-            "suite_page_read",
-            read_keys,
-            ["0" if benches is None else "1"],
-            rate_limit=rate_limit,
-            window_s=window_s,
+        return self._cached_page(
+            token, "suite_page_read", read_keys, rate_limit=rate_limit, window_s=window_s
         )
-        if key is None or wait is not None:
-            return PageRead(key, retry_after_s=wait)
-        if decode(reply[0]) == "hit":
-            return PageRead(key, body=reply[2], disposition=decode(reply[3]))
-        return PageRead(key)
 
     def suite_render(
         self,

@@ -22,6 +22,7 @@ from service.api.auth import ensure_admin_key
 from service.api.deps import KEY_COOKIE, get_store
 from service.api.errors import ApiError
 from service.api.routes import leaderboards as lb
+from service.api.routes.comparisons import may_read
 from service.kinds import task_of
 from service.leaderboard import board_name, own_estimator, result_entries
 from service.settings import Settings
@@ -329,8 +330,7 @@ def comparison_page(request: Request, cmp_id: str) -> Response:
     doc = store.get_comparison(cmp_id)
     if doc is None:
         raise not_found(f"comparison {cmp_id!r}")
-    mine = doc.get("team") == key.team if key.team is not None else doc["owner"] == key.key_id
-    if key.role != "admin" and not mine:
+    if not may_read(key, doc):
         raise not_found(f"comparison {cmp_id!r}")
     req = doc.get("request") or {}
     bench = store.get_benchmark(str(req.get("benchmark_id", "")))

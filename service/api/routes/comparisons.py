@@ -212,15 +212,22 @@ async def create_comparison(
     return JSONResponse(accepted.model_dump(), status_code=202, headers={"Location": url})
 
 
+def may_read(key: ApiKeyRecord, doc: dict[str, Any]) -> bool:
+    """Whether ``key`` may read a job of the comparison worker (a comparison or a gate): an
+    admin, or its team's keys (a key without a team: the key that created it)."""
+    if key.role == "admin":
+        return True
+    if key.team is not None:
+        return bool(doc.get("team") == key.team)
+    return bool(doc["owner"] == key.key_id)
+
+
 def readable_comparison(store: Store, key: ApiKeyRecord, cmp_id: str) -> dict[str, Any]:
     """The comparison ``cmp_id`` if ``key`` may read it (its team's; admins: all); 404 like
     an unknown id otherwise."""
     doc = store.get_comparison(cmp_id)
-    if doc is None or doc["request"].get("kind") == "gate":  # a gate reads at /v1/gates
-        raise ApiError(404, f"no comparison {cmp_id!r}", field="cmp_id")
-    team = doc.get("team")
-    mine = team == key.team if key.team is not None else doc["owner"] == key.key_id
-    if key.role != "admin" and not mine:
+    if doc is None or doc["request"].get("kind") == "gate" or not may_read(key, doc):
+        # a gate reads at /v1/gates
         raise ApiError(404, f"no comparison {cmp_id!r}", field="cmp_id")
     return doc
 

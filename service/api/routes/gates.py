@@ -24,7 +24,7 @@ from service.api import access
 from service.api.deps import KeyDep, SettingsDep, StoreDep
 from service.api.errors import ApiError
 from service.api.routes.common import errors, links
-from service.api.routes.comparisons import _parameters, queue_job
+from service.api.routes.comparisons import _parameters, may_read, queue_job
 from service.api.schemas.gates import GateAccepted, GateCheckResult, GateCreate, GateDetail
 from service.leaderboard import board_name, own_estimator, takes_estimator
 from service.rest_text import did_you_mean
@@ -201,11 +201,7 @@ def readable_gate(store: Store, key: ApiKeyRecord, gate_id: str) -> dict[str, An
     """The gate ``gate_id`` if ``key`` may read it (its team's; admins: all); 404 like an
     unknown id otherwise (and for a comparison's id)."""
     doc = store.get_comparison(gate_id) if gate_id.startswith("gate_") else None
-    team = None if doc is None else doc.get("team")
-    mine = doc is not None and (
-        team == key.team if key.team is not None else doc["owner"] == key.key_id
-    )
-    if doc is None or doc["request"].get("kind") != "gate" or (key.role != "admin" and not mine):
+    if doc is None or doc["request"].get("kind") != "gate" or not may_read(key, doc):
         raise ApiError(404, f"no gate {gate_id!r}", field="gate_id")
     return doc
 
