@@ -53,7 +53,9 @@ def test_slow_blob_writes_do_not_spend_the_enqueue_budget(
     )
     assert created
     stored = store.get_submission(record.id)
-    assert stored is not None and stored.status == "queued"
+    # accepted and published (not rolled back): a session worker on this database may
+    # already have taken it
+    assert stored is not None and stored.status in ("queued", "running", "succeeded")
     loaded = store.load_arrays(record.id)
     assert loaded is not None
     for name, a in arrays.items():
