@@ -6,8 +6,13 @@ Run from the repository root:
     python benchmarks/classification.py                   # M = 10, N = 50,000, C = 1,000 (2 GB)
     python benchmarks/classification.py --quick           # smoke run, N = 2,000
     python benchmarks/classification.py --agreement-only  # the torch-uncertainty check alone
+    python benchmarks/classification.py --against-sort    # only the part below (minutes)
 
-Writes the "Classification UQ (uqcore)" section of ``benchmarks/RESULTS.md``.
+Writes the "Classification UQ (uqcore)" section of ``benchmarks/RESULTS.md`` and, for the
+metrics of prediction sets, CORP, the Brier terms, the skill scores, smooth ECE and
+Spiegelhalter's test (each at N = 10^6 against one sort of N values and its peer, see
+``benchmarks/_against_sort.py``), the section
+"Classification: sets, decompositions, skill and calibration tests against one sort".
 
 Peers. torch-uncertainty is not part of the project's install (its PyPI dependencies would
 pull a torch of their own ahead of the CPU build the test script pins); install it by hand,
@@ -99,6 +104,7 @@ from uqcore import evaluate, metric
 from uqcore import predictions as P
 
 SECTION = "Classification UQ (uqcore)"
+AGAINST_SORT = "Classification: sets, decompositions, skill and calibration tests against one sort"
 FULL = (10, 50_000, 1_000)
 QUICK = (10, 2_000, 1_000)
 N_BINS = 15
@@ -1145,6 +1151,22 @@ def per_quantity_lines(
     return out
 
 
+def bench_against_sort(quick: bool) -> None:
+    """The metrics of prediction sets, decompositions, skill scores and calibration tests at
+    N = 10^6, each against one sort (``benchmarks/_against_sort.py``): their own section."""
+    from benchmarks import _against_sort
+
+    n = 10**5 if quick else 10**6
+    body = _against_sort.section(
+        _against_sort.classification_cases(n),
+        n,
+        3,
+        "python benchmarks/classification.py --against-sort" + (" --quick" if quick else ""),
+        machine(),
+    )
+    write_section(AGAINST_SORT, body)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description="Classification UQ at ImageNet scale: uqcore side by side with "
@@ -1170,6 +1192,12 @@ def main() -> None:
         help="torch's threads for torch-uncertainty (0: torch's default); 1 by default, as "
         "uqcore and numpy use, so that the ratios compare the same resources",
     )
+    parser.add_argument(
+        "--against-sort",
+        action="store_true",
+        help="only the prediction-set, decomposition, skill and calibration-test metrics "
+        "against one sort (a few minutes)",
+    )
     parser.add_argument("--child-peak", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_peak:
@@ -1191,6 +1219,9 @@ def main() -> None:
         print("\n".join(agreement_lines(agree)))
         sys.exit(1 if failed else 0)
 
+    bench_against_sort(args.quick)
+    if args.against_sort:
+        return
     m, n, c = QUICK if args.quick else FULL
     load0 = os.getloadavg()
     start = time.perf_counter()

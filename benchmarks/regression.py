@@ -7,8 +7,12 @@ Run from the repository root (the ``bench`` extra installs the peer):
     python benchmarks/regression.py --full     # adds the peer's slow runs at N = 10^6
                                                # (get_all_metrics, adversarial group
                                                # calibration): about 18 minutes
+    python benchmarks/regression.py --against-sort   # only the part below (a few minutes)
 
-Writes the "Regression metrics (uqcore)" section of ``benchmarks/RESULTS.md``.
+Writes the "Regression metrics (uqcore)" section of ``benchmarks/RESULTS.md`` and, for the
+metrics of conformal intervals, score decompositions and skill scores (each against one sort
+of N values and its peer, see ``benchmarks/_against_sort.py``), the section
+"Regression: intervals, decompositions and skill against one sort".
 
 Method. Every comparison is measured in the same run, on the same arrays, and reported as a
 ratio: absolute times on a shared machine are noise, ratios much less so. Paired quantities
@@ -51,6 +55,7 @@ from uqcore import evaluate, metric, registry
 from uqcore import predictions as P
 
 SECTION = "Regression metrics (uqcore)"
+AGAINST_SORT = "Regression: intervals, decompositions and skill against one sort"
 
 
 # -- inputs, timing, memory ------------------------------------------------------------------------
@@ -526,6 +531,21 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cores"
 
 
+def bench_against_sort(quick: bool, full: bool) -> None:
+    from benchmarks import _against_sort
+
+    n = 10**5 if quick else 10**6
+    flags = " --quick" if quick else " --full" if full else ""
+    body = _against_sort.section(
+        _against_sort.regression_cases(n, full=full),
+        n,
+        3,
+        f"python benchmarks/regression.py --against-sort{flags}",
+        machine(),
+    )
+    write_section(AGAINST_SORT, body)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
@@ -533,10 +553,18 @@ def main() -> None:
     mode.add_argument(
         "--full", action="store_true", help="also the peer's slow runs at N = 10^6 (~12 min more)"
     )
+    parser.add_argument(
+        "--against-sort",
+        action="store_true",
+        help="only the intervals, decompositions and skill scores against one sort",
+    )
     parser.add_argument("--child-peak", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_peak:
         child_peak(args.child_peak)
+        return
+    bench_against_sort(args.quick, args.full)
+    if args.against_sort:
         return
 
     import uncertainty_toolbox
