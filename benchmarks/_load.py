@@ -26,6 +26,7 @@ import numpy as np
 import uqcore
 from benchmarks._chaos import ChaosStack
 from service import keys
+from service.store.documents import unpack
 from uqcore import predictions as P
 
 METRICS = ["mae", "crps", "nll"]
@@ -324,7 +325,7 @@ def account(
             why = (
                 "no result stored"
                 if raw is None
-                else is_wrong(json.loads(raw), by_id[sub_id].seed, load.n)
+                else is_wrong(json.loads(unpack(raw)), by_id[sub_id].seed, load.n)
             )
             if why is not None:
                 wrong[sub_id] = why

@@ -2,9 +2,16 @@
 classification) and the Murphy diagram of elementary scores (regression).
 
 ``corp_reliability`` (Dimitriadis, Gneiting & Jordan 2021): the isotonic recalibration x̂ as
-a step function of the forecast x — one point per distinct forecast (of positive weight),
-x̂ constant on the PAV blocks — with the MCB, DSC, UNC and score of the same fit
-(:mod:`uqcore._isotonic`). For regression the forecast is the point (``functional="mean"``)
+a step function of the forecast x, one step per PAV block — the block's least and largest
+distinct forecast (of positive weight), x̂ on it and the block's total weight, as R's
+``reliabilitydiag`` gives them (``bin_lwr``, ``bin_upr``, ``CEP_pav``) — with the MCB, DSC,
+UNC and score of the same fit (:mod:`uqcore._isotonic`). The steps are the whole fit
+(x̂ at any distinct forecast is the value of the step holding it), and there are usually far
+fewer of them than rows; where there are more than ``max_steps`` (at most one per distinct
+forecast, e.g. outcomes increasing with the forecast), consecutive steps are merged into
+``max_steps`` steps of about equal weight, each with the weighted mean of their x̂ (then
+``merged`` is true: a drawing's resolution, not the fit; MCB, DSC, UNC are always the
+fit's). For regression the forecast is the point (``functional="mean"``)
 or the quantile at ``level``; for classification the top-label confidence against
 correctness, or the probability of class 1 (``target="binary"``).
 
@@ -39,9 +46,11 @@ NDArray = np.ndarray[Any, Any]
 
 @dataclass(frozen=True)
 class CorpReliability:
-    """The CORP reliability diagram: x̂ (``fitted``) at each distinct forecast ``x``."""
+    """The CORP reliability diagram: per step, x̂ (``fitted``) on the forecasts from
+    ``x_min`` to ``x_max`` and their total ``weight``."""
 
-    x: tuple[float, ...]
+    x_min: tuple[float, ...]
+    x_max: tuple[float, ...]
     fitted: tuple[float, ...]
     weight: tuple[float, ...]
     mcb: float
@@ -51,6 +60,39 @@ class CorpReliability:
     #: "mean" or "quantile" (regression), "top_label" or "binary" (classification)
     functional: str
     level: float | None = None
+    #: the fit's steps, and whether they were merged into fewer (``max_steps``)
+    steps: int = 0
+    merged: bool = False
+
+
+#: The most steps :func:`corp_reliability` gives by default (a drawing shows no more).
+MAX_STEPS = 2000
+
+
+def _steps(
+    x: NDArray, fitted: NDArray, weight: NDArray, max_steps: int | None
+) -> tuple[NDArray, NDArray, NDArray, NDArray, int, bool]:
+    """(x_min, x_max, fitted, weight) per step of the fit at the distinct forecasts ``x``,
+    the number of steps of the fit, and whether they were merged."""
+    new = np.empty(fitted.shape[0], dtype=bool)
+    new[:1] = True
+    np.not_equal(fitted[1:], fitted[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], fitted.shape[0]) - 1
+    w = np.add.reduceat(weight, starts) if starts.shape[0] else weight[:0]
+    x_lo, x_hi, f = x[starts], x[ends], fitted[starts]
+    steps = int(starts.shape[0])
+    if max_steps is None or steps <= max_steps:
+        return x_lo, x_hi, f, w, steps, False
+    # groups of consecutive steps of about equal weight: step k joins group ⌊m·W_k / W⌋,
+    # W_k the weight before it (non-decreasing, so the groups are runs)
+    before = np.concatenate(([0.0], np.cumsum(w)[:-1]))
+    group = np.minimum((before / (before[-1] + w[-1]) * max_steps).astype(np.intp), max_steps - 1)
+    first = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    last = np.append(first[1:], steps) - 1
+    gw = np.add.reduceat(w, first)
+    gf = np.add.reduceat(w * f, first) / gw
+    return x_lo[first], x_hi[last], np.maximum.accumulate(gf), gw, steps, True
 
 
 @dataclass(frozen=True)
@@ -74,15 +116,19 @@ def corp_reliability(
     sample_weight: Any = None,
     functional: Literal["mean", "quantile", "top_label", "binary"] | None = None,
     level: float = 0.5,
+    max_steps: int | None = MAX_STEPS,
 ) -> CorpReliability:
     """The CORP reliability diagram (see the module docstring); ``functional`` defaults to
-    "mean" (regression) or "top_label" (classification).
+    "mean" (regression) or "top_label" (classification); ``max_steps``: the most steps given
+    (None: every step of the fit).
 
     >>> import numpy as np; from uqcore import predictions as P
     >>> c = corp_reliability(P.PointUncertainty([0.0, 1.0, 2.0], [1.0] * 3), [1.0, 0.0, 2.0])
-    >>> c.x, c.fitted, round(c.mcb, 6)
-    ((0.0, 1.0, 2.0), (0.5, 0.5, 2.0), 0.5)
+    >>> c.x_min, c.x_max, c.fitted, c.weight, round(c.mcb, 6)
+    ((0.0, 2.0), (1.0, 2.0), (0.5, 2.0), (2.0, 1.0), 0.5)
     """
+    if max_steps is not None and int(max_steps) < 1:
+        raise UQValidationError(f"max_steps must be >= 1, found {max_steps}", argument="max_steps")
     batch = make_batch(prediction, y, sample_weight)
     if getattr(prediction, "task", "regression") == "classification":
         from uqcore.classification.corp import corp_of as class_corp
@@ -113,10 +159,19 @@ def corp_reliability(
         if isinstance(got, str):
             raise UQValidationError(f"corp_reliability is undefined: {got}")
         d, target, lv = got, fn, (float(level) if fn == "quantile" else None)
+    x_lo, x_hi, f, w, steps, merged = _steps(
+        np.asarray(d.x, dtype=np.float64),
+        np.asarray(d.fitted, dtype=np.float64),
+        np.asarray(d.weight, dtype=np.float64),
+        None if max_steps is None else int(max_steps),
+    )
     return CorpReliability(
-        x=_floats(d.x),
-        fitted=_floats(d.fitted),
-        weight=_floats(d.weight),
+        x_min=_floats(x_lo),
+        x_max=_floats(x_hi),
+        fitted=_floats(f),
+        weight=_floats(w),
+        steps=steps,
+        merged=merged,
         mcb=d.mcb,
         dsc=d.dsc,
         unc=d.unc,

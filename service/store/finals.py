@@ -20,6 +20,7 @@ from service.kinds import task_of
 from service.leaderboard import result_entries
 from service.splits import Part, cut_rows, public_board
 from service.store.base import StoreBase
+from service.store.documents import pack, unpack
 from service.store.records import SubmissionRecord, decode
 
 __all__ = ["FinalsStore", "MarkFinal"]
@@ -56,18 +57,18 @@ class FinalsStore(StoreBase):
     def put_private_result(self, sub_id: str, doc: dict[str, Any]) -> None:
         """Store the result on the private rows (written before the public result, deleted
         with the submission; no route reads it while the benchmark is open)."""
-        raw = json.dumps(doc, allow_nan=False, separators=(",", ":"))
+        raw = pack(json.dumps(doc, allow_nan=False, separators=(",", ":")).encode())
         self._call(lambda: self.client.set(keys.private_result(sub_id), raw))
 
     def get_private_result(self, sub_id: str) -> dict[str, Any] | None:
         raw = self._call(lambda: self.client.get(keys.private_result(sub_id)))
-        return None if raw is None else json.loads(raw)
+        return None if raw is None else json.loads(unpack(raw))
 
     def get_private_results(self, sub_ids: list[str]) -> list[dict[str, Any] | None]:
         if not sub_ids:
             return []
         raws = self._call(lambda: self.client.mget([keys.private_result(s) for s in sub_ids]))
-        return [None if r is None else json.loads(r) for r in raws]
+        return [None if r is None else json.loads(unpack(r)) for r in raws]
 
     def drop_private_result(self, sub_id: str) -> None:
         self._call(lambda: self.client.delete(keys.private_result(sub_id)))

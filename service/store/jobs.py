@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from service import keys
 from service.store.base import StoreBase
+from service.store.documents import pack
 from service.store.leaderboards import leaderboard_keys
 from service.store.records import Ranking, SubmissionRecord, decode, now_iso
 
@@ -103,7 +104,7 @@ class JobStore(StoreBase):
         returns "succeeded", or the status that prevented it ("cancelled", "failed",
         "succeeded" for a duplicate, "missing").
         """
-        doc = json.dumps(result, allow_nan=False, separators=(",", ":"))
+        doc = pack(json.dumps(result, allow_nan=False, separators=(",", ":")).encode())
         args: list[Any] = [
             sub_id,
             now_iso(),

@@ -23,6 +23,7 @@ from service import keys
 from service.blobs import StoredArray
 from service.store import codec
 from service.store.base import StoreBase
+from service.store.documents import unpack
 from service.store.records import (
     IdempotencyConflict,
     QuotaExceeded,
@@ -277,13 +278,14 @@ class SubmissionStore(StoreBase):
             pipe.hgetall(keys.submission(sub_id))
             pipe.get(keys.result(sub_id))
             raw, result = pipe.execute()
-            return (SubmissionRecord.from_hash(raw) if raw else None), result
+            record = SubmissionRecord.from_hash(raw) if raw else None
+            return record, (None if result is None else unpack(result))
 
         return self._call(read)
 
     def get_result(self, sub_id: str) -> dict[str, Any] | None:
         raw = self._call(lambda: self.client.get(keys.result(sub_id)))
-        return None if raw is None else json.loads(raw)
+        return None if raw is None else json.loads(unpack(raw))
 
     def load_arrays(self, sub_id: str) -> dict[str, np.ndarray[Any, Any]] | None:
         """The stored arrays of a submission, read-only (memory-mapped from the blob store, or
@@ -410,6 +412,6 @@ class SubmissionStore(StoreBase):
         return SubmissionRead(
             key,
             record=record,
-            result=result or None,
+            result=unpack(result) if result else None,
             queue_position=None if position is None else int(position),
         )

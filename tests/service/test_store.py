@@ -338,6 +338,33 @@ def test_run_progress_finish(store: Store) -> None:
     assert cpu["buckets"][-1] == [float("inf"), 1]
 
 
+def test_large_result_is_stored_compressed_and_reads_back(store: Store) -> None:
+    from service.store.documents import PACK_MIN
+
+    rng = np.random.default_rng(3)
+    doc = {"metrics": {f"m{i}": {"value": float(v)} for i, v in enumerate(rng.normal(size=200))}}
+    plain = json.dumps(doc, separators=(",", ":")).encode()
+    assert len(plain) > PACK_MIN
+    rec = submit(store)
+    store.mark_running(rec.id, "w1", 5.0, 3)
+    assert store.finish(rec.id, doc, 0.1) == "succeeded"
+    stored = store.client.get(keys.result(rec.id))
+    assert stored is not None and zlib.decompress(stored) == plain
+    assert len(stored) < len(plain)
+    assert store.get_result(rec.id) == doc
+    record, raw = store.get_submission_and_result(rec.id)
+    assert record is not None and raw == plain
+    # a plain document written by an earlier version reads as it is
+    store.client.set(keys.result(rec.id), plain)
+    assert store.get_result(rec.id) == doc
+    assert store.get_submission_and_result(rec.id)[1] == plain
+    # the sealed private result too
+    store.put_private_result(rec.id, doc)
+    assert zlib.decompress(store.client.get(keys.private_result(rec.id)) or b"") == plain
+    assert store.get_private_result(rec.id) == doc
+    assert store.get_private_results([rec.id, "missing"]) == [doc, None]
+
+
 def test_finish_refuses_nan(store: Store) -> None:
     rec = submit(store)
     store.mark_running(rec.id, "w1", 5.0, 3)

@@ -13,6 +13,7 @@ import scoringrules as sr
 from uqcore import predictions as P
 from uqcore import registry
 from uqcore._isotonic import corp, pinball
+from uqcore._validation import UQValidationError
 from uqcore.regression.decomposition import HUB_COVERAGES, corp_dsc, corp_mcb, corp_unc, wis
 
 
@@ -278,10 +279,43 @@ def test_corp_reliability_curve_is_the_fit_of_the_metric() -> None:
     y = mu + rng.normal(size=n)
     got = curves(P.Gaussian(mu, np.ones(n)), y, ["corp_reliability", "murphy_diagram"])
     c = got["corp_reliability"]
-    ux = np.unique(mu)
-    assert c.x == tuple(ux)
     xhat = _minmax_isotonic_mean(mu, y, np.ones(n))
-    np.testing.assert_allclose(np.asarray(c.fitted)[np.searchsorted(ux, mu)], xhat, rtol=1e-12)
+    # the steps cover the distinct forecasts in order; each row's x̂ is its step's value
+    lo, hi = np.asarray(c.x_min), np.asarray(c.x_max)
+    assert np.all(lo <= hi) and np.all(hi[:-1] < lo[1:]) and not c.merged
+    assert lo[0] == mu.min() and hi[-1] == mu.max() and c.steps == len(c.fitted)
+    step = np.searchsorted(lo, mu, side="right") - 1
+    assert np.all(mu <= hi[step])
+    np.testing.assert_allclose(np.asarray(c.fitted)[step], xhat, rtol=1e-12)
+    assert np.all(np.diff(c.fitted) > 0)  # one step per run of equal x̂
+    np.testing.assert_array_equal(c.weight, np.bincount(step, minlength=len(lo)))
     assert c.mcb == pytest.approx(corp_mcb(P.Gaussian(mu, np.ones(n)), y)["value"], rel=1e-15)
     for name, curve in got.items():
         assert curve_from_json(name, curve_to_json(curve)) == curve
+
+
+def test_corp_reliability_merges_steps_beyond_max_steps() -> None:
+    from uqcore.score_curves import corp_reliability
+
+    # outcomes increasing with the forecast: the fit is the data, one step per row
+    n = 1000
+    x = np.arange(n, dtype=float)
+    w = np.random.default_rng(5).uniform(0.5, 2.0, n)
+    pred = P.PointUncertainty(x, np.ones(n))
+    full = corp_reliability(pred, 2.0 * x, sample_weight=w, max_steps=None)
+    assert full.steps == n and len(full.fitted) == n and not full.merged
+    np.testing.assert_allclose(full.fitted, 2.0 * x, rtol=1e-12)
+    c = corp_reliability(pred, 2.0 * x, sample_weight=w, max_steps=10)
+    assert c.merged and c.steps == n and len(c.fitted) == 10
+    # groups of consecutive rows of about equal weight, each with its weighted mean x̂
+    lo = np.searchsorted(x, c.x_min)
+    hi = np.searchsorted(x, c.x_max)
+    assert lo[0] == 0 and hi[-1] == n - 1 and np.all(lo[1:] == hi[:-1] + 1)
+    for k in range(10):
+        rows = slice(lo[k], hi[k] + 1)
+        assert c.weight[k] == pytest.approx(w[rows].sum(), rel=1e-12)
+        assert c.fitted[k] == pytest.approx(np.average(2.0 * x[rows], weights=w[rows]), rel=1e-12)
+    assert max(c.weight) < 2.5 * w.sum() / 10
+    assert (c.mcb, c.dsc, c.unc) == (full.mcb, full.dsc, full.unc)
+    with pytest.raises(UQValidationError, match="max_steps"):
+        corp_reliability(pred, x, max_steps=0)
