@@ -124,6 +124,41 @@ def test_mapie_strata_equal_regression_ssc_score(bins: int) -> None:
     np.testing.assert_allclose(got["coverage"], mapie_reg.regression_ssc(y, pis, bins)[0])
 
 
+def _ssc_by_stable_argsort(width: np.ndarray, covered: np.ndarray, bins: int) -> list[float]:
+    """MAPIE's strata written from its definition: the rows in stable width order cut by
+    numpy.array_split into equal-count parts, coverage of each non-empty part."""
+    order = np.argsort(width, kind="stable")
+    return [
+        float(np.mean(covered[order][p]))
+        for p in np.array_split(np.arange(width.size), bins)
+        if p.size
+    ]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_mapie_strata_split_tied_widths_by_row_order(seed: int) -> None:
+    """The sort-only path of MAPIE's strata (no argsort) against the stable-argsort definition,
+    with many tied widths across the cuts, fewer rows than strata, and one row."""
+    rng = np.random.default_rng(40 + seed)
+    for n, bins in [(1, 3), (2, 5), (37, 4), (500, 7), (2000, 3)]:
+        lo = rng.normal(size=n)
+        hi = lo + rng.integers(0, 4, size=n) * 0.5  # ties, some of zero width
+        y = lo + rng.uniform(-0.2, 1.5, size=n)
+        covered = ((y >= lo) & (y <= hi)).astype(float)
+        got = metric("size_stratified_coverage", P.Interval(lo, hi), y, bins=bins, strata="mapie")
+        assert got["coverage"] == _ssc_by_stable_argsort(hi - lo, covered, bins)
+        # the weighted path (argsort) with unit weights gives the same strata
+        unit = metric(
+            "size_stratified_coverage",
+            P.Interval(lo, hi),
+            y,
+            bins=bins,
+            strata="mapie",
+            sample_weight=np.ones(n),
+        )
+        assert got == unit
+
+
 def test_quantile_strata_keep_ties_together_and_weigh_rows() -> None:
     lo = np.zeros(6)
     hi = np.array([1.0, 1.0, 1.0, 2.0, 3.0, 3.0])
@@ -187,6 +222,83 @@ def test_boxed_kernel_sum_equals_the_direct_sum(spread: float) -> None:
     direct = float(a @ np.exp(-(d * d)) @ a)
     got = intervals._kernel_sum_boxed(u, 1.0, a)
     assert got == pytest.approx(direct, rel=1e-12, abs=1e-13 * float(np.abs(a).sum()) ** 2)
+
+
+def _pair_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(21)
+    n = 2500
+    w = rng.integers(0, 4, size=n).astype(float)
+    out = [
+        ("normal", rng.normal(size=n), rng.normal(size=n)),
+        ("weighted", rng.normal(size=n) * 3.0, w * (rng.random(n) < 0.8) - 0.4 * w),
+        ("ties", np.round(rng.normal(size=n) * 2.0, 1), rng.normal(size=n)),
+        (
+            "clusters",
+            np.r_[rng.normal(size=1500), 40.0 + rng.normal(size=1000)] * 3.0,
+            rng.normal(size=n),
+        ),
+        ("many scales", rng.uniform(0.0, 150.0, size=n) + 1e5, rng.normal(size=n)),
+        ("narrow", 1e-3 * rng.normal(size=n), rng.normal(size=n)),
+        ("constant", np.full(n, 2.5), rng.normal(size=n)),
+        ("one row", np.array([0.3]), np.array([1.7])),
+    ]
+    return [(k, t, a - (a.mean() if k != "one row" else 0.0)) for k, t, a in out]
+
+
+@pytest.mark.parametrize(
+    ("case", "t", "a"), _pair_cases(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_box_to_box_kernel_sum_equals_the_direct_sum(
+    case: str, t: np.ndarray, a: np.ndarray
+) -> None:
+    """The box-to-box expansion of Σ_k Σ_l a_k a_l exp(−(t_k − t_l)²) over rows (ties not
+    merged) against the direct double sum written from the formula, at 1e-12 of Σ|a_k||a_l|."""
+    d = t[:, None] - t[None, :]
+    direct = float(a @ np.exp(-(d * d)) @ a)
+    got = intervals._kernel_sum_pairs(t, a)
+    assert abs(got - direct) <= 1e-12 * float(np.abs(a).sum()) ** 2
+
+
+def _hsic_by_distinct_widths(width: np.ndarray, b: np.ndarray, w: np.ndarray) -> float:
+    """The std-kernel HSIC over the distinct widths with the fast Gauss transform (the other
+    path: merged ties, Taylor series per target)."""
+    u, inv = np.unique(width, return_inverse=True)
+    p = w / w.max()
+    cbar = float(np.sum(w * b) / np.sum(w))
+    a = np.bincount(inv, weights=p * (b - cbar))
+    sd = math.sqrt(np.cov(width, aweights=w, bias=True))
+    kernel = intervals._kernel_sum_boxed(u, math.sqrt(2.0) * sd, a)
+    return 2.0 * (1.0 - math.exp(-1.0)) * kernel / float(np.sum(p)) ** 2
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_hsic_of_many_distinct_widths_is_defined_by_default(weighted: bool) -> None:
+    """60,000 continuous widths were over the default max_distinct (undefined); the box-to-box
+    path needs no distinct widths, and agrees with the fast Gauss transform over them."""
+    n = 60_000
+    pred, y = _data(n, 22)
+    w = np.random.default_rng(23).integers(1, 5, size=n).astype(float) if weighted else None
+    got = metric("hsic_width_coverage", pred, y, sample_weight=w)
+    width = pred.upper - pred.lower
+    b = ((y >= pred.lower) & (y <= pred.upper)).astype(float)
+    ref = _hsic_by_distinct_widths(width, b, np.ones(n) if w is None else w)
+    assert got["value"] == pytest.approx(ref, rel=1e-10) and got["distinct_widths"] is None
+
+
+def test_hsic_of_widths_over_very_many_scales_merges_ties() -> None:
+    """Widths spread over far more kernel scales than rows/16 boxes take the distinct-width
+    path; the value is still the dense formula's."""
+    rng = np.random.default_rng(24)
+    n = 1500
+    lo = rng.normal(size=n)
+    hi = lo + np.exp(rng.uniform(-2, 12, size=n))
+    y = lo + rng.uniform(0, 1.0, size=n) * (hi - lo) * rng.uniform(0.5, 1.5, size=n)
+    got = metric("hsic_width_coverage", P.Interval(lo, hi), y, kernel_size=0.5)
+    width = hi - lo
+    b = ((y >= lo) & (y <= hi)).astype(float)
+    ref = _hsic_dense(width, b, np.ones(n), 0.5, 1.0)
+    assert got["distinct_widths"] == n
+    assert got["value"] == pytest.approx(ref, rel=1e-9, abs=1e-15)
 
 
 def test_hsic_is_zero_for_constant_widths_or_full_coverage() -> None:

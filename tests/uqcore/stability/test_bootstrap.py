@@ -352,6 +352,7 @@ BLOCK_METRICS = [
     "nmerci",
     "cwc",
     "coverage_pvalue",
+    "size_stratified_coverage",
     "crps_skill",
     "check_score_skill",
     "interval_score_skill",
@@ -364,8 +365,6 @@ BLOCK_METRICS = [
 
 #: Metrics evaluated resample by resample (no block path), and why.
 PER_RESAMPLE = {
-    "size_stratified_coverage": "its strata are weighted quantiles of the widths, drawn anew "
-    "in every resample",
     "hsic_width_coverage": "a kernel statistic over pairs of distinct widths",
 }
 
@@ -619,6 +618,7 @@ SKILL_METRICS = [
     "nll_skill",
     "cwc",
     "coverage_pvalue",
+    "size_stratified_coverage",
 ]
 
 

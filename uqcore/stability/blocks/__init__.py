@@ -32,7 +32,8 @@ weights), :mod:`~.background` (the helper thread), :mod:`~.tuning` (block and ch
 one module per family of metrics — :mod:`~.ranks` (Spearman, AUSE, AURG),
 :mod:`~.calibration` (the PIT and the calibration errors), :mod:`~.row_sums` (Pearson, corr,
 R², coverage, mean width), :mod:`~.quantiles` (MdAE, MeRCI, n-MeRCI), :mod:`~.binned` (ENCE,
-UCE) — and :mod:`~.table`, the metrics that have a block path.
+UCE), :mod:`~.strata` (size-stratified coverage) — and :mod:`~.table`, the metrics that have
+a block path.
 """
 
 from uqcore.stability.blocks.background import Deferred, beside

@@ -28,6 +28,7 @@ from uqcore.stability.blocks import (
     ranks,
     row_sums,
     skill,
+    strata,
 )
 from uqcore.stability.blocks.context import BlockEvaluator, Keys
 
@@ -75,6 +76,7 @@ PATHS: dict[str, BlockPath] = {
     "nll_skill": BlockPath(skill.skill, rskill.CONSTANT),
     "cwc": BlockPath(intervals.interval_sums, "the targets are constant (their range R is 0)"),
     "coverage_pvalue": BlockPath(intervals.interval_sums),
+    "size_stratified_coverage": BlockPath(strata.size_stratified),
     "corp_mcb": BlockPath(isotonic.corp),
     "corp_dsc": BlockPath(isotonic.corp),
     "corp_unc": BlockPath(isotonic.corp),
