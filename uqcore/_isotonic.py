@@ -25,7 +25,12 @@ Functionals and their consistent scores:
   the partitioning algorithm for separable convex isotonic regression on a chain (Hochbaum &
   Queyranne 2003; Stout 2013 "Isotonic regression via partitioning"), which bisects the sorted
   distinct outcomes and, at each threshold, solves the two-valued problem for every segment at
-  once with a prefix sum — O(N log N), a few numpy passes per bisection level.
+  once with a prefix sum. A row whose outcome lies outside its segment's remaining thresholds
+  costs the same in all of them, so runs of such rows are merged into one element (their sum
+  and their best cut) and a segment with no other row ends at once: the work per level is
+  proportional to the rows still undecided, which halve per level on typical data (O(N log N)
+  in the worst case, a perfectly calibrated forecast; about 3N element passes at N = 10^6 on
+  noisy data). Cost beyond the fit: an argsort of x and one of y (the ranks).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.optimize import isotonic_regression
 
-__all__ = ["Corp", "Functional", "corp", "isotonic_fit", "pinball"]
+__all__ = ["Corp", "Functional", "corp", "corp_events", "isotonic_fit", "pinball"]
 
 NDArray = np.ndarray[Any, Any]
 Functional = Literal["mean", "quantile"]
@@ -83,67 +88,149 @@ def pinball(y: NDArray, x: NDArray, level: float) -> NDArray:
     return out
 
 
-def _ranges(starts: NDArray, ends: NDArray) -> NDArray:
-    """Concatenation of arange(s, e) over the pairs (vectorised)."""
-    lengths = ends - starts
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.intp)
-    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
-    out: NDArray = np.arange(total, dtype=np.intp) + offsets
-    return out
+def _last_argmax(cand: NDArray, off: NDArray, size: NDArray) -> tuple[NDArray, NDArray]:
+    """(the largest value of ``cand`` in each segment [off, off + size), its last index)."""
+    best = np.maximum.reduceat(cand, off)
+    idx = np.arange(cand.shape[0])
+    last = np.maximum.reduceat(np.where(cand == np.repeat(best, size), idx, -1), off)
+    return best, last
+
+
+@dataclass
+class _Elements:
+    """The elements of the segments, in order: an active row (``act``: its rank ``rk``,
+    weight ``ew``) or a run of fixed rows (the sum ``s`` of their prefix costs, the best
+    prefix ``b`` among their cuts, −inf when none, its cut ``p``); ``ok``: the best cut is at
+    the element's end (for a row: its group ends there)."""
+
+    act: NDArray
+    rk: NDArray
+    ew: NDArray
+    s: NDArray
+    b: NDArray
+    p: NDArray
+    ok: NDArray
+
+    def take(self, i: NDArray) -> _Elements:
+        return _Elements(*(a[i] for a in vars(self).values()))
+
+
+def _coalesce(e: _Elements, off: NDArray) -> tuple[_Elements, NDArray]:
+    """Merge each segment's consecutive fixed elements into one (segments start at ``off``)."""
+    fixed = ~e.act
+    first = np.zeros(fixed.shape[0], dtype=bool)
+    first[off] = True
+    keep = e.act.copy()
+    keep[0] |= fixed[0]
+    keep[1:] |= fixed[1:] & ~(fixed[:-1] & ~first[1:])
+    if keep.all():
+        return e, off
+    starts = np.flatnonzero(keep)
+    size = np.diff(np.append(starts, fixed.shape[0]))
+    pref = np.cumsum(e.s) - e.s
+    best, last = _last_argmax(pref + e.b, starts, size)
+    ka = e.act[starts]
+    out = e.take(starts)
+    run = ~ka
+    out.s[run] = np.add.reduceat(e.s, starts)[run]
+    out.b[run] = (best - pref[starts])[run]
+    out.p[run] = e.p[last][run]
+    out.ok[run] = (e.ok[last] & (last == starts + size - 1))[run]
+    return out, (np.cumsum(keep) - 1)[off]
 
 
 def _isotonic_quantile(
     gid: NDArray, rank: NDArray, values: NDArray, w: NDArray, m: int, level: float
 ) -> NDArray:
     """The smallest isotonic α-quantile fit of y = values[rank] (rows sorted by x, group
-    ``gid`` per row, m groups): one value per group (partitioning, see the module docstring)."""
-    k = values.shape[0]
-    result = np.zeros(m, dtype=np.intp)
-    # segments of groups [start, end) whose values lie among values[lo..hi]
-    start, end = np.array([0]), np.array([m])
-    lo, hi = np.array([0]), np.array([k - 1])
-    up_w, down_w = -level * w, (1.0 - level) * w
-    while start.shape[0]:
-        done = lo == hi
-        if done.any():
-            idx = _ranges(start[done], end[done])
-            result[idx] = np.repeat(lo[done], (end - start)[done])
-            keep = ~done
-            start, end, lo, hi = start[keep], end[keep], lo[keep], hi[keep]
-            if not start.shape[0]:
-                break
+    ``gid`` per row, m groups): one value per group (partitioning, see the module docstring).
+
+    The rows of a segment are its elements; a row whose rank is outside the segment's
+    thresholds [lo, hi) adds the same cost to every cut of all the segment's sub-problems,
+    so consecutive such rows become one element (their sum, their best cut). A segment with
+    no row inside its thresholds has one cut for all of them and ends there; most rows leave
+    within a few levels, and the work per level is proportional to the elements left."""
+    n, k = rank.shape[0], values.shape[0]
+    out_g: list[NDArray] = []
+    out_v: list[NDArray] = []
+    if k > 1:
+        ok = np.empty(n, dtype=bool)  # a cut may follow a row only where its group ends
+        np.not_equal(gid[1:], gid[:-1], out=ok[:-1])
+        ok[-1:] = True
+        act = rank < k - 1
+        s = np.where(act, 0.0, -level * w)
+        e = _Elements(act, rank, w, s, np.where(ok & ~act, s, -np.inf), gid + 1, ok)
+        e, off = _coalesce(e, np.array([0]))
+        size = np.diff(np.append(off, e.act.shape[0]))
+        g0, g1, lo, hi = np.array([0]), np.array([m]), np.array([0]), np.array([k - 1])
+    else:
+        out_g.append(np.array([0]))
+        out_v.append(np.array([0]))
+        off = np.zeros(0, dtype=np.intp)
+    while off.shape[0]:
         mid = (lo + hi) // 2
-        seg = np.full(m, -1, dtype=np.intp)
-        lengths = end - start
-        seg[_ranges(start, end)] = np.repeat(np.arange(start.shape[0]), lengths)
-        row_seg = seg[gid]
-        active = row_seg >= 0
-        mids = np.where(active, mid[np.maximum(row_seg, 0)], -1)
-        # the change of the loss, in units of (values[mid+1] − values[mid]), when a row's
-        # group moves up from values[mid] to values[mid+1]: + (1 − α) w for y <= values[mid],
-        # − α w above
-        d = np.where(active, np.where(rank <= mids, down_w, up_w), 0.0)
-        delta = np.bincount(gid, weights=d, minlength=m)
-        q = np.concatenate(([0.0], np.cumsum(delta)))
-        # groups [cut, end) go up; the cost Q[end] − Q[cut] is least where Q[cut] is largest
-        # over cut in [start, end]; the largest such cut (fewest up) gives the smallest fit
-        cand = _ranges(start, end + 1)
-        offs = np.concatenate(([0], np.cumsum(lengths + 1)[:-1]))
-        vals = q[cand]
-        best = np.maximum.reduceat(vals, offs)
-        seg_of = np.repeat(np.arange(start.shape[0]), lengths + 1)
-        pos = np.where(vals == best[seg_of], cand, -1)
-        cut = np.maximum.reduceat(pos, offs)
-        start, end, lo, hi = (
-            np.concatenate((start, cut)),
-            np.concatenate((cut, end)),
-            np.concatenate((lo, mid + 1)),
-            np.concatenate((mid, hi)),
-        )
-        nonempty = end > start
-        start, end, lo, hi = start[nonempty], end[nonempty], lo[nonempty], hi[nonempty]
+        # a segment with no active row has one cut for all its thresholds: its children end
+        idle = np.add.reduceat(e.act, off) == 0
+        lo_l, hi_l = lo, np.where(idle, lo, mid)
+        lo_r, hi_r = np.where(idle, hi, mid + 1), hi
+        cost = np.where(e.rk <= np.repeat(mid, size), (1.0 - level) * e.ew, -level * e.ew)
+        sv = np.where(e.act, cost, e.s)
+        bv = np.where(e.act, np.where(e.ok, cost, -np.inf), e.b)
+        pref = np.cumsum(sv) - sv
+        best, last = _last_argmax(pref + bv, off, size)
+        # groups [cut, g1) go up; the largest cut of least cost gives the smallest fit
+        at_start = pref[off] > best
+        cut = np.where(at_start, g0, e.p[last])
+        split = ~at_start & ~e.act[last] & ~e.ok[last]
+        # a run cut inside: its left part ends at its best cut, its right part starts there
+        # (no cut inside it can win again: they cost more than the segment's start)
+        counts = np.ones(e.act.shape[0], dtype=np.intp)
+        counts[last[split]] = 2
+        at = np.cumsum(counts) - counts
+        e.s = sv
+        e.b = bv
+        if split.any():
+            e = e.take(np.repeat(np.arange(counts.shape[0]), counts))
+        left_i, right_i = at[last[split]], at[last[split]] + 1
+        e.act[left_i] = e.act[right_i] = False
+        e.s[right_i] = e.s[left_i] - e.b[left_i]
+        e.b[right_i] = -np.inf
+        e.ok[right_i] = False
+        e.s[left_i] = e.b[left_i]
+        e.ok[left_i] = True
+        end = at[off + size - 1] + counts[off + size - 1]
+        mid_off = np.where(at_start, at[off], at[last] + 1)
+        c_size = np.stack([mid_off - at[off], end - mid_off], axis=1).ravel()
+        c_g0 = np.stack([g0, cut], axis=1).ravel()
+        c_g1 = np.stack([cut, g1], axis=1).ravel()
+        c_lo = np.stack([lo_l, lo_r], axis=1).ravel()
+        c_hi = np.stack([hi_l, hi_r], axis=1).ravel()
+        done = c_lo == c_hi
+        rec = done & (c_g1 > c_g0)
+        out_g.append(c_g0[rec])
+        out_v.append(c_lo[rec])
+        go = ~done & (c_size > 0)
+        if not go.any():
+            break
+        keep = np.repeat(go, c_size)
+        if not keep.all():
+            e = e.take(keep)
+        size, g0, g1, lo, hi = c_size[go], c_g0[go], c_g1[go], c_lo[go], c_hi[go]
+        off = np.cumsum(size) - size
+        # rows outside their segment's thresholds [lo, hi) become fixed
+        lo_e, hi_e = np.repeat(lo, size), np.repeat(hi, size)
+        below, above = e.rk < lo_e, e.rk >= hi_e
+        leave = e.act & (below | above)
+        if leave.any():
+            fixed_cost = np.where(below, (1.0 - level) * e.ew, -level * e.ew)
+            e.s = np.where(leave, fixed_cost, e.s)
+            e.b = np.where(leave, np.where(e.ok, fixed_cost, -np.inf), e.b)
+            e.act = e.act & ~leave
+            e, off = _coalesce(e, off)
+            size = np.diff(np.append(off, e.act.shape[0]))
+    gs, vs = np.concatenate(out_g), np.concatenate(out_v)
+    order = np.argsort(gs)
+    result = np.repeat(vs[order], np.diff(np.append(gs[order], m)))
     fitted: NDArray = values[result]
     return fitted
 
@@ -251,3 +338,56 @@ def corp(
 
     s_x, s_hat, s_ref = score(xs), score(xhat), score(ref)
     return Corp(s_x, s_x - s_hat, s_ref - s_hat, s_ref, ux, fitted, gw, ref)
+
+
+def corp_events(x: NDArray, o: NDArray, w: NDArray | None, *, order: NDArray | None = None) -> Corp:
+    """The CORP decomposition of the Brier score of probabilities ``x`` (>= 0) for the events
+    ``o`` (booleans), weights ``w`` (``None`` for unit weights): :func:`corp` with
+    ``functional="mean"``, using that the outcomes are 0/1.
+
+    Tied forecasts merge into one point with their total weight and the weight of their events,
+    and the scores come from those sums: B̄(x̂) = Σ_g (W1_g (1 − x̂_g)² + W0_g x̂_g²) / W,
+    B̄(ō) = ō(1 − ō). Unweighted, the sort is one ``numpy.sort`` of N 64-bit keys: the bits of
+    a non-negative float64 order as it does, so (bits << 1) | o sorts by x and carries o along
+    (no argsort, no gather). Weighted, ``order`` is an argsort of x (any order of ties; cached
+    by the caller, since resamples share it). Cost: that sort, a few O(N) passes and one PAV
+    of the distinct forecasts."""
+    x = np.asarray(x, dtype=np.float64)
+    o = np.asarray(o, dtype=bool)
+    if w is None and order is None and x.shape[0] and bool(np.min(x) >= 0.0):
+        key = (x + 0.0).view(np.uint64)  # + 0.0 turns −0.0 into +0.0
+        key = key << np.uint64(1)
+        key |= o
+        key.sort()
+        ones = (key & np.uint64(1)).astype(bool)
+        key >>= np.uint64(1)
+        xs: NDArray = key.view(np.float64)
+        ws: NDArray | None = None
+    else:
+        if order is None:
+            order = np.argsort(x)
+        if w is not None:
+            w = np.asarray(w, dtype=np.float64)
+            if not bool(np.all(w > 0)):
+                order = order[w[order] > 0]  # rows of zero weight count nowhere
+        xs, ones = x[order], o[order]
+        ws = None if w is None else w[order]
+    n = xs.shape[0]
+    new = np.empty(n, dtype=bool)
+    new[:1] = True
+    np.not_equal(xs[1:], xs[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    if ws is None:
+        gw = np.diff(np.append(starts, n)).astype(np.float64)
+        g1 = np.add.reduceat(ones, starts, dtype=np.float64) if n else np.zeros(0)
+    else:
+        gw = np.add.reduceat(ws, starts) if n else np.zeros(0)
+        g1 = np.add.reduceat(np.where(ones, ws, 0.0), starts) if n else np.zeros(0)
+    fitted = isotonic_regression(g1 / gw, weights=gw).x if n else np.zeros(0)
+    total = float(np.sum(gw))
+    d = x - o
+    s_x = (float(np.dot(d, d)) if w is None else float(np.dot(w, d * d))) / total
+    s_hat = float(np.dot(g1, (1.0 - fitted) ** 2) + np.dot(gw - g1, fitted * fitted)) / total
+    rate = float(np.sum(g1)) / total
+    s_ref = rate * (1.0 - rate)
+    return Corp(s_x, s_x - s_hat, s_ref - s_hat, s_ref, xs[starts], fitted, gw, rate)

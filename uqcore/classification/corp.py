@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from uqcore._isotonic import Corp, corp
+from uqcore._isotonic import Corp, corp_events
 from uqcore._validation import UQValidationError
 from uqcore.batch import ClassificationBatch
 from uqcore.options import Bins
@@ -80,14 +80,36 @@ def binary_undefined(batch: ClassificationBatch, target: str) -> str | None:
     return None
 
 
+def _events(batch: ClassificationBatch, target: str) -> tuple[NDArray, NDArray]:
+    """(forecast x, event o as booleans) of ``target`` (cached, weight-free): one argmax and
+    a gather for the top label (two columns: one comparison and one maximum)."""
+
+    def compute() -> tuple[NDArray, NDArray]:
+        p, y = batch.probs, batch.y
+        if target == "binary":
+            return p[:, 1], y == 1
+        if p.shape[1] == 2:
+            # argmax takes the first of tied maxima: class 1 only where p1 > p0
+            top1 = p[:, 1] > p[:, 0]
+            return np.maximum(p[:, 0], p[:, 1]), top1 == (y == 1)
+        pred = batch.predicted
+        return np.take_along_axis(p, pred[:, None], axis=1)[:, 0], pred == y
+
+    return batch.shared(f"corp-events:{target}", compute)
+
+
 def corp_of(batch: ClassificationBatch, target: str) -> Corp:
-    """The CORP decomposition of the Brier score of ``target`` (cached on the batch)."""
+    """The CORP decomposition of the Brier score of ``target`` (cached on the batch): one sort
+    of the forecasts and one PAV (:func:`uqcore._isotonic.corp_events`), shared by the three
+    components."""
 
     def compute() -> Corp:
-        x, o = event_forecast(batch, target)
+        x, o = _events(batch, target)
+        if batch.weights is None:
+            return corp_events(x, o, None)
         # the sort of the forecasts is weight-free: resamples of the batch share it
         order = batch.shared(f"corp-order:{target}", lambda: np.argsort(x))
-        return corp(x, o, batch.weights, functional="mean", order=order)
+        return corp_events(x, o, batch.weights, order=order)
 
     return batch.weighted(f"corp:{target}", compute)
 

@@ -76,6 +76,67 @@ def test_corp_against_the_min_max_isotonic_fit(target: str, c: int, weighted: bo
     assert abs(d["mcb"] - d["dsc"] + d["unc"] - d["score"]) <= 1e-12
 
 
+def _brute_corp(x: np.ndarray, o: np.ndarray, w: np.ndarray) -> tuple[float, ...]:
+    keep = w > 0
+    x, o, w = x[keep], o[keep], w[keep]
+    xhat = _isotonic_minmax(x, o, w)
+    total = w.sum()
+    obar = np.sum(w * o) / total
+    b_x, b_hat = np.sum(w * (x - o) ** 2) / total, np.sum(w * (xhat - o) ** 2) / total
+    return b_x, b_x - b_hat, obar * (1 - obar) - b_hat, obar * (1 - obar)
+
+
+@pytest.mark.parametrize(
+    "case", ["plain", "ties", "zero_weights", "one_row", "constant", "negative_zero", "all_events"]
+)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_event_fit_against_the_min_max_fit(case: str, weighted: bool) -> None:
+    """The 0/1 path (a sort of packed keys unweighted, tied forecasts merged by counts)
+    against the min-max formula of the isotonic fit, row by row."""
+    from uqcore._isotonic import corp_events
+
+    rng = np.random.default_rng(11)
+    n = 1 if case == "one_row" else 60
+    x = rng.uniform(0, 1, n)
+    if case in ("ties", "zero_weights"):
+        x = np.round(x, 1)
+    if case == "constant":
+        x = np.full(n, 0.3)
+    if case == "negative_zero":
+        x[: n // 3] = -0.0
+        x[n // 3 : n // 2] = 0.0
+    o = rng.random(n) < x
+    if case == "all_events":
+        o[:] = True
+    w = rng.uniform(0.2, 2.0, n) if weighted else np.ones(n)
+    if case == "zero_weights" and weighted:
+        w[::4] = 0.0
+    got = corp_events(x, o, w if weighted else None)
+    want = _brute_corp(x, o.astype(float), w)
+    for mine, theirs in zip((got.score, got.mcb, got.dsc, got.unc), want, strict=True):
+        assert mine == pytest.approx(theirs, rel=1e-12, abs=1e-15)
+    # the steps: the fit at each distinct forecast, of their total weight
+    keep = w > 0
+    ux = np.unique(x[keep] + 0.0)
+    np.testing.assert_array_equal(got.x, ux)
+    fit = _isotonic_minmax(x[keep], o[keep].astype(float), w[keep])
+    np.testing.assert_allclose(got.fitted, [fit[x[keep] == v][0] for v in ux], rtol=1e-12)
+    np.testing.assert_allclose(got.weight, [w[keep][x[keep] == v].sum() for v in ux], rtol=1e-12)
+
+
+def test_top_label_of_two_classes_takes_the_first_of_tied_maxima() -> None:
+    """The two-column shortcut of the top label (a comparison, not an argmax) agrees with
+    argmax's first-maximum rule, ties of p0 = p1 included."""
+    rng = np.random.default_rng(12)
+    p1 = np.round(rng.uniform(0, 1, 50), 1)
+    p = np.stack([1 - p1, p1], axis=1)
+    labels = rng.integers(0, 2, 50)
+    x, o = p.max(axis=1), (p.argmax(axis=1) == labels).astype(float)
+    want = _brute_corp(x, o, np.ones(50))
+    d = corp_mcb(P.Probs(p), labels)
+    assert (d["score"], d["mcb"], d["dsc"], d["unc"]) == pytest.approx(want, rel=1e-12, abs=1e-15)
+
+
 def test_corp_agrees_with_model_diagnostics() -> None:
     md = pytest.importorskip("model_diagnostics.scoring")
     p, labels = _probs(300, 3, 3)
