@@ -31,6 +31,12 @@ Functionals and their consistent scores:
   proportional to the rows still undecided, which halve per level on typical data (O(N log N)
   in the worst case, a perfectly calibrated forecast; about 3N element passes at N = 10^6 on
   noisy data). Cost beyond the fit: an argsort of x and one of y (the ranks).
+  Two cuts whose costs differ by less than the rounding of their float64 prefix sums (at
+  levels that are not short binary fractions, e.g. 0.3) count as tied, and which of them is
+  taken may depend on the order of summation: the steps can then differ from another exact
+  implementation's while the loss, hence MCB, DSC and UNC, agrees to rounding (with integer
+  weights at a level such as 0.25 or 0.875 every sum is exact and the steps are the smallest
+  minimiser's).
 """
 
 from __future__ import annotations
