@@ -253,9 +253,9 @@ def _wis_parts(batch: Batch, levels: Any) -> tuple[Array, Array, Array] | str:
     return d, o, u
 
 
-#: Rows per block of the numpy path: its two block-sized buffers (rows × quantiles) stay in
-#: the cache, where N × K temporaries would go through memory several times.
-_WIS_BLOCK = 1 << 13
+#: Values per block of the numpy path (rows × quantile columns): its block-sized buffers
+#: stay in the cache, where N × K temporaries would go through memory several times.
+_WIS_BLOCK = 1 << 16
 
 
 def _wis_rows_numpy(
@@ -273,7 +273,8 @@ def _wis_rows_numpy(
     k = alphas.shape[0]
     pred = batch.prediction
     y = np.asarray(batch.y)
-    dtype = np.result_type(y.dtype, np.float64 if cols is None else pred.values.dtype)  # type: ignore[attr-defined]
+    # the precision of the inputs, as the array-API path (float32 stays float32)
+    dtype = y.dtype if cols is None else np.result_type(y.dtype, pred.values.dtype)  # type: ignore[attr-defined]
     index = np.arange(lv.shape[0]) if cols is None else cols
     width = lv.shape[0] if cols is None else int(pred.values.shape[1])  # type: ignore[attr-defined]
     median, lower, upper = int(index[0]), index[1 : k + 1], index[k + 1 :]
@@ -288,7 +289,7 @@ def _wis_rows_numpy(
     c_under[median] -= 0.5
     n = batch.n
     out = [np.empty(n, dtype=dtype) for _ in range(3)]
-    rows = min(n, _WIS_BLOCK)
+    rows = min(n, max(1, _WIS_BLOCK // width))
     diff = np.empty((rows, width), dtype=dtype)
     pos = np.empty((rows, width), dtype=dtype)
     for a in range(0, n, rows):

@@ -47,7 +47,7 @@ def test_blocks_equal_the_exact_formula(weighted: bool, offset: float) -> None:
     """More rows than one block; a location of 10^8 with widths of order 1, where summing
     α/2·u and α/2·l apart would lose eight digits of the dispersion."""
     rng = np.random.default_rng(7)
-    n = decomposition._WIS_BLOCK * 2 + 37
+    n = decomposition._WIS_BLOCK // 7 * 2 + 37  # 7 columns: three blocks
     alphas = np.array([0.1, 0.5, 0.8])
     levels = _levels(alphas)
     mu = rng.normal(size=n) + offset
