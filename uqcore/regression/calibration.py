@@ -634,8 +634,6 @@ def calibration_error(
 # -- PIT histogram and uniformity test ---------------------------------------------------------
 PitPValue = Literal["auto", "exact", "asymptotic"]
 _PIT_P_VALUE: tuple[str, ...] = get_args(PitPValue)
-#: Largest n for which ``p_value="auto"`` computes the exact Kolmogorov-Smirnov p-value.
-_PIT_EXACT_MAX_N = 100_000
 
 
 @register(
@@ -663,10 +661,11 @@ def pit(batch: Batch, *, n_bins: Bins = 10, p_value: PitPValue = "auto") -> dict
     edges; the counts are ``histogram · Σw``. ``p_value`` is the two-sided KS p-value for
     n = round(n_eff) observations, with the effective sample size n_eff = (Σ w_i)² / Σ w_i²
     (= N without weights); it assumes continuous F_i (with ties, as for ``Samples``, it is
-    conservative). ``p_value="exact"`` (``"auto"`` up to n = 10^5) is the finite-n
-    distribution, ``scipy.stats.kstwo.sf`` within a relative 1e-11 at a cost independent of n
-    (:func:`uqcore._kolmogorov.ks_sf`); ``"asymptotic"`` is Kolmogorov's limit law
-    (``scipy.stats.kstwobign``).
+    conservative). ``p_value="exact"`` (and ``"auto"``, the default, at every n) is the
+    finite-n distribution, ``scipy.stats.kstwo.sf`` within a relative 1e-11 at a cost
+    independent of n (:func:`uqcore._kolmogorov.ks_sf`); ``"asymptotic"`` is Kolmogorov's
+    limit law (``scipy.stats.kstwobign``), which earlier versions' ``"auto"`` used above
+    n = 10^5 (relatively off by about 1/√n there).
 
     >>> import numpy as np; from uqcore import predictions as P
     >>> r = pit(P.Gaussian(np.zeros(4), np.ones(4)), np.array([-2.0, -0.1, 0.3, 1.0]), n_bins=2)
@@ -718,9 +717,7 @@ def pit(batch: Batch, *, n_bins: Bins = 10, p_value: PitPValue = "auto") -> dict
     cuts = np.concatenate([[0.0], below, [total]])
     hist = np.diff(cuts) / total
     n_int = max(1, round(n_eff))
-    method = p_value
-    if method == "auto":
-        method = "exact" if n_int <= _PIT_EXACT_MAX_N else "asymptotic"
+    method = "exact" if p_value == "auto" else p_value
     if method == "exact":
         p = ks_sf(d, n_int)
     else:

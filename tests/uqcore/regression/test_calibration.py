@@ -344,7 +344,7 @@ def test_pit_p_value_methods() -> None:
     exact = metric("pit", pred, y, p_value="exact")
     asym = metric("pit", pred, y, p_value="asymptotic")
     auto = metric("pit", pred, y)
-    assert exact["p_value_method"] == "exact" == auto["p_value_method"]  # n <= 1e5
+    assert exact["p_value_method"] == "exact" == auto["p_value_method"]
     assert asym["p_value_method"] == "asymptotic"
     _close(exact["p_value"], float(scipy.stats.kstwo.sf(d, n)), 1e-9)
     # Kolmogorov's limit law: P(K > D·sqrt(n)) = 2 Σ_k≥1 (−1)^(k−1) exp(−2k²nD²)
@@ -356,14 +356,21 @@ def test_pit_p_value_methods() -> None:
         metric("pit", pred, y, p_value="bootstrap")
 
 
-def test_pit_auto_switches_to_the_asymptotic_law_for_large_n() -> None:
-    n = 100_001
+def test_pit_auto_is_the_exact_law_at_large_n() -> None:
+    """Above n = 10^5 (where earlier versions switched to the limit law) ``auto`` is still the
+    finite-n p-value: scipy's exact ``kstwo.sf`` to 1e-11, not Kolmogorov's limit, which
+    differs from it by far more there."""
+    n = 200_000
     pred = P.Gaussian(mean=np.zeros(n), std=np.ones(n))
-    y = np.random.default_rng(12).normal(size=n)
-    assert metric("pit", pred, y)["p_value_method"] == "asymptotic"
-    w = np.ones(n)
-    w[0] = 0.0  # n_eff = 1e5: exact again
-    assert metric("pit", pred, y, sample_weight=w)["p_value_method"] == "exact"
+    y = np.random.default_rng(12).normal(scale=1.006, size=n)
+    got = metric("pit", pred, y)
+    assert got["p_value_method"] == "exact"
+    d = got["value"]
+    exact = float(scipy.stats.kstwo.sf(d, n))
+    assert 1e-6 < exact < 0.5  # the quadrature's range (n·D² >= 2.2), a p-value of interest
+    _close(got["p_value"], exact, 1e-11)
+    limit = float(scipy.stats.kstwobign.sf(d * math.sqrt(n)))
+    assert abs(limit - exact) > 1e3 * 1e-11 * exact
 
 
 # -- ENCE / UCE ----------------------------------------------------------------------------
