@@ -50,8 +50,9 @@ def _forecast(batch: ClassificationBatch, target: str, name: str) -> tuple[Any, 
         if c != 2:
             undefined(name, f"target='binary' needs C = 2 classes, found C = {c}")
             return None
-        return batch.probs[:, 1], (batch.y == 1).astype(np.float64)
-    return batch.confidence, batch.correct
+        return batch.probs[:, 1], batch.y == 1
+    # o as booleans: the arithmetic below casts them, no float copy of N is made for them
+    return batch.confidence, batch.predicted == batch.y
 
 
 def _unit_weights(batch: ClassificationBatch) -> np.ndarray[Any, Any]:
@@ -115,13 +116,17 @@ def _reflected(values: np.ndarray[Any, Any], sigma: float) -> np.ndarray[Any, An
     t = np.linspace(0.0, 1.0, m)
     ker = np.exp(-(t - 0.5) * (t - 0.5) / (2.0 * sigma * sigma)) / (math.sqrt(2 * math.pi) * sigma)
     ext = np.concatenate([values[::-1][:-1], values, values[::-1][1:]])
+    # relplot keeps the outputs m//2 .. m//2 + m − 1 of the "valid" convolution of the 3m − 2
+    # extended values: only the 2m − 1 of them that these outputs read are convolved (the same
+    # sums, half the work)
+    ext = ext[m // 2 : m // 2 + 2 * m - 1]
+    out: np.ndarray[Any, Any]
     if m <= _DIRECT_MAX:
-        full = np.convolve(ext, ker, "valid")
+        out = np.convolve(ext, ker, "valid")
     else:
         from scipy.signal import fftconvolve
 
-        full = fftconvolve(ext, ker, "valid")
-    out: np.ndarray[Any, Any] = full[m // 2 : m // 2 + m]
+        out = fftconvolve(ext, ker, "valid")
     return out
 
 
@@ -272,9 +277,9 @@ def spiegelhalter_z(
         wg, scale = g, 1.0
     else:
         wg, scale = _unit_weights(batch) * g, float(np.max(batch.weights))
-    var = float(np.dot(wg * g, f * (1.0 - f)))
+    var = float(np.sum(wg * g * f * (1.0 - f)))
     if not var > 0.0:
         undefined("spiegelhalter_z", "every forecast is 0, ½ or 1 (the statistic has variance 0)")
         return None
-    z = float(np.dot(wg, o - f)) / math.sqrt(var) * math.sqrt(scale)
+    z = float(np.sum(wg * (o - f))) / math.sqrt(var) * math.sqrt(scale)
     return {"value": z, "p_value": math.erfc(abs(z) / math.sqrt(2.0)), "target": target}
