@@ -415,7 +415,11 @@ class ClassificationBatch(_Caches):
     def confidence(self) -> Array:
         """Top-label confidence max_c p̄_c."""
 
-        return self.shared("confidence", lambda: np.max(self.probs, axis=1))
+        # read at the argmax (one gather) rather than by a second reduction over N×C
+        return self.shared(
+            "confidence",
+            lambda: np.take_along_axis(self.probs, self.predicted[:, None], axis=1)[:, 0],
+        )
 
     @property
     def correct(self) -> Array:

@@ -54,6 +54,61 @@ def test_smooth_ece_at_a_bandwidth_equals_relplots_kernel_sums(sigma: float) -> 
     assert got == pytest.approx(want, rel=1e-11 if sigma >= 0.01 else 1e-8)
 
 
+def _relplot_at(f: np.ndarray, o: np.ndarray, w: np.ndarray, sigma: float) -> float:
+    """smECE_σ from relplot's kernel sums (linear in the values: weights enter as values)."""
+    kernel = ReflectedGaussianKernel(sigma)
+    mesh = np.linspace(0.0, 1.0, max(round(10 / sigma), 200))
+    num = kernel.apply(f, w * (f - o), mesh)
+    den = kernel.apply(f, w, mesh)
+    return float(np.sum(np.abs(num)) / np.sum(den))
+
+
+@pytest.mark.parametrize("sigma", [0.5, 0.05, 0.01])
+@pytest.mark.parametrize(
+    "case", ["weights", "ties", "one_row", "constant", "zero_weights", "ends", "huge_weights"]
+)
+def test_smooth_ece_grid_sums_equal_relplots_with_weights_ties_and_edges(
+    case: str, sigma: float
+) -> None:
+    """The grid sums (one bincount per sum over each row's cell) against relplot's own
+    ``smooth_round_to_grid`` and convolution, to 1e-12, weights given as values there."""
+    rng = np.random.default_rng(13)
+    n = 1 if case == "one_row" else 300
+    f = rng.uniform(size=n)
+    if case == "ties":
+        f = np.round(f, 1)  # many rows on one value, several of them on grid points
+    if case == "constant":
+        f = np.full(n, 0.3)
+    if case == "ends":
+        f = rng.choice([0.0, 1.0, 0.5, 0.999999], size=n)
+    o = (rng.uniform(size=n) < f).astype(float)
+    w = rng.uniform(0.0, 3.0, size=n)
+    if case == "zero_weights":
+        w[rng.uniform(size=n) < 0.5] = 0.0
+        w[0] = 1.0
+    if case == "huge_weights":
+        w = w * 1e300
+    got = _smece(f, o, w, bandwidth=sigma)["value"]
+    want = _relplot_at(f, o, w / w.max(), sigma)
+    assert got == pytest.approx(want, rel=1e-12, abs=1e-15)
+
+
+def test_smooth_ece_top_label_reads_the_first_of_tied_maxima() -> None:
+    """Top-label confidence and correctness with tied maxima (the first is the prediction),
+    against relplot's conversion (a separate max and argmax)."""
+    rng = np.random.default_rng(14)
+    p = np.tile([[0.4, 0.4, 0.2], [0.1, 0.45, 0.45], [0.2, 0.3, 0.5]], (100, 1))
+    y = rng.integers(0, 3, size=p.shape[0])
+    conf, correct = relplot.multiclass_logits_to_confidences(p, y, probs=True)
+    for sigma in (0.2, 0.02):
+        got = uqcore.metric("smooth_ece", P.Probs(p), y, bandwidth=sigma)["value"]
+        assert got == pytest.approx(_relplot_at(conf, correct, np.ones(300), sigma), rel=1e-12)
+    want = _z(conf, correct, np.ones(300))
+    assert uqcore.metric("spiegelhalter_z", P.Probs(p), y)["value"] == pytest.approx(
+        want, rel=1e-12
+    )
+
+
 def test_smooth_ece_approximates_the_papers_integral() -> None:
     """smECE_σ = ∫|Σ K(t, f_i) r_i| dt / ∫ Σ K(t, f_i) dt with the reflected kernel, written
     directly (every reflection of the Gaussian, a fine midpoint rule)."""
