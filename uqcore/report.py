@@ -21,10 +21,22 @@ __all__ = ["Report", "estimator_names", "evaluate", "json_safe", "metric"]
 
 def json_safe(value: Any, where: str, notes: list[str]) -> Any:
     """Convert numpy scalars/arrays to Python types; NaN/inf become ``None`` with a note."""
+    # finite Python floats (most of a result: histograms, curves) pass as they are, without
+    # building the path that only a note would need
+    if type(value) is float and math.isfinite(value):
+        return value
     if isinstance(value, Mapping):
-        return {str(k): json_safe(v, f"{where}.{k}", notes) for k, v in value.items()}
+        return {
+            str(k): v
+            if type(v) is float and math.isfinite(v)
+            else json_safe(v, f"{where}.{k}", notes)
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
-        return [json_safe(v, f"{where}[{i}]", notes) for i, v in enumerate(value)]
+        return [
+            v if type(v) is float and math.isfinite(v) else json_safe(v, f"{where}[{i}]", notes)
+            for i, v in enumerate(value)
+        ]
     if isinstance(value, np.ndarray):
         return json_safe(value.tolist(), where, notes)
     if isinstance(value, (bool, np.bool_)):

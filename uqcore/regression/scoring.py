@@ -31,6 +31,7 @@ mean).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Annotated, Any, Literal
@@ -176,14 +177,52 @@ def _scale(pred: RegressionPrediction) -> Array:
 
 def _std_ppf(pred: RegressionPrediction, p: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Standardised quantiles of a tabulable prediction (host numpy, shape of ``p``)."""
+    return _std_ppf_of(pred.kind, _family_df(pred), p)
+
+
+def _family_df(pred: RegressionPrediction) -> float | None:
+    """The degrees of freedom of a tabulable Student-t prediction (all rows share them)."""
+    return float(pred.df[0]) if pred.kind not in ("gaussian", "laplace") else None  # type: ignore[attr-defined]
+
+
+def _std_ppf_of(kind: str, df: float | None, p: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     sp = _host_special()
-    if pred.kind == "gaussian":
+    if kind == "gaussian":
         return np.asarray(sp.ndtri(p), dtype=np.float64)
-    if pred.kind == "laplace":
+    if kind == "laplace":
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(p < 0.5, np.log(2.0 * p), -np.log(2.0 * (1.0 - p)))
-    df0 = float(pred.df[0])  # type: ignore[attr-defined]
-    return np.asarray(sp.stdtrit(np.full_like(p, df0), p), dtype=np.float64)
+    return np.asarray(sp.stdtrit(np.full_like(p, df), p), dtype=np.float64)
+
+
+@functools.lru_cache(maxsize=64)
+def _check_table(kind: str, df: float | None, p: tuple[float, ...], factor: float) -> _Table:
+    """The check score's table of a standardised family at levels ``p`` (a function of these
+    alone: built once per process, not once per call)."""
+    pa = np.asarray(p, dtype=np.float64)
+    return _Table(_std_ppf_of(kind, df, pa), factor * (1.0 - pa), factor * pa, 0.0)
+
+
+@functools.lru_cache(maxsize=64)
+def _interval_table(
+    kind: str,
+    df: float | None,
+    lo: tuple[float, ...],
+    hi: tuple[float, ...],
+    alpha: tuple[float, ...],
+    factor: float,
+) -> _Table:
+    """The interval score's table of a standardised family (as :func:`_check_table`)."""
+    la, ha = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    m = la.shape[0]
+    coef = factor * 2.0 / np.asarray(alpha, dtype=np.float64)
+    zl, zu = _std_ppf_of(kind, df, la), _std_ppf_of(kind, df, ha)
+    return _Table(
+        np.concatenate([zl, zu]),
+        np.concatenate([coef, np.zeros(m)]),
+        np.concatenate([np.zeros(m), coef]),
+        float(np.sum(factor * (zu - zl))),
+    )
 
 
 class _Table:
@@ -757,8 +796,8 @@ def _check_rows(batch: Batch, *, levels: Any = None, scaled: bool = True) -> tup
     factor = 1.0 / q if scaled else 1.0
     pred = batch.prediction
     if _tabulable(pred):
-        zq = _std_ppf(pred, p)
-        return 1, _location_scale_table(batch, _Table(zq, factor * (1.0 - p), factor * p, 0.0))
+        table = _check_table(pred.kind, _family_df(pred), tuple(map(float, p)), factor)
+        return 1, _location_scale_table(batch, table)
     p_x = _asarray(batch, p)
 
     def block(rows: Any, y: Array) -> Array:
@@ -852,13 +891,8 @@ def _interval_rows(batch: Batch, *, levels: Any = None, scaled: bool = True) -> 
     pred = batch.prediction
     coef = factor * 2.0 / alpha
     if _tabulable(pred):
-        zl, zu = _std_ppf(pred, lo), _std_ppf(pred, hi)
-        table = _Table(
-            np.concatenate([zl, zu]),
-            np.concatenate([coef, np.zeros(m)]),
-            np.concatenate([np.zeros(m), coef]),
-            float(np.sum(factor * (zu - zl))),
-        )
+        key = (tuple(map(float, lo)), tuple(map(float, hi)), tuple(map(float, alpha)))
+        table = _interval_table(pred.kind, _family_df(pred), *key, factor)
         return 1, _location_scale_table(batch, table)
     both = np.concatenate([lo, hi])
     coef_x = _asarray(batch, coef)
