@@ -178,9 +178,10 @@ def _blockwise(
 ) -> tuple[Any, frozenset[str], int] | None:
     """uqcore's rules (the prediction's, and with ``with_targets`` the batch's) checked on
     blocks of :data:`~service.api.spool.CHUNK_ROWS` rows: the prediction built on the first
-    block (for the metric checks), the optional targets given, and N. None when the body is small or its
-    arrays disagree on N (uqcore then checks the whole arrays and names the lengths); a
-    failure is the error of the first bad row of the body, as on the whole arrays."""
+    block (for the metric checks), the optional targets given, and N. None when the body is
+    small (uqcore then checks the whole arrays); a failure is the error of the first bad row
+    of the body, as on the whole arrays. Arrays that disagree on N are a 422 from their
+    shapes alone (:func:`_check_rows_agree`), whatever their size."""
     extra: dict[str, Any] = {}
     if with_targets:
         extra = {
@@ -193,14 +194,17 @@ def _blockwise(
             }.items()
             if v is not None
         }
-    counts = {
-        (a.shape[axis] if (axis := _row_axis(k, a)) is not None else None)
-        for k, a in {**arrays, **extra}.items()
+    every = {**arrays, **extra}
+    row_counts = {
+        k: int(a.shape[axis]) for k, a in every.items() if (axis := _row_axis(k, a)) is not None
     }
-    counts.discard(None)
-    if len(counts) != 1:
+    if not row_counts:
         return None
-    n = int(counts.pop())  # type: ignore[arg-type]
+    if len(set(row_counts.values())) > 1:
+        if max(row_counts.values()) <= spooling.CHUNK_ROWS:
+            return None  # small: uqcore checks the whole arrays and names the lengths
+        _check_rows_agree(sub, arrays, extra, row_counts)
+    n = next(iter(row_counts.values()))
     if n <= spooling.CHUNK_ROWS:
         return None
     names = {f"estimates[{k[len(ESTIMATE_PREFIX) :]!r}]": k for k in arrays}
@@ -239,6 +243,45 @@ def _blockwise(
         raise _uq_error(weight_error, sub)
     assert first is not None
     return first[0], first[1], n
+
+
+def _check_rows_agree(
+    sub: DecodedSubmission, arrays: dict[str, Any], extra: dict[str, Any], rows: dict[str, int]
+) -> None:
+    """The 422 of a large body whose arrays disagree on N, in uqcore's words, without reading
+    the arrays (uqcore's own check builds the prediction from the whole arrays first): the
+    rules of the first row (ranks, types, values) as uqcore states them, then the shapes. The
+    first array (the prediction's first field) gives N; the first array whose rows differ is
+    named."""
+    every = {**arrays, **extra}
+    if min(rows.values()) > 0:
+        head = {k: _rows(k, a, 0, 1) for k, a in every.items()}
+        try:
+            prediction = build_prediction(sub.kind, {k: head[k] for k in arrays})
+            if extra:
+                tname = target_field(sub.kind)
+                others = {k: head[k] for k in extra if k != tname}
+                make_batch(prediction, head[tname], others.pop("sample_weight", None), **others)
+        except UQValidationError as exc:
+            raise _uq_error(exc, sub) from None
+        finally:
+            release(*every.values())
+    first, n = next(iter(rows.items()))
+    for name, count in rows.items():
+        if count == n:
+            continue
+        if name in sub.prediction:
+            shape, want = tuple(every[name].shape), tuple(every[first].shape)
+            message = f"{name} must have the same shape as {first} {want}, found {shape}"
+        else:
+            label = (
+                f"estimates[{name[len(ESTIMATE_PREFIX) :]!r}]"
+                if name.startswith(ESTIMATE_PREFIX)
+                else name
+            )
+            message = f"{label} must have the same length as the prediction ({n}), found {count}"
+        path = sub.field_path(name)
+        raise ApiError(422, message if path == name else f"{path}: {message}", field=path)
 
 
 def convert_blockwise(

@@ -386,6 +386,51 @@ def test_bad_npz_arrays(
     _nothing_stored(idle_api, key)
 
 
+def test_large_body_whose_arrays_disagree_on_rows_is_refused_from_shapes(
+    idle_api: TestClient, key: dict[str, str], monkeypatch: pytest.MonkeyPatch
+):
+    """Above one block of rows, arrays that disagree on N are answered from their shapes (and
+    the first row's rules): no prediction is built from more than one block of rows."""
+    from service.api import spool
+    from service.api import validation as v
+
+    built: list[int] = []
+    real = v.build_prediction
+
+    def spy(kind: str, fields: dict[str, Any]) -> Any:
+        built.append(max(len(a) for k, a in fields.items() if k != "levels"))
+        return real(kind, fields)
+
+    monkeypatch.setattr(v, "build_prediction", spy)
+    n = spool.CHUNK_ROWS + 3
+    h = {**key, **NPZ}
+    cases = [
+        ({"y": n - 1}, "y", "y must have the same length as the prediction (%d), found %d"),
+        ({"std": n - 2}, "std", "std must have the same shape as mean (%d,), found (%d,)"),
+        ({"sample_weight": n + 1}, "sample_weight", "must have the same length"),
+    ]
+    for sizes, field, words in cases:
+        a = gaussian_arrays(8)
+        full = {k: np.resize(a[k], n) for k in ("mean", "std", "y")}
+        for name, size in sizes.items():
+            full[name] = np.resize(a["std"], size)
+        built.clear()
+        r = idle_api.post("/v1/submissions", content=_npz(**full), headers=h)
+        assert r.status_code == 422, r.text
+        err = error_of(r)
+        assert err["field"] == field, err
+        expected = words % (n, sizes[field]) if "%d" in words else words
+        assert expected in err["message"], err
+        assert built and max(built) <= 1, built  # the first row only, never the whole arrays
+    # a rule of the first row is still uqcore's error, named as on the whole arrays
+    bad = {k: np.resize(gaussian_arrays(8)[k], n) for k in ("mean", "std", "y")}
+    bad["std"] = bad["std"][: n - 1].copy()
+    bad["mean"][0] = np.nan
+    r = idle_api.post("/v1/submissions", content=_npz(**bad), headers=h)
+    assert r.status_code == 422 and error_of(r)["field"] == "mean", r.text
+    _nothing_stored(idle_api, key)
+
+
 def test_npz_request_member(idle_api: TestClient, key: dict[str, str]):
     a = gaussian_arrays(10)
     h = {**key, **NPZ}
