@@ -488,8 +488,15 @@ def finals_pattern(bench_id: str) -> str:
 
 
 def bench_submissions(bench_id: str) -> str:
-    """Sorted set of the submissions that succeeded on a benchmark (the candidates of the
-    default finals)."""
+    """Sorted set of a benchmark's submissions by creation time, written with the submission
+    (the candidates of the default finals, filtered by status when read: indexing them when
+    they succeed, after the finish script, lost any whose worker died in between)."""
+    return f"{PREFIX}bench:{bench_id}:subs"
+
+
+def bench_succeeded_legacy(bench_id: str) -> str:
+    """The index of earlier versions: the benchmark's submissions that had succeeded, written
+    after each job; read beside :func:`bench_submissions` for the submissions stored then."""
     return f"{PREFIX}bench:{bench_id}:succeeded"
 
 

@@ -397,8 +397,6 @@ def run_job(
         if private is not None:
             store.put_private_result(sub_id, sealed)
         outcome = store.finish(sub_id, doc, time.perf_counter() - t_start, record.queue, entries)
-        if outcome == "succeeded" and record.benchmark is not None:
-            store.note_succeeded(record.benchmark, sub_id, record.created_ts)
         if outcome == "succeeded" and later:
             keep_curves(store, sub_id, record.kind, arrays, doc, record.analyses.seed)
             if store.get_submission(sub_id) is None:  # deleted meanwhile: leave nothing

@@ -96,6 +96,7 @@ class BenchmarkStore(StoreBase):
                 self.client.scan_iter(match=keys.finals_pattern(bench_id), count=1000)
             )
             quota_keys.append(keys.bench_submissions(bench_id))
+            quota_keys.append(keys.bench_succeeded_legacy(bench_id))
             pipe = self.client.pipeline(transaction=True)
             pipe.delete(keys.benchmark(bench_id), keys.benchmark_arrays(bench_id), *quota_keys)
             pipe.zrem(keys.benchmarks(), bench_id)

@@ -75,10 +75,6 @@ class FinalsStore(StoreBase):
 
     # --- finals -------------------------------------------------------------------------------
 
-    def note_succeeded(self, bench_id: str, sub_id: str, created_ts: float) -> None:
-        """Index a succeeded benchmark submission (the candidates of default finals)."""
-        self._call(lambda: self.client.zadd(keys.bench_submissions(bench_id), {sub_id: created_ts}))
-
     def mark_final(
         self, record: SubmissionRecord, team: str, final: bool
     ) -> tuple[MarkFinal, list[str]]:
@@ -136,10 +132,15 @@ class FinalsStore(StoreBase):
         bench = self.get_benchmark(bench_id)  # type: ignore[attr-defined]
         if bench is None:
             return {}
-        ids = [
-            decode(s)
-            for s in self._call(lambda: self.client.zrange(keys.bench_submissions(bench_id), 0, -1))
-        ]
+
+        def index() -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zrange(keys.bench_submissions(bench_id), 0, -1)
+            pipe.zrange(keys.bench_succeeded_legacy(bench_id), 0, -1)
+            now, before = pipe.execute()
+            return [*now, *before]
+
+        ids = list(dict.fromkeys(decode(s) for s in self._call(index)))
         records = [r for r in self.get_submissions(ids) if r is not None]  # type: ignore[attr-defined]
         records = [r for r in records if r.status == "succeeded" and r.benchmark == bench_id]
         out: dict[str, list[tuple[str, str]]] = {}

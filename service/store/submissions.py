@@ -170,6 +170,8 @@ class SubmissionStore(StoreBase):
             pipe.zadd(keys.owner_submissions(record.owner), {record.id: record.created_ts})
             if record.team is not None:
                 pipe.zadd(keys.team_submissions(record.team), {record.id: record.created_ts})
+            if record.benchmark is not None:
+                pipe.zadd(keys.bench_submissions(record.benchmark), {record.id: record.created_ts})
             if quota is not None:
                 pipe.hset(keys.submission(record.id), "quota_key", quota.key)
                 pipe.zadd(quota.key, {record.id: record.created_ts})
@@ -352,6 +354,7 @@ class SubmissionStore(StoreBase):
                 pipe.zrem(decode(quota_key), sub_id)
             if bench is not None:
                 pipe.zrem(keys.bench_submissions(decode(bench)), sub_id)
+                pipe.zrem(keys.bench_succeeded_legacy(decode(bench)), sub_id)
                 if final is not None:  # a deleted final no longer takes one of the team's slots
                     finals_team = decode(team) if team is not None else decode(owner)
                     pipe.srem(keys.finals(decode(bench), finals_team), sub_id)

@@ -388,3 +388,26 @@ def test_a_deleted_final_frees_its_slot(api: TestClient, worker: Any) -> None:
     assert r.status_code == 200, r.text
     finals = api.get(f"/v1/benchmarks/{bench['id']}/finals", headers=key).json()["teams"]
     assert [s["id"] for s in finals[0]["submissions"]] == [second["id"]]
+
+
+def test_finals_candidates_include_earlier_versions_index(
+    api: TestClient, worker: Any, store: Any
+) -> None:
+    """Default finals come from the index written with each submission; a submission that an
+    earlier version indexed only once it succeeded (its own key) is still a candidate."""
+    from service import keys
+
+    bench = _bench(api, _targets(), private_mask=_mask().tolist(), max_final=2)
+    key = _team(api, "dave")
+    first, second = (_submit(api, key, bench["id"], p) for p in _preds(2))
+    index = keys.bench_submissions(bench["id"])
+    assert set(store.client.zrange(index, 0, -1)) == {first["id"].encode(), second["id"].encode()}
+    # as an earlier version stored the first: only in the index of succeeded submissions
+    store.client.zrem(index, first["id"])
+    store.client.zadd(keys.bench_succeeded_legacy(bench["id"]), {first["id"]: 1.0})
+    finals = api.get(f"/v1/benchmarks/{bench['id']}/finals", headers=key).json()["teams"]
+    chosen = {s["id"]: s["chosen"] for s in finals[0]["submissions"]}
+    assert chosen == {first["id"]: "default", second["id"]: "default"}
+    # deleting it removes it from that index too
+    assert api.delete(f"/v1/submissions/{first['id']}", headers=key).status_code == 204
+    assert store.client.zcard(keys.bench_succeeded_legacy(bench["id"])) == 0

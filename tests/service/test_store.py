@@ -338,6 +338,22 @@ def test_run_progress_finish(store: Store) -> None:
     assert cpu["buckets"][-1] == [float("inf"), 1]
 
 
+def test_a_benchmark_submission_is_indexed_with_its_record(store: Store) -> None:
+    """The candidates of default finals are indexed in the creation transaction (not after
+    the job, where a worker dying between its finish script and the index lost them) and
+    leave the index with the submission."""
+    rec, created = store.create_submission(
+        submission_record(benchmark="bench_idx", n=4), arrays(), idempotency_key=None
+    )
+    assert created
+    assert store.client.zscore(keys.bench_submissions("bench_idx"), rec.id) == rec.created_ts
+    plain = submit(store)
+    assert store.client.zcard(keys.bench_submissions("bench_idx")) == 1
+    assert plain.benchmark is None
+    store.delete_submission(rec.id)
+    assert store.client.zscore(keys.bench_submissions("bench_idx"), rec.id) is None
+
+
 def test_large_result_is_stored_compressed_and_reads_back(store: Store) -> None:
     from service.store.documents import PACK_MIN
 
