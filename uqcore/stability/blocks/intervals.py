@@ -22,22 +22,35 @@ from uqcore._validation import UQValidationError
 from uqcore.regression._intervals import interval_at, nominal_level
 from uqcore.stability.blocks.context import BlockContext, BlockEvaluator, FloatArray, Keys
 
-__all__ = ["interval_sums"]
+__all__ = ["interval_arrays", "interval_sums"]
+
+
+def interval_arrays(keys: Keys, level: Any) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+    """(lower, upper, y) of the batch's intervals at ``level`` (float64, host): None where the
+    level is invalid or the metric is undefined on every resample (the per-resample path
+    then says why)."""
+    try:
+        got = interval_at(keys.batch, level)
+    except UQValidationError:
+        return None
+    if got is None:
+        return None
+    lo, hi = (np.asarray(to_numpy(v), dtype=np.float64) for v in got[:2])
+    return lo, hi, np.asarray(to_numpy(keys.batch.y), dtype=np.float64)
 
 
 def interval_sums(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | None:
     """``cwc`` and ``coverage_pvalue`` of each resample."""
     batch = keys.batch
     level = params.get("level")
+    got = interval_arrays(keys, level)
+    if got is None:
+        return None
+    lo, hi, y = got
     try:
-        got = interval_at(batch, level)
         c = nominal_level(batch.prediction, level)
     except UQValidationError:
         return None
-    if got is None:
-        return None  # undefined on every resample: the per-resample path says why
-    lo, hi = (np.asarray(to_numpy(v), dtype=np.float64) for v in got[:2])
-    y = np.asarray(to_numpy(batch.y), dtype=np.float64)
     covered = ((y >= lo) & (y <= hi)).astype(np.float64)
     col_cov = keys.column(f"intervals:covered:{c!r}", lambda: covered)
     if name == "coverage_pvalue":

@@ -16,10 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from uqcore._backend import to_numpy
-from uqcore._validation import UQValidationError
-from uqcore.regression._intervals import interval_at
 from uqcore.stability.blocks.context import BlockContext, BlockEvaluator, FloatArray, Keys
+from uqcore.stability.blocks.intervals import interval_arrays
 
 __all__ = ["size_stratified"]
 
@@ -31,15 +29,10 @@ def size_stratified(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEv
     bins = params.get("bins", 3)
     if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 1000:
         return None
-    batch = keys.batch
-    try:
-        got = interval_at(batch, params.get("level"))
-    except UQValidationError:
-        return None
+    got = interval_arrays(keys, params.get("level"))
     if got is None:
-        return None  # undefined on every resample: the per-resample path says why
-    lo, hi = (np.asarray(to_numpy(v), dtype=np.float64) for v in got[:2])
-    y = np.asarray(to_numpy(batch.y), dtype=np.float64)
+        return None
+    lo, hi, y = got
     width = hi - lo
     order = keys.get("ssc:order", lambda: np.argsort(width, kind="stable").astype(np.int64))
     ws = width[order]
