@@ -176,3 +176,78 @@ def test_completion_holds_at_most_twice_the_body_on_disk(
         np.testing.assert_array_equal(np.asarray(stored[name]), expected)
     assert list(disk_store.blobs.list(f"uploads/{upload_id}/")) == []
     assert [p for p in scratch.iterdir() if p.name.startswith("spool-")] == []
+
+
+def test_a_stored_part_lost_or_damaged_is_named_and_sent_again(
+    session_settings: Settings, tmp_path: Path
+) -> None:
+    """Each part is checked against what its PUT recorded when the upload completes: a part
+    gone from the blob store answers 409 and is listed as missing again, a part whose stored
+    bytes changed answers 422 naming it; sent again, the upload completes."""
+    settings = session_settings.model_copy(
+        update={
+            "blob_url": str(tmp_path / "blobs"),
+            "scratch_dir": tmp_path / "scratch",
+            "data_dir": tmp_path,
+            "upload_part_bytes": 64 << 10,
+        }
+    )
+    assert settings.redis_url is not None
+    store = Store.from_url(settings.redis_url, settings)
+    rng = np.random.default_rng(7)
+    buf = io.BytesIO()
+    request = '{"kind": "gaussian", "model_name": "parts", "analyses": {"metrics": ["mae"]}}'
+    np.savez(
+        buf,
+        request=np.array(request),
+        mean=rng.normal(size=20_000),
+        std=rng.uniform(0.5, 1.5, size=20_000),
+        y=rng.normal(size=20_000),
+    )
+    body, part = buf.getvalue(), 64 << 10
+    chunks = [body[i : i + part] for i in range(0, len(body), part)]
+    try:
+        with (
+            LiveServer(create_app(settings, store=store)) as live,
+            httpx.Client(base_url=live.url, timeout=60) as http,
+        ):
+            key = new_key(http, "parts")
+            upload_id = http.post("/v1/uploads", json={"size": len(body)}, headers=key).json()[
+                "id"
+            ]
+
+            def put(n: int) -> None:
+                headers = {**key, "Content-Digest": content_digest(chunks[n - 1])}
+                r = http.put(
+                    f"/v1/uploads/{upload_id}/parts/{n}", content=chunks[n - 1], headers=headers
+                )
+                assert r.status_code == 200, r.text
+
+            for n in range(1, len(chunks) + 1):
+                put(n)
+            stored = tmp_path / "blobs" / "uploads" / upload_id
+            (stored / "part-3").unlink()
+            r = http.post(f"/v1/uploads/{upload_id}/complete", headers=key)
+            assert r.status_code == 409, r.text
+            assert r.json()["error"]["code"] == "upload_incomplete"
+            received = http.get(f"/v1/uploads/{upload_id}", headers=key).json()["received"]
+            assert received == [n for n in range(1, len(chunks) + 1) if n != 3]
+            put(3)
+
+            damaged = bytearray((stored / "part-2").read_bytes())
+            damaged[10] ^= 0xFF
+            (stored / "part-2").write_bytes(bytes(damaged))
+            r = http.post(f"/v1/uploads/{upload_id}/complete", headers=key)
+            assert r.status_code == 422, r.text
+            assert (r.json()["error"]["code"], r.json()["error"]["field"]) == (
+                "digest_mismatch",
+                "n",
+            )
+            assert "part 2 " in r.json()["error"]["message"]
+            put(2)
+
+            r = http.post(f"/v1/uploads/{upload_id}/complete", headers=key)
+            assert r.status_code == 202, r.text
+    finally:
+        clear_store(store)
+        store.close()
