@@ -212,9 +212,7 @@ def test_a_stored_part_lost_or_damaged_is_named_and_sent_again(
             httpx.Client(base_url=live.url, timeout=60) as http,
         ):
             key = new_key(http, "parts")
-            upload_id = http.post("/v1/uploads", json={"size": len(body)}, headers=key).json()[
-                "id"
-            ]
+            upload_id = http.post("/v1/uploads", json={"size": len(body)}, headers=key).json()["id"]
 
             def put(n: int) -> None:
                 headers = {**key, "Content-Digest": content_digest(chunks[n - 1])}
