@@ -39,7 +39,7 @@ import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import IO, Any, Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
@@ -395,7 +395,7 @@ def _read_member(
     return read_member(zf, info, name, spool)
 
 
-def _open_zip(body: bytes | Path) -> zipfile.ZipFile:
+def _open_zip(body: bytes | Path | IO[bytes]) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(io.BytesIO(body) if isinstance(body, bytes) else body)
     except (zipfile.BadZipFile, ValueError, OSError) as exc:
@@ -403,14 +403,15 @@ def _open_zip(body: bytes | Path) -> zipfile.ZipFile:
 
 
 def decode_npz(
-    body: bytes | Path,
+    body: bytes | Path | IO[bytes],
     *,
     max_bytes: int,
     max_request_bytes: int = MAX_REQUEST_MEMBER_BYTES,
     spool: Spool | None = None,
 ) -> DecodedSubmission:
     """An NPZ archive (see the module docstring for its members) as arrays: the bytes, or a
-    spooled file whose large members are extracted to files of ``spool`` and memory-mapped."""
+    spooled file (or a seekable file object, e.g. an upload's stored parts) whose large
+    members are extracted to files of ``spool`` and memory-mapped."""
     zf = _open_zip(body)
     with zf:
         infos: dict[str, zipfile.ZipInfo] = {}
@@ -528,7 +529,7 @@ BENCHMARK_ARRAYS = ("y", "labels", "soft_labels", "ood", "groups", "private_mask
 
 
 def decode_benchmark(
-    fmt: BodyFormat, body: bytes | Path, *, max_bytes: int, spool: Spool | None = None
+    fmt: BodyFormat, body: bytes | Path | IO[bytes], *, max_bytes: int, spool: Spool | None = None
 ) -> tuple[BenchmarkRequest, dict[str, np.ndarray]]:
     """A benchmark body as (settings, arrays): a :class:`BenchmarkCreate` JSON document, or an
     NPZ archive with members among ``y`` (regression targets), ``labels``, ``soft_labels``,

@@ -166,6 +166,14 @@ def npy_file_of(value: Any) -> Path | None:
     return path
 
 
+def _spooled(path: Path, scratch: Path) -> bool:
+    """Whether ``path`` is a file of a request's spool directory (``<scratch>/spool-*/``),
+    which only that request uses and removes at its end: moved into the blob store rather than
+    copied, so that its arrays are not held twice on disk (the memory map stays valid)."""
+    parent = path.resolve().parent
+    return parent.name.startswith("spool-") and parent.parent == Path(scratch).resolve()
+
+
 def write_blobs(
     blobs: BlobStore, prefix: str, arrays: Mapping[str, Any], scratch: Path
 ) -> tuple[dict[str, Any], list[str]]:
@@ -192,7 +200,7 @@ def write_blobs(
                 # A memory-mapped .npy file (a spooled upload): copied as a file, never read
                 # through the map (its pages would count in the process' memory).
                 written.append(key)
-                blobs.put_file(key, source)
+                blobs.put_file(key, source, move=_spooled(source, scratch))
                 manifest[name] = {
                     "codec": BLOB_CODEC,
                     "dtype": str(value.dtype),

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pathlib
 import secrets
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Path, Request, Response
@@ -347,12 +347,13 @@ def create_from(
     store: Store,
     settings: Settings,
     fmt: BodyFormat,
-    raw: bytes | pathlib.Path,
+    raw: bytes | pathlib.Path | IO[bytes],
     spool: Spool | None = None,
     max_bytes: int | None = None,
 ) -> BenchmarkRecord:
-    """Validate and store a benchmark body: JSON bytes, or an NPZ archive (bytes, or a
-    spooled file whose large members are memory-mapped from files of ``spool``)."""
+    """Validate and store a benchmark body: JSON bytes, or an NPZ archive (bytes, a spooled
+    file or a seekable file object, whose large members are memory-mapped from files of
+    ``spool``)."""
     limit = settings.max_body_bytes if max_bytes is None else max_bytes
     body, arrays = decode_benchmark(fmt, raw, max_bytes=limit, spool=spool)
     where = "request." if fmt == "npz" else ""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import pathlib
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
@@ -169,15 +169,16 @@ def _check_json(body: bytes, settings: Settings, store: Store) -> ValidSubmissio
 
 
 def check_npz(
-    path: pathlib.Path,
+    path: pathlib.Path | IO[bytes],
     digest: str,
     settings: Settings,
     store: Store,
     spool: Spool,
     max_bytes: int,
 ) -> ValidSubmission:
-    """The spooled NPZ body at ``path`` (whose body hash is ``digest``) decoded and validated,
-    its large arrays memory-mapped from files of ``spool``."""
+    """The spooled NPZ body at ``path`` or a seekable file object (an upload's parts), whose
+    body hash is ``digest``, decoded and validated, its large arrays memory-mapped from files
+    of ``spool``."""
     sub = decode_npz(path, max_bytes=max_bytes, spool=spool)
     sub.body_hash = digest
     valid = _check(sub, settings, store)

@@ -7,7 +7,8 @@ parts. Each part is ``PUT`` with its SHA-256 in a ``Content-Digest`` header (RFC
 stored in the blob store under ``uploads/<id>/part-<n>``, so any API process can take any
 part; a part whose bytes do not match their digest is refused and can be sent again.
 ``GET`` tells which parts the service holds: an interrupted client resumes from there.
-``POST .../complete`` joins the parts into the body and answers exactly what
+``POST .../complete`` reads the body across the stored parts (never joined into one file:
+see :mod:`service.api.parts`) and answers exactly what
 ``POST /v1/submissions`` (202) or ``POST /v1/benchmarks`` (201) answers for it; a repeated
 completion answers the same again. The metadata is a Redis hash that expires
 ``upload_ttl_s`` after the creation; the parts of expired, completed and aborted uploads are
@@ -19,6 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import io
 import json
 import math
 import secrets
@@ -36,6 +38,7 @@ from fastapi.responses import JSONResponse
 from service import keys as schema_keys
 from service.api.deps import KeyDep, SettingsDep, StoreDep
 from service.api.errors import ApiError
+from service.api.parts import MissingPart, PartDamaged, open_parts, verify_parts
 from service.api.routes import benchmarks as benchmark_routes
 from service.api.routes import submissions as submission_routes
 from service.api.routes.common import errors, links
@@ -46,7 +49,7 @@ from service.api.schemas import (
     UploadInfo,
     UploadPart,
 )
-from service.api.spool import COPY_BYTES, GunzipTo, Sink, Spool, spool_body
+from service.api.spool import GunzipTo, Sink, Spool, spool_body, too_large
 from service.api.upload_blobs import part_key, upload_prefix
 from service.blobs import BlobStore
 from service.store import ApiKeyRecord, Store
@@ -338,51 +341,69 @@ async def put_upload_part(
     return UploadPart(part=n, size=size, sha256=digest)
 
 
-def _assemble(
-    rec: dict[str, str], upload_id: str, blobs: BlobStore, spool: Spool, limit: int
-) -> tuple[FilePath, str]:
-    """The parts joined (and gzip decoded) into one body file of ``spool``; its body hash.
-    409 when parts are missing, 422 when the whole does not match the declared SHA-256."""
+def _body(
+    rec: dict[str, str], upload_id: str, store: Store, spool: Spool, limit: int
+) -> tuple[FilePath | io.BufferedReader, str]:
+    """The body of a complete upload and its body hash: the stored parts read as one file
+    (:class:`~service.api.parts.PartsFile`, never joined on disk), or for a gzip upload the parts decoded into a
+    file of ``spool``. Each part is checked against the size and SHA-256 its ``PUT`` recorded,
+    and the whole against the declared SHA-256 (422 ``digest_mismatch``); 409
+    ``upload_incomplete`` when parts are missing."""
     received = _received(rec)
     parts = int(rec["parts"])
     missing = [n for n in range(1, parts + 1) if n not in received]
     if missing:
-        shown = ", ".join(map(str, missing[:20])) + (", ..." if len(missing) > 20 else "")
-        raise ApiError(
-            409,
-            f"upload {upload_id!r} lacks {len(missing)} of its {parts} parts ({shown}); "
-            "send them, then complete",
-            field="upload_id",
-            code="upload_incomplete",
-        )
-    path = spool.path(".npz")
-    whole = hashlib.sha256()
+        raise _incomplete(upload_id, parts, missing)
+    keys = [part_key(upload_id, n) for n in range(1, parts + 1)]
+    recorded = [received[n] for n in range(1, parts + 1)]
     body = hashlib.sha256(b"npz\0")
-    with open(path, "wb") as out:
-        sink = Sink(out, limit, "decompressed body", body)
-        gunzip = GunzipTo(sink) if rec["content_encoding"] == "gzip" else None
-        for n in range(1, parts + 1):
-            local = blobs.local_path(part_key(upload_id, n), spool.dir)
-            with open(local, "rb") as fh:
-                while block := fh.read(COPY_BYTES):
-                    whole.update(block)
-                    if gunzip is not None:
-                        gunzip.feed(block)
-                    else:
-                        sink.write(block)
-            if local.parent == spool.dir:  # a download: not needed any more
-                local.unlink(missing_ok=True)
-        if gunzip is not None:
-            gunzip.finish()
-    if rec["sha256"] and whole.hexdigest() != rec["sha256"]:
+    gzip = rec["content_encoding"] == "gzip"
+    out: FilePath | io.BufferedReader
+    try:
+        if gzip:
+            out = spool.path(".npz")
+            with open(out, "wb") as fh:
+                gunzip = GunzipTo(Sink(fh, limit, "decompressed body", body))
+                whole = verify_parts(store.blobs, keys, recorded, spool.dir, on_block=gunzip.feed)
+                gunzip.finish()
+        else:
+            if int(rec["size"]) > limit:
+                raise too_large("body", limit)
+            whole = verify_parts(store.blobs, keys, recorded, spool.dir, on_block=body.update)
+    except MissingPart as exc:
+        # Lost from the blob store (it was recorded): the client sends it again.
+        store.client.hdel(schema_keys.upload(upload_id), f"part:{exc.n}")
+        raise _incomplete(upload_id, parts, [exc.n]) from None
+    except PartDamaged as exc:
         raise ApiError(
             422,
-            f"the parts of upload {upload_id!r} joined have SHA-256 {whole.hexdigest()}, not the "
+            f"part {exc.n} of upload {upload_id!r} as stored ({exc.found}) differs from what "
+            "was received; send it again",
+            field="n",
+            code="digest_mismatch",
+        ) from None
+    if rec["sha256"] and whole != rec["sha256"]:
+        raise ApiError(
+            422,
+            f"the parts of upload {upload_id!r} joined have SHA-256 {whole}, not the "
             f"declared {rec['sha256']}; send the wrong parts again",
             field="sha256",
             code="digest_mismatch",
         )
-    return path, body.hexdigest()
+    if not gzip:
+        out = open_parts(store.blobs, keys, [size for size, _ in recorded], spool.dir)
+    return out, body.hexdigest()
+
+
+def _incomplete(upload_id: str, parts: int, missing: list[int]) -> ApiError:
+    shown = ", ".join(map(str, missing[:20])) + (", ..." if len(missing) > 20 else "")
+    return ApiError(
+        409,
+        f"upload {upload_id!r} lacks {len(missing)} of its {parts} parts ({shown}); "
+        "send them, then complete",
+        field="upload_id",
+        code="upload_incomplete",
+    )
 
 
 def _replay(answer: str) -> JSONResponse:
@@ -434,20 +455,24 @@ async def complete_upload(
     spool = Spool(settings)
     try:
         limit = settings.max_upload_bytes
-        path, digest = await run_in_threadpool(_assemble, rec, upload_id, blobs, spool, limit)
-        answer: JSONResponse
-        if rec["purpose"] == "benchmark":
-            record = await run_in_threadpool(
-                benchmark_routes.create_from, store, settings, "npz", path, spool, limit
-            )
-            answer = benchmark_routes.created(record)
-        else:
-            valid = await run_in_threadpool(
-                submission_routes.check_npz, path, digest, settings, store, spool, limit
-            )
-            answer = await submission_routes.accept(
-                request, store, settings, key, valid, idempotency_key
-            )
+        body, digest = await run_in_threadpool(_body, rec, upload_id, store, spool, limit)
+        try:
+            answer: JSONResponse
+            if rec["purpose"] == "benchmark":
+                record = await run_in_threadpool(
+                    benchmark_routes.create_from, store, settings, "npz", body, spool, limit
+                )
+                answer = benchmark_routes.created(record)
+            else:
+                valid = await run_in_threadpool(
+                    submission_routes.check_npz, body, digest, settings, store, spool, limit
+                )
+                answer = await submission_routes.accept(
+                    request, store, settings, key, valid, idempotency_key
+                )
+        finally:
+            if not isinstance(body, FilePath):
+                await run_in_threadpool(body.close)
     finally:
         await run_in_threadpool(spool.close)
     saved = {
