@@ -242,6 +242,8 @@ class MetricSpec:
         ...
         uqcore._validation.UQValidationError: metric 'pit': n_bins must be an integer in [1, 10000]; found 0
         """
+        if not params and (n is None or not self.row_options):
+            return dict(self._checked_defaults)
         params = dict(params or {})
         unknown = sorted(set(params) - set(self.defaults))
         if unknown:
@@ -263,6 +265,15 @@ class MetricSpec:
                     f"{n} rows, found {len(value)} values",
                     argument=key,
                 )
+        return resolved
+
+    @functools.cached_property
+    def _checked_defaults(self) -> dict[str, Any]:
+        """The defaults, passed through :attr:`check_options` once (``evaluate`` resolves
+        every metric's options on every call, nearly always to the defaults)."""
+        resolved = dict(self.defaults)
+        if self.check_options is not None:
+            self.check_options(resolved)
         return resolved
 
     def target(self, params: Mapping[str, Any] | None = None) -> float:

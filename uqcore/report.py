@@ -127,14 +127,16 @@ class Report(Mapping[str, MetricValue]):
 
 
 def _run_one(
-    spec: registry.MetricSpec, batch: Any, params: dict[str, Any]
+    spec: registry.MetricSpec, batch: Any, params: dict[str, Any], caught: list[Any]
 ) -> tuple[MetricValue, list[str]]:
-    notes: list[str] = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        value = spec.impl(batch, **params)
-    for w in caught:
-        notes.append(str(w.message))
+    """One metric's value and notes; ``caught`` is the list that the caller's
+    ``warnings.catch_warnings(record=True)`` (filter "always") records into: the warnings
+    this metric raises are taken from its end (one context for all the metrics of a call,
+    not one each: a context costs as much as a small metric)."""
+    start = len(caught)
+    value = spec.impl(batch, **params)
+    notes = [str(w.message) for w in caught[start:]]
+    del caught[start:]
     value = json_safe(value, spec.name, notes)
     return value, notes
 
@@ -243,24 +245,26 @@ def evaluate(
     used: dict[str, dict[str, Any]] = {}
     timings: dict[str, float] = {}
     notes: list[str] = []
-    for spec in chosen:
-        resolved = spec.resolve_params(params.get(spec.name))
-        start = time.perf_counter()
-        value, msgs = _run_one(spec, batch, resolved)
-        timings[spec.name] = time.perf_counter() - start
-        values[spec.name] = value
-        used[spec.name] = json_safe(resolved, spec.name, [])
-        notes.extend(msgs)
-        if est_names and "estimator" in spec.defaults:
-            row: dict[str, MetricValue] = {}
-            for est in est_names:
-                if est == resolved["estimator"]:
-                    row[est] = value
-                    continue
-                v, msgs = _run_one(spec, batch, {**resolved, "estimator": est})
-                row[est] = v
-                notes.extend(f"[{est}] {m}" for m in msgs)
-            by_estimator[spec.name] = row
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for spec in chosen:
+            resolved = spec.resolve_params(params.get(spec.name))
+            start = time.perf_counter()
+            value, msgs = _run_one(spec, batch, resolved, caught)
+            timings[spec.name] = time.perf_counter() - start
+            values[spec.name] = value
+            used[spec.name] = json_safe(resolved, spec.name, [])
+            notes.extend(msgs)
+            if est_names and "estimator" in spec.defaults:
+                row: dict[str, MetricValue] = {}
+                for est in est_names:
+                    if est == resolved["estimator"]:
+                        row[est] = value
+                        continue
+                    v, msgs = _run_one(spec, batch, {**resolved, "estimator": est}, caught)
+                    row[est] = v
+                    notes.extend(f"[{est}] {m}" for m in msgs)
+                by_estimator[spec.name] = row
     meta: dict[str, Any] = {
         "uqcore_version": __version__,
         "task": task,

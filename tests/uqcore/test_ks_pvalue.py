@@ -61,6 +61,16 @@ def test_small_n_is_scipys_value_itself() -> None:
             assert ks_sf(d, n) == float(scipy.stats.kstwo.sf(d, n))
 
 
+def test_bulk_is_scipys_value_itself_at_every_n() -> None:
+    # below n·D² = 2.2 (and at the ends of D) the value is scipy's own routine's, bit for bit
+    for n in (1, 3, 140, 141, EXACT_MAX_N + 1, 10_000, 100_000, 10**7):
+        for nx2 in (0.01, 0.3, 0.754, 0.755, 1.0, 2.0, 2.19):
+            d = float(np.sqrt(nx2 / n))
+            assert ks_sf(d, n) == float(scipy.stats.kstwo.sf(d, n)), (n, d)
+        for d in (0.0, 1e-12, 0.25 / n, 1.0 - 0.5 / n, 1.0):
+            assert ks_sf(d, n) == float(scipy.stats.kstwo.sf(d, n)), (n, d)
+
+
 def test_pit_p_value_at_n_1e5_on_miscalibrated_data() -> None:
     # the case that took scipy's O(n) sum: n·D² well above 2.2
     rng = np.random.default_rng(21)

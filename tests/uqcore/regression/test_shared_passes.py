@@ -69,6 +69,30 @@ def test_sorted_values_from_gathers_equal_sorts() -> None:
         assert r[name] == value
 
 
+@pytest.mark.parametrize("n", [1, 2, 5_000])
+@pytest.mark.parametrize("metrics", [["spearman"], ["mdae", "ause"], ["ause", "spearman"]])
+def test_sorted_abs_error_made_with_the_error_ranks_is_a_sort(n: int, metrics: list[str]) -> None:
+    # the sorted |e| is gathered along the |e| argsort before that order is narrowed to int32;
+    # it must be the sorted |e| itself, ties included, and the ranks must still sort it
+    from uqcore import registry
+    from uqcore.batch import Batch
+    from uqcore.regression.ranking import _e_rank_order, _errors_by_u_descending
+
+    rng = np.random.default_rng(n)
+    mu = np.round(rng.normal(size=n), 1)  # ties in |e| and in σ
+    sd = rng.integers(1, 4, size=n).astype(float)
+    y = np.round(mu + rng.normal(size=n), 1)
+    batch = Batch(P.Gaussian(mu, sd), y)
+    batch.plan = frozenset(metrics)
+    for name in metrics:
+        registry.get(name).impl(batch)
+    got = batch._shared["stats:sorted:abs_error"]
+    assert np.array_equal(got, np.sort(np.abs(y - mu)))
+    pos = _e_rank_order(batch)
+    assert pos.dtype == np.int32
+    assert np.array_equal(np.flip(_errors_by_u_descending(batch))[pos], got)
+
+
 def _count_finiteness_checks(monkeypatch: pytest.MonkeyPatch, y: np.ndarray) -> list[int]:
     """Counts the finiteness passes over ``y`` (wherever the check is called from)."""
     import uqcore._validation as validation
