@@ -303,7 +303,8 @@ def main() -> None:
         f"CPU time per resample of each part, run in turn in one thread (ms; {args.parts} "
         "resamples drawn as bootstrap() draws them; the helper thread's adversarial groups in "
         "wall-clock time waited for). In bootstrap() the ranks, binned and quantiles families "
-        "run in a second helper thread beside the others.",
+        "run in a second helper thread beside the others, and the next block's counts are "
+        "drawn in a third while a block is evaluated.",
         "",
         "| part | ms per resample |",
         "|---|---|",
