@@ -653,13 +653,25 @@ class Engine:
         count: int,
         block: int,
         progress: Callable[[float], None] | None = None,
+        *,
+        ahead: bool = False,
     ) -> dict[str, FloatArray]:
         """Values for resamples 0..count-1, built ``block`` at a time by ``make(indices)``;
-        ``progress`` (optional) gets the fraction done after each block."""
+        ``progress`` (optional) gets the fraction done after each block. With ``ahead``,
+        ``make`` for the next block runs in a helper thread while this block is evaluated
+        (:func:`blocks.ahead`): the caller's ``make`` must then not overwrite the resamples of
+        the block before (e.g. two buffers in turn); the values are the same."""
         parts: dict[str, list[FloatArray]] = {c.name: [] for c in self.chosen}
-        for start in range(0, count, block):
+        starts = range(0, count, block)
+        drawn: Callable[[], list[Resample]] | None = None
+        for j, start in enumerate(starts):
             stop = min(start + block, count)
-            got = self.values(make(range(start, stop)))
+            resamples = drawn() if drawn is not None else make(range(start, stop))
+            drawn = None
+            if ahead and j + 1 < len(starts):
+                nxt = starts[j + 1]
+                drawn = blocks.ahead(partial(make, range(nxt, min(nxt + block, count))))
+            got = self.values(resamples)
             for k, v in got.items():
                 parts[k].append(v)
             if progress is not None:

@@ -306,14 +306,17 @@ def _resample_values(
 ) -> dict[str, np.ndarray[Any, Any]]:
     """Values of resamples ``start``..``stop``-1, ``block`` at a time from ``start``."""
     count = stop - start
-    # reused: each block is used up in turn; counts as bytes (a wider block where one exceeds 255)
-    buffer = np.empty((min(block, count), engine.n), dtype=np.uint8)
+    # reused: counts as bytes (a wider block where one exceeds 255); with more than one block,
+    # two buffers in turn, the next block drawn while this one is evaluated
+    ahead = count > block
+    buffers = [np.empty((min(block, count), engine.n), dtype=np.uint8) for _ in range(1 + ahead)]
 
     def make(indices: Sequence[int]) -> list[Resample]:
+        buffer = buffers[(indices[0] // block) % len(buffers)] if len(indices) else buffers[0]
         w = resampler.block(seed, [start + i for i in indices], out=buffer)
         return [Resample(row) for row in w]
 
-    return engine.run(make, count, block, progress)
+    return engine.run(make, count, block, progress, ahead=ahead)
 
 
 def bootstrap_values(

@@ -36,7 +36,7 @@ UCE), :mod:`~.strata` (size-stratified coverage) — and :mod:`~.table`, the met
 a block path.
 """
 
-from uqcore.stability.blocks.background import Deferred, beside
+from uqcore.stability.blocks.background import Deferred, ahead, beside
 from uqcore.stability.blocks.context import (
     BlockContext,
     BlockEvaluator,
@@ -54,6 +54,7 @@ __all__ = [
     "BlockPath",
     "Deferred",
     "Keys",
+    "ahead",
     "beside",
     "context",
     "prepare",

@@ -14,7 +14,7 @@ import numpy as np
 
 from uqcore.stability.blocks import tuning
 
-__all__ = ["Deferred", "beside", "deferred"]
+__all__ = ["Deferred", "ahead", "beside", "deferred"]
 
 Floats = np.ndarray[Any, np.dtype[np.float64]]
 T = TypeVar("T")
@@ -39,6 +39,17 @@ def beside(job: Callable[[], T]) -> Callable[[], T]:
         value = job()
         return lambda: value
     return _executor("uqcore-stability-beside").submit(job).result
+
+
+def ahead(job: Callable[[], T]) -> Callable[[], T]:
+    """Start ``job`` (drawing the next block of resamples) in a helper thread of its own
+    (:data:`tuning.BACKGROUND`), or run it now; the returned callable waits for its result.
+    The draw of block k + 1 then overlaps the evaluation of block k, where the other core
+    idled while the main thread drew (≈ 3.5 ms per resample at N = 10⁶)."""
+    if not tuning.BACKGROUND:
+        value = job()
+        return lambda: value
+    return _executor("uqcore-stability-ahead").submit(job).result
 
 
 class Deferred:
