@@ -30,7 +30,7 @@ from uqeval._http import (
 )
 from uqeval.config import resolve
 from uqeval.errors import BadRequest, JobFailed
-from uqeval.gates import Gate, parse_checks
+from uqeval.gates import parse_checks
 from uqeval.models import (
     ApiKey,
     Benchmark,
@@ -54,13 +54,27 @@ POLL_MAX_S = 2.0
 
 
 class Job(Protocol):
-    """What polling reads of a submission, a comparison or a gate."""
+    """What waiting reads of a submission, a comparison or a gate."""
 
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
     @property
     def done(self) -> bool: ...
 
 
 J = TypeVar("J", bound=Job)
+
+
+def succeeded(job: J, noun: str) -> J:
+    """``job`` if it succeeded; JobFailed if it failed or was cancelled."""
+    if job.status == "succeeded":
+        return job
+    why = f": {job.error}" if job.error else ""
+    raise JobFailed(f"{noun} {job.id} {job.status}{why}", job=job)
 
 
 def metric_list(metrics: Any) -> list[str] | str:
@@ -193,12 +207,14 @@ class ClientBase:
         progress: Callable[[J], None] | None,
         timeout: float | None,
         poll_interval: float,
+        noun: str,
         still: Callable[[J], str],
         restart: bool = False,
     ) -> Op[J]:
-        """Read a job until it is done: ``progress(job)`` whenever ``state(job)`` changes
-        (then the wait starts again from ``poll_interval`` if ``restart``), waits growing to
-        :data:`POLL_MAX_S`, TimeoutError (``still(job)``) after ``timeout`` seconds."""
+        """Read a job until it ends: ``progress(job)`` whenever ``state(job)`` changes (then
+        the wait starts again from ``poll_interval`` if ``restart``), waits growing to
+        :data:`POLL_MAX_S`; the job if it succeeded, else JobFailed (naming it ``noun``);
+        TimeoutError (``still(job)``) after ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         interval = poll_interval
         seen: object = None
@@ -212,7 +228,7 @@ class ClientBase:
                 if progress is not None:
                     progress(job)
             if job.done:
-                return job
+                return succeeded(job, noun)
             if deadline is not None and time.monotonic() + interval > deadline:
                 raise TimeoutError(f"{still(job)} after {timeout} s")
             yield Sleep(interval)
@@ -373,14 +389,6 @@ class ClientBase:
         return Call("PATCH", f"/v1/submissions/{_id(sub_id)}", json={"visibility": visibility})
 
     @staticmethod
-    def _finished(sub: Submission) -> Submission:
-        """``sub`` if it succeeded; JobFailed if it failed or was cancelled."""
-        if sub.status == "succeeded":
-            return sub
-        why = f": {sub.error}" if sub.error else ""
-        raise JobFailed(f"submission {sub.id} {sub.status}{why}", job=sub)
-
-    @staticmethod
     def _not_finished(sub: Submission) -> BadRequest:
         return BadRequest(
             f"submission {sub.id} has not finished (status {sub.status}, "
@@ -465,13 +473,6 @@ class ClientBase:
     @staticmethod
     def _comparison_call(cmp_id: Any) -> Call:
         return Call("GET", f"/v1/comparisons/{_id(cmp_id)}")
-
-    @staticmethod
-    def _comparison_finished(cmp: Comparison) -> Comparison:
-        if cmp.status == "succeeded":
-            return cmp
-        why = f": {cmp.error}" if cmp.error else ""
-        raise JobFailed(f"comparison {cmp.id} {cmp.status}{why}", job=cmp)
 
     # -- benchmarks and admin --------------------------------------------------------------
 
@@ -571,10 +572,3 @@ class ClientBase:
     @staticmethod
     def _get_gate_call(gate_id: Any) -> Call:
         return Call("GET", f"/v1/gates/{_id(gate_id)}")
-
-    @staticmethod
-    def _gate_finished(gate: Gate) -> Gate:
-        if gate.status == "succeeded":
-            return gate
-        why = f": {gate.error}" if gate.error else ""
-        raise JobFailed(f"gate {gate.id} {gate.status}{why}", job=gate)

@@ -168,15 +168,17 @@ class BoardCalls(SubmissionCalls):
         TimeoutError
             It had not ended after ``timeout`` seconds.
         """
-        cmp = yield from self._poll(
-            lambda: BoardCalls.comparison(self, id),
-            lambda cmp: cmp.status,
-            progress=progress,
-            timeout=timeout,
-            poll_interval=poll_interval,
-            still=lambda cmp: f"comparison {cmp.id} is still {cmp.status}",
+        return (
+            yield from self._poll(
+                lambda: BoardCalls.comparison(self, id),
+                lambda cmp: cmp.status,
+                progress=progress,
+                timeout=timeout,
+                poll_interval=poll_interval,
+                noun="comparison",
+                still=lambda cmp: f"comparison {cmp.id} is still {cmp.status}",
+            )
         )
-        return self._comparison_finished(cmp)
 
     # -- quality gates -------------------------------------------------------------------
 
@@ -254,12 +256,14 @@ class BoardCalls(SubmissionCalls):
     ) -> Op[Gate]:
         """Wait until a gate ends (as :meth:`wait_comparison`); JobFailed if it failed,
         TimeoutError after ``timeout`` seconds."""
-        gate = yield from self._poll(
-            lambda: BoardCalls.get_gate(self, id),
-            lambda gate: gate.status,
-            progress=progress,
-            timeout=timeout,
-            poll_interval=poll_interval,
-            still=lambda gate: f"gate {gate.id} is still {gate.status}",
+        return (
+            yield from self._poll(
+                lambda: BoardCalls.get_gate(self, id),
+                lambda gate: gate.status,
+                progress=progress,
+                timeout=timeout,
+                poll_interval=poll_interval,
+                noun="gate",
+                still=lambda gate: f"gate {gate.id} is still {gate.status}",
+            )
         )
-        return self._gate_finished(gate)

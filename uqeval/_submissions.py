@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from uqeval._base import POLL_START_S, SubmissionProgress, _id
+from uqeval._base import POLL_START_S, SubmissionProgress, _id, succeeded
 from uqeval._http import Op, ProgressFn
 from uqeval._transport import operation
 from uqeval._upload import UploadBody, UploadCalls
@@ -251,16 +251,20 @@ class SubmissionCalls(UploadCalls):
         TimeoutError
             It had not ended after ``timeout`` seconds.
         """
-        sub = yield from self._poll(
-            lambda: SubmissionCalls.get(self, id),
-            lambda sub: (sub.status, sub.progress),
-            progress=progress,
-            timeout=timeout,
-            poll_interval=poll_interval,
-            still=lambda sub: f"submission {sub.id} is still {sub.status} ({sub.progress:.0f}%)",
-            restart=True,
+        return (
+            yield from self._poll(
+                lambda: SubmissionCalls.get(self, id),
+                lambda sub: (sub.status, sub.progress),
+                progress=progress,
+                timeout=timeout,
+                poll_interval=poll_interval,
+                noun="submission",
+                still=lambda sub: (
+                    f"submission {sub.id} is still {sub.status} ({sub.progress:.0f}%)"
+                ),
+                restart=True,
+            )
         )
-        return self._finished(sub)
 
     @operation
     def get(self, id: Any) -> Op[Submission]:
@@ -304,7 +308,7 @@ class SubmissionCalls(UploadCalls):
             if not wait:
                 raise self._not_finished(sub)
             sub = yield from SubmissionCalls.wait(self, sub.id)
-        sub = self._finished(sub)
+        sub = succeeded(sub, "submission")
         assert sub.result is not None
         return sub.result
 
