@@ -1,43 +1,40 @@
-"""The benchmark, admin, catalogue and health calls of :class:`uqeval.Client` (a base class of
-it, to keep each file to one concern)."""
+"""The benchmark, admin, catalogue and health calls of the client, each written once as an
+operation of the sans-I/O core."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
-from uqeval._base import ClientBase, _id
-from uqeval._http import Call
+from uqeval._base import _id
+from uqeval._http import Call, Op
+from uqeval._transport import operation
+from uqeval._upload import UploadCalls
 from uqeval.models import ApiKey, Benchmark, Team
 
 __all__ = ["AdminCalls"]
 
 
-class AdminCalls(ClientBase):
-    """Benchmarks, teams, keys, the metric catalogue and health: the synchronous calls."""
-
-    def _send(self, call: Call) -> httpx.Response:
-        raise NotImplementedError
-
-    def _json(self, call: Call) -> Any:
-        return self._send(call).json()
-
-    def _post_body(self, call: Call, purpose: str, upload_id: str | None = None) -> Any:
-        raise NotImplementedError
+class AdminCalls(UploadCalls):
+    """Benchmarks, teams, keys, the metric catalogue and health: the operations of
+    :class:`uqeval.Client` and :class:`uqeval.AsyncClient`."""
 
     # -- benchmarks ------------------------------------------------------------------------
 
-    def benchmarks(self) -> list[Benchmark]:
+    @operation
+    def benchmarks(self) -> Op[list[Benchmark]]:
         """Every benchmark, oldest first."""
-        return self._benchmarks(self._json(Call("GET", "/v1/benchmarks")))
+        return self._benchmarks((yield from self._json(Call("GET", "/v1/benchmarks"))))
 
-    def benchmark(self, id: Any) -> Benchmark:
+    @operation
+    def benchmark(self, id: Any) -> Op[Benchmark]:
         """One benchmark's settings (never its targets)."""
-        return Benchmark.from_json(self._json(Call("GET", f"/v1/benchmarks/{_id(id)}")))
+        call = Call("GET", f"/v1/benchmarks/{_id(id)}")
+        return Benchmark.from_json((yield from self._json(call)))
 
+    @operation
     def create_benchmark(
         self,
+        /,
         name: str,
         *,
         task: str = "regression",
@@ -50,7 +47,7 @@ class AdminCalls(ClientBase):
         metrics: Any = None,
         private_mask: Any = None,
         **settings: Any,
-    ) -> Benchmark:
+    ) -> Op[Benchmark]:
         """Create a benchmark with hidden targets (admin).
 
         Parameters
@@ -85,20 +82,23 @@ class AdminCalls(ClientBase):
         targets["groups"] = groups
         targets["private_mask"] = self._mask(private_mask)
         call = self._create_benchmark_call(name, task, targets, primary_metric, metrics, settings)
-        return Benchmark.from_json(self._post_body(call, "benchmark"))
+        return Benchmark.from_json((yield from self._post_body(call, "benchmark")))
 
-    def update_benchmark(self, id: Any, **changes: Any) -> Benchmark:
+    @operation
+    def update_benchmark(self, /, id: Any, **changes: Any) -> Op[Benchmark]:
         """Change a benchmark's settings (admin): ``name``, ``description``,
         ``primary_metric``, ``metrics``, ``rule``, ``quota``, ``baseline_id``,
         ``estimators``, ``max_final``, ``status`` (see :meth:`close_benchmark`)."""
         call = Call("PATCH", f"/v1/benchmarks/{_id(id)}", json=changes)
-        return Benchmark.from_json(self._json(call))
+        return Benchmark.from_json((yield from self._json(call)))
 
-    def delete_benchmark(self, id: Any) -> None:
+    @operation
+    def delete_benchmark(self, id: Any) -> Op[None]:
         """Delete a benchmark (admin)."""
-        self._send(self._delete_call(f"/v1/benchmarks/{_id(id)}"))
+        yield from self._send(self._delete_call(f"/v1/benchmarks/{_id(id)}"))
 
-    def close_benchmark(self, id: Any) -> Benchmark:
+    @operation
+    def close_benchmark(self, id: Any) -> Op[Benchmark]:
         """Close a benchmark (admin): its private board is revealed
         (``leaderboard(..., part="private")``), its finals are fixed, and it takes no new
         submissions. A closed benchmark never reopens; closing it again changes nothing.
@@ -108,24 +108,28 @@ class AdminCalls(ClientBase):
         Benchmark
             With ``status == "closed"`` and ``closed_at``.
         """
-        return Benchmark.from_json(self._json(self._close_call(id)))
+        return Benchmark.from_json((yield from self._json(self._close_call(id))))
 
     # -- admin -----------------------------------------------------------------------------
 
-    def teams(self) -> list[Team]:
+    @operation
+    def teams(self) -> Op[list[Team]]:
         """Every team, oldest first (admin)."""
-        return self._teams(self._json(Call("GET", "/v1/admin/teams")))
+        return self._teams((yield from self._json(Call("GET", "/v1/admin/teams"))))
 
-    def create_team(self, name: str) -> Team:
+    @operation
+    def create_team(self, name: str) -> Op[Team]:
         """Create a team (admin); give its id to :meth:`create_key`."""
         call = Call("POST", "/v1/admin/teams", policy="write", json={"name": name}, ok=(201,))
-        return Team.from_json(self._json(call))
+        return Team.from_json((yield from self._json(call)))
 
-    def keys(self) -> list[ApiKey]:
+    @operation
+    def keys(self) -> Op[list[ApiKey]]:
         """Every API key's record, never the secrets (admin)."""
-        return self._keys(self._json(Call("GET", "/v1/admin/keys")))
+        return self._keys((yield from self._json(Call("GET", "/v1/admin/keys"))))
 
-    def create_key(self, name: str, *, team_id: str | None = None) -> ApiKey:
+    @operation
+    def create_key(self, name: str, *, team_id: str | None = None) -> Op[ApiKey]:
         """Create a submitter key (admin).
 
         Returns
@@ -137,27 +141,34 @@ class AdminCalls(ClientBase):
         if team_id is not None:
             body["team_id"] = getattr(team_id, "team_id", team_id)
         call = Call("POST", "/v1/admin/keys", policy="write", json=body, ok=(201,))
-        return ApiKey.from_json(self._json(call))
+        return ApiKey.from_json((yield from self._json(call)))
 
-    def revoke_key(self, id: Any) -> None:
+    @operation
+    def revoke_key(self, id: Any) -> Op[None]:
         """Revoke a submitter key (admin): it stops working at once."""
         key_id = getattr(id, "key_id", id)
-        self._send(self._delete_call(f"/v1/admin/keys/{key_id}"))
+        yield from self._send(self._delete_call(f"/v1/admin/keys/{key_id}"))
 
     # -- catalogue and health --------------------------------------------------------------
 
-    def metrics(self, task: str | None = None, *, kind: str | None = None) -> list[dict[str, Any]]:
+    @operation
+    def metrics(
+        self, task: str | None = None, *, kind: str | None = None
+    ) -> Op[list[dict[str, Any]]]:
         """The metric catalogue: each metric's name, task, direction, bounds, parameters
         (with their domains) and the kinds it applies to."""
-        doc = self._json(Call("GET", "/v1/metrics", params={"task": task, "kind": kind}))
+        call = Call("GET", "/v1/metrics", params={"task": task, "kind": kind})
+        doc = yield from self._json(call)
         return list(doc.get("metrics") or [])
 
-    def health(self) -> dict[str, Any]:
+    @operation
+    def health(self) -> Op[dict[str, Any]]:
         """``GET /healthz``: the API process is up."""
-        return dict(self._json(Call("GET", "/healthz")))
+        return dict((yield from self._json(Call("GET", "/healthz"))))
 
-    def ready(self) -> dict[str, Any]:
+    @operation
+    def ready(self) -> Op[dict[str, Any]]:
         """``GET /readyz``: whether Redis is reachable and a worker is live (``status`` is
         ``ready`` or ``not_ready`` with the ``reason``; no retry)."""
-        response = self._send(Call("GET", "/readyz", ok=(200, 503), policy="write"))
+        response = yield from self._send(Call("GET", "/readyz", ok=(200, 503), policy="write"))
         return dict(response.json())

@@ -1,26 +1,36 @@
-"""The request building and answer reading that :class:`uqeval.Client` and
-:class:`uqeval.AsyncClient` share; they differ only in how a :class:`~uqeval._http.Call` is
-sent and how they wait."""
+"""The sans-I/O core of :class:`uqeval.Client` and :class:`uqeval.AsyncClient`: settings,
+request building and answer reading, and the operations every call is made of (send with
+retries, poll until a job ends); the transports only perform their effects."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import os
+import time
 import uuid
 from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
+import httpx
 import numpy as np
 
 from service.kinds import CLASSIFICATION_KINDS, ESTIMATE_PREFIX, KIND_FIELDS
 from uqeval import arrays as A
-from uqeval._http import Call, ProgressFn
+from uqeval._http import (
+    Call,
+    Op,
+    ProgressFn,
+    Sleep,
+    backoff_delay,
+    failure,
+    may_retry_status,
+    may_retry_transport,
+    retry_after,
+    too_long_wait,
+    unavailable,
+)
 from uqeval.config import resolve
 from uqeval.errors import BadRequest, JobFailed
-from uqeval.gates import Gate, parse_checks
+from uqeval.gates import parse_checks
 from uqeval.models import (
     ApiKey,
     Benchmark,
@@ -38,49 +48,33 @@ ComparisonProgress = Callable[[Comparison], None]
 UPLOAD_THRESHOLD_BYTES = 64 << 20
 NPZ_MEDIA = "application/x-npz"
 
-
-class UploadBody:
-    """The bytes of a resumable upload: in memory, or a file read one part at a time."""
-
-    def __init__(self, body: bytes | str | os.PathLike[str]) -> None:
-        if isinstance(body, (bytes, bytearray, memoryview)):
-            self.data: bytes | None = bytes(body)
-            self.path: Path | None = None
-            self.size = len(self.data)
-        else:
-            self.data, self.path = None, Path(body)
-            self.size = self.path.stat().st_size
-        self._sha256: str | None = None
-
-    @property
-    def source(self) -> bytes | Path:
-        return self.data if self.data is not None else Path(str(self.path))
-
-    def read(self, offset: int, length: int) -> bytes:
-        if self.data is not None:
-            return self.data[offset : offset + length]
-        assert self.path is not None
-        with open(self.path, "rb") as fh:
-            fh.seek(offset)
-            return fh.read(length)
-
-    def sha256(self) -> str:
-        if self._sha256 is None:
-            h = hashlib.sha256()
-            for offset in range(0, self.size, 1 << 24):
-                h.update(self.read(offset, 1 << 24))
-            self._sha256 = h.hexdigest()
-        return self._sha256
-
-
-def content_digest(data: bytes) -> str:
-    """The ``Content-Digest`` header of ``data`` (RFC 9530, sha-256)."""
-    return f"sha-256=:{base64.b64encode(hashlib.sha256(data).digest()).decode()}:"
-
-
 #: The wait between polls grows from the first value to the second.
 POLL_START_S = 0.25
 POLL_MAX_S = 2.0
+
+
+class Job(Protocol):
+    """What waiting reads of a submission, a comparison or a gate."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def done(self) -> bool: ...
+
+
+J = TypeVar("J", bound=Job)
+
+
+def succeeded(job: J, noun: str) -> J:
+    """``job`` if it succeeded; JobFailed if it failed or was cancelled."""
+    if job.status == "succeeded":
+        return job
+    why = f": {job.error}" if job.error else ""
+    raise JobFailed(f"{noun} {job.id} {job.status}{why}", job=job)
 
 
 def metric_list(metrics: Any) -> list[str] | str:
@@ -158,90 +152,87 @@ class ClientBase:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(url={self.url!r})"
 
+    def _http_options(self) -> dict[str, Any]:
+        """The options of the transport's ``httpx`` client."""
+        return {
+            "base_url": self.url,
+            "headers": self._headers(),
+            "timeout": httpx.Timeout(self.timeout),
+        }
+
     def _headers(self) -> dict[str, str]:
         out = {"Accept": "application/json", "User-Agent": "uqeval-client"}
         if self._key:
             out["Authorization"] = f"Bearer {self._key}"
         return out
 
-    # -- resumable uploads ---------------------------------------------------------------
+    # -- sending and polling -------------------------------------------------------------
 
-    def _resumable(self, call: Call) -> bool:
-        """Whether ``call`` (a submission or benchmark POST) goes by the resumable upload: an
-        NPZ body of at least ``upload_threshold_bytes``."""
-        return (
-            call.content is not None
-            and len(call.content) >= self.upload_threshold_bytes
-            and call.headers.get("Content-Type") == NPZ_MEDIA
-        )
+    def _send(self, call: Call) -> Op[httpx.Response]:
+        """Send ``call``, repeating it as its policy allows; the answer, or the error."""
+        attempt = 0
+        while True:
+            try:
+                response: httpx.Response = yield call
+            except httpx.TransportError as exc:
+                if attempt >= self.retries or not may_retry_transport(call, exc):
+                    raise unavailable(self.url, exc) from None
+                yield Sleep(backoff_delay(self.backoff, attempt, self.max_retry_wait))
+                attempt += 1
+                continue
+            if response.status_code in call.ok:
+                return response
+            if response.status_code == 404 and call.gone_ok_after_retry and attempt > 0:
+                return response
+            if attempt < self.retries and may_retry_status(call, response.status_code):
+                wait = retry_after(response)
+                if wait is None:
+                    wait = backoff_delay(self.backoff, attempt, self.max_retry_wait)
+                final = too_long_wait(wait, self.max_retry_wait, response)
+                if final is not None:
+                    raise final
+                yield Sleep(wait)
+                attempt += 1
+                continue
+            raise failure(response)
 
-    @staticmethod
-    def _upload_create_call(body: UploadBody, *, purpose: str, encoding: str | None) -> Call:
-        # Repeating a create after a lost answer only leaves an unused upload, which expires.
-        doc = {
-            "size": body.size,
-            "sha256": body.sha256(),
-            "content_type": NPZ_MEDIA,
-            "content_encoding": encoding,
-            "purpose": purpose,
-        }
-        return Call("POST", "/v1/uploads", policy="submit", json=doc, ok=(201,))
-
-    @staticmethod
-    def _upload_status_call(upload_id: str) -> Call:
-        return Call("GET", f"/v1/uploads/{quote(upload_id, safe='')}")
-
-    @staticmethod
-    def _upload_part_call(upload_id: str, n: int, data: bytes, progress: ProgressFn | None) -> Call:
-        return Call(
-            "PUT",
-            f"/v1/uploads/{quote(upload_id, safe='')}/parts/{n}",
-            policy="read",  # a part sent again replaces itself
-            content=data,
-            headers={
-                "Content-Type": "application/octet-stream",
-                "Content-Digest": content_digest(data),
-            },
-            upload_progress=progress,
-        )
+    def _json(self, call: Call) -> Op[Any]:
+        return (yield from self._send(call)).json()
 
     @staticmethod
-    def _upload_complete_call(upload_id: str, idempotency_key: str) -> Call:
-        return Call(
-            "POST",
-            f"/v1/uploads/{quote(upload_id, safe='')}/complete",
-            policy="submit",  # completing again answers the same
-            headers={"Idempotency-Key": idempotency_key},
-            ok=(201, 202),
-        )
-
-    @staticmethod
-    def _parts_to_send(info: dict[str, Any], body: UploadBody) -> list[tuple[int, int, int]]:
-        """(part number, offset, length) of every part the server does not hold yet."""
-        if int(info["size"]) != body.size:
-            raise BadRequest(
-                f"upload {info['id']} is of {info['size']} bytes; the body given has "
-                f"{body.size}: resume it with the same body",
-                field="upload_id",
-            )
-        part, received = int(info["part_size"]), set(info["received"])
-        return [
-            (n, (n - 1) * part, min(part, body.size - (n - 1) * part))
-            for n in range(1, int(info["parts"]) + 1)
-            if n not in received
-        ]
-
-    @staticmethod
-    def _interrupted(upload_id: str, body: UploadBody, exc: Exception) -> Exception:
-        from uqeval.errors import UploadInterrupted
-
-        return UploadInterrupted(
-            f"the upload {upload_id} stopped before all its parts were sent ({exc}); resume it "
-            f"with client.resume_upload({upload_id!r}, body) or `uqeval submit FILE "
-            f"--resume-upload {upload_id}` with the same file and options",
-            upload_id=upload_id,
-            upload_body=body.source,
-        )
+    def _poll(
+        fetch: Callable[[], Op[J]],
+        state: Callable[[J], object],
+        *,
+        progress: Callable[[J], None] | None,
+        timeout: float | None,
+        poll_interval: float,
+        noun: str,
+        still: Callable[[J], str],
+        restart: bool = False,
+    ) -> Op[J]:
+        """Read a job until it ends: ``progress(job)`` whenever ``state(job)`` changes (then
+        the wait starts again from ``poll_interval`` if ``restart``), waits growing to
+        :data:`POLL_MAX_S`; the job if it succeeded, else JobFailed (naming it ``noun``);
+        TimeoutError (``still(job)``) after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interval = poll_interval
+        seen: object = None
+        while True:
+            job = yield from fetch()
+            now = state(job)
+            if now != seen:
+                seen = now
+                if restart:
+                    interval = poll_interval
+                if progress is not None:
+                    progress(job)
+            if job.done:
+                return succeeded(job, noun)
+            if deadline is not None and time.monotonic() + interval > deadline:
+                raise TimeoutError(f"{still(job)} after {timeout} s")
+            yield Sleep(interval)
+            interval = min(max(POLL_MAX_S, poll_interval), interval * 1.5)
 
     # -- submissions ---------------------------------------------------------------------
 
@@ -398,14 +389,6 @@ class ClientBase:
         return Call("PATCH", f"/v1/submissions/{_id(sub_id)}", json={"visibility": visibility})
 
     @staticmethod
-    def _finished(sub: Submission) -> Submission:
-        """``sub`` if it succeeded; JobFailed if it failed or was cancelled."""
-        if sub.status == "succeeded":
-            return sub
-        why = f": {sub.error}" if sub.error else ""
-        raise JobFailed(f"submission {sub.id} {sub.status}{why}", job=sub)
-
-    @staticmethod
     def _not_finished(sub: Submission) -> BadRequest:
         return BadRequest(
             f"submission {sub.id} has not finished (status {sub.status}, "
@@ -490,13 +473,6 @@ class ClientBase:
     @staticmethod
     def _comparison_call(cmp_id: Any) -> Call:
         return Call("GET", f"/v1/comparisons/{_id(cmp_id)}")
-
-    @staticmethod
-    def _comparison_finished(cmp: Comparison) -> Comparison:
-        if cmp.status == "succeeded":
-            return cmp
-        why = f": {cmp.error}" if cmp.error else ""
-        raise JobFailed(f"comparison {cmp.id} {cmp.status}{why}", job=cmp)
 
     # -- benchmarks and admin --------------------------------------------------------------
 
@@ -596,10 +572,3 @@ class ClientBase:
     @staticmethod
     def _get_gate_call(gate_id: Any) -> Call:
         return Call("GET", f"/v1/gates/{_id(gate_id)}")
-
-    @staticmethod
-    def _gate_finished(gate: Gate) -> Gate:
-        if gate.status == "succeeded":
-            return gate
-        why = f": {gate.error}" if gate.error else ""
-        raise JobFailed(f"gate {gate.id} {gate.status}{why}", job=gate)

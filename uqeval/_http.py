@@ -1,15 +1,22 @@
-"""What the synchronous and the asynchronous client share: one request described as data
-(:class:`Call`), when a failed try may be repeated, how long to wait, and the chunked upload
-with its progress callback."""
+"""The sans-I/O vocabulary of the client: one request described as data (:class:`Call`) and
+the other effects an operation asks its transport for (a wait, a stream's lines, an item to hand
+to the caller), when a failed try may be repeated, how long to wait, and the chunked upload with
+its progress callback.
+
+An operation is a generator: it yields effects and receives their outcome (a
+``httpx.Response`` for a :class:`Call`, a line for :class:`NextLine`, None otherwise; a failed
+connection is thrown into it as ``httpx.TransportError``) and returns its value. The
+synchronous and the asynchronous transports (``uqeval._transport``) only perform effects, so
+every decision is made once, here and in the operations."""
 
 from __future__ import annotations
 
 import email.utils
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 import httpx
 
@@ -28,6 +35,8 @@ BEFORE_PROCESSING = frozenset({429, 503})
 UPLOAD_CHUNK = 64 * 1024
 
 ProgressFn = Callable[[int, int], None]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -50,6 +59,64 @@ class Call:
         if self.params is None:
             return None
         return {k: v for k, v in self.params.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """Wait this many seconds (between tries, between polls)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Open:
+    """Open a streamed GET of ``path``; its outcome is the ``httpx.Response``, whose body is
+    already read when the status is not 200. A transport holds one open stream at a time."""
+
+    path: str
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class NextLine:
+    """The next line of the open stream; None at its end."""
+
+
+@dataclass(frozen=True)
+class Close:
+    """Close the open stream (a transport also closes it when the operation ends)."""
+
+
+@dataclass(frozen=True)
+class Emit(Generic[T]):
+    """Hand ``item`` to the caller of an iterating operation (an event of a stream)."""
+
+    item: T
+
+
+@dataclass(frozen=True)
+class Done(Generic[T]):
+    """The operation returned ``value``."""
+
+    value: T
+
+
+Effect: TypeAlias = Call | Sleep | Open | NextLine | Close
+#: An operation that returns a T.
+Op: TypeAlias = Generator[Effect, Any, T]
+#: An operation that hands items of type T to its caller, one by one.
+Stream: TypeAlias = Generator[Effect | Emit[T], Any, None]
+
+
+def advance(
+    op: Generator[Any, Any, Any], reply: Any = None, error: BaseException | None = None
+) -> Any:
+    """Resume ``op`` with the outcome of its last effect (``reply``, or ``error`` raised where
+    it waits): its next effect, or :class:`Done` with its value."""
+    try:
+        return op.throw(error) if error is not None else op.send(reply)
+    except StopIteration as stop:
+        return Done(stop.value)
 
 
 def retry_after(response: httpx.Response) -> float | None:

@@ -1,32 +1,45 @@
-"""The calls of :class:`uqeval.Client` for final submissions, benchmark suites and
-notifications (webhook secret, deliveries, Server-Sent Events): their request builders, shared
-with :class:`uqeval.AsyncClient`, and the synchronous methods (a base class of the client, to
-keep each file to one concern)."""
+"""The calls of the client for final submissions, benchmark suites and notifications (webhook
+secret, deliveries, Server-Sent Events): their request builders and their operations, each
+written once for :class:`uqeval.Client` and :class:`uqeval.AsyncClient`."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
 from uqeval._base import ClientBase, _id
-from uqeval._http import Call, backoff_delay, failure, may_retry_status, unavailable
+from uqeval._http import (
+    Call,
+    Close,
+    Emit,
+    NextLine,
+    Op,
+    Open,
+    Sleep,
+    Stream,
+    backoff_delay,
+    failure,
+    may_retry_status,
+    unavailable,
+)
+from uqeval._transport import iteration, operation
 from uqeval.errors import BadRequest
 from uqeval.models import Submission, TeamFinals
 from uqeval.notifications import Delivery, Event, EventParser, WebhookSecret
 from uqeval.suites import Suite, SuiteLeaderboard, task_list
 
-__all__ = ["PlatformBase", "PlatformCalls"]
+__all__ = ["PlatformCalls"]
 
 SCOPES = ("submission", "comparison")
 SSE_MEDIA = "text/event-stream"
 
 
-class PlatformBase(ClientBase):
-    """Request builders and answer readers of finals, suites and notifications."""
+class PlatformCalls(ClientBase):
+    """Finals, suites and notifications: request builders, answer readers, and the operations
+    of :class:`uqeval.Client` and :class:`uqeval.AsyncClient`."""
 
     # -- finals ----------------------------------------------------------------------------
 
@@ -110,21 +123,10 @@ class PlatformBase(ClientBase):
     def _events_path(sub_id: Any) -> str:
         return f"/v1/submissions/{quote(_id(sub_id), safe='')}/events"
 
-
-class PlatformCalls(PlatformBase):
-    """Finals, suites and notifications: the synchronous calls."""
-
-    _http: httpx.Client
-
-    def _send(self, call: Call) -> httpx.Response:
-        raise NotImplementedError
-
-    def _json(self, call: Call) -> Any:
-        return self._send(call).json()
-
     # -- public/private split and finals ----------------------------------------------------
 
-    def mark_final(self, id: Any, final: bool = True) -> Submission:
+    @operation
+    def mark_final(self, id: Any, final: bool = True) -> Op[Submission]:
         """Mark one of your team's submissions final (or unmark it with ``final=False``).
 
         Once its benchmark is closed, only finals rank on the private board: those a team
@@ -149,9 +151,10 @@ class PlatformCalls(PlatformBase):
             (not a succeeded benchmark submission) or ``too_many_finals`` (the message lists
             the team's current finals: unmark one first).
         """
-        return Submission.from_json(self._json(self._mark_final_call(id, final)))
+        return Submission.from_json((yield from self._json(self._mark_final_call(id, final))))
 
-    def finals(self, benchmark: Any) -> list[TeamFinals]:
+    @operation
+    def finals(self, benchmark: Any) -> Op[list[TeamFinals]]:
         """The submissions that rank on a benchmark's private board, per team.
 
         Parameters
@@ -165,11 +168,12 @@ class PlatformCalls(PlatformBase):
             ``FinalSubmission`` with ``chosen`` ``"explicit"`` (marked) or ``"default"`` (one
             of the team's best public submissions by the primary metric).
         """
-        return self._finals(self._json(self._finals_call(benchmark)))
+        return self._finals((yield from self._json(self._finals_call(benchmark))))
 
     # -- suites -----------------------------------------------------------------------------
 
-    def create_suite(self, name: str, tasks: Any, **options: Any) -> Suite:
+    @operation
+    def create_suite(self, /, name: str, tasks: Any, **options: Any) -> Op[Suite]:
         """Create a benchmark suite (admin).
 
         Parameters
@@ -187,9 +191,11 @@ class PlatformCalls(PlatformBase):
         -------
         Suite
         """
-        return Suite.from_json(self._json(self._create_suite_call(name, tasks, options)))
+        call = self._create_suite_call(name, tasks, options)
+        return Suite.from_json((yield from self._json(call)))
 
-    def update_suite(self, id: Any, **changes: Any) -> Suite:
+    @operation
+    def update_suite(self, /, id: Any, **changes: Any) -> Op[Suite]:
         """Change a suite's fields (admin): any of :meth:`create_suite`'s (``tasks`` as
         there); the others keep their values.
 
@@ -197,20 +203,24 @@ class PlatformCalls(PlatformBase):
         -------
         Suite
         """
-        return Suite.from_json(self._json(self._update_suite_call(id, changes)))
+        return Suite.from_json((yield from self._json(self._update_suite_call(id, changes))))
 
-    def delete_suite(self, id: Any) -> None:
+    @operation
+    def delete_suite(self, id: Any) -> Op[None]:
         """Delete a suite and its leaderboard (admin); its benchmarks stay."""
-        self._send(self._delete_call(self._suite_path(id)))
+        yield from self._send(self._delete_call(self._suite_path(id)))
 
-    def suites(self) -> list[Suite]:
+    @operation
+    def suites(self) -> Op[list[Suite]]:
         """Every suite, oldest first."""
-        return self._suites(self._json(Call("GET", "/v1/suites")))
+        return self._suites((yield from self._json(Call("GET", "/v1/suites"))))
 
-    def suite(self, id: Any) -> Suite:
+    @operation
+    def suite(self, id: Any) -> Op[Suite]:
         """One suite's definition."""
-        return Suite.from_json(self._json(Call("GET", self._suite_path(id))))
+        return Suite.from_json((yield from self._json(Call("GET", self._suite_path(id)))))
 
+    @operation
     def suite_leaderboard(
         self,
         id: Any,
@@ -218,7 +228,7 @@ class PlatformCalls(PlatformBase):
         view: str = "rows",
         limit: int | None = None,
         offset: int | None = None,
-    ) -> SuiteLeaderboard:
+    ) -> Op[SuiteLeaderboard]:
         """A suite's leaderboard: teams by mean rank over its tasks, with win rate and
         geometric-mean skill against the baseline, each with an interval.
 
@@ -237,8 +247,9 @@ class PlatformCalls(PlatformBase):
             ``stale``: a worker is computing them; read again later).
         """
         call = self._suite_board_call(id, view, limit, offset, csv=False)
-        return SuiteLeaderboard.from_json(self._json(call))
+        return SuiteLeaderboard.from_json((yield from self._json(call)))
 
+    @operation
     def suite_leaderboard_csv(
         self,
         id: Any,
@@ -246,14 +257,16 @@ class PlatformCalls(PlatformBase):
         view: str = "rows",
         limit: int | None = None,
         offset: int | None = None,
-    ) -> str:
+    ) -> Op[str]:
         """A suite's leaderboard page as CSV text (as the server writes it); the parameters
         of :meth:`suite_leaderboard`."""
-        return self._send(self._suite_board_call(id, view, limit, offset, csv=True)).text
+        call = self._suite_board_call(id, view, limit, offset, csv=True)
+        return (yield from self._send(call)).text
 
     # -- notifications ------------------------------------------------------------------------
 
-    def webhook_secret(self) -> WebhookSecret:
+    @operation
+    def webhook_secret(self) -> Op[WebhookSecret]:
         """Create or rotate this key's webhook secret, which signs the events POSTed to the
         ``callback_url`` of its submissions and comparisons (check them with
         :func:`uqeval.webhooks.verify`). The previous secret stops signing at once.
@@ -263,9 +276,10 @@ class PlatformCalls(PlatformBase):
         WebhookSecret
             ``secret`` is shown this once; keep it.
         """
-        return WebhookSecret.from_json(self._json(self._secret_call()))
+        return WebhookSecret.from_json((yield from self._json(self._secret_call())))
 
-    def deliveries(self, id: Any, *, scope: str = "submission") -> list[Delivery]:
+    @operation
+    def deliveries(self, id: Any, *, scope: str = "submission") -> Op[list[Delivery]]:
         """The deliveries of a job's end event to its ``callback_url``, newest first, each
         with its attempts (your team's jobs; admins: any).
 
@@ -279,9 +293,10 @@ class PlatformCalls(PlatformBase):
         -------
         list of Delivery
         """
-        return self._deliveries(self._json(self._deliveries_call(id, scope)))
+        return self._deliveries((yield from self._json(self._deliveries_call(id, scope))))
 
-    def resend(self, id: Any, *, scope: str = "submission") -> Delivery:
+    @operation
+    def resend(self, id: Any, *, scope: str = "submission") -> Op[Delivery]:
         """Send a job's end event again, now (a new delivery, signed with the key's current
         secret); BadRequest (409) while the job runs or when it has no ``callback_url``.
 
@@ -290,9 +305,10 @@ class PlatformCalls(PlatformBase):
         Delivery
             The new delivery, ``pending``.
         """
-        return Delivery.from_json(self._json(self._resend_call(id, scope)))
+        return Delivery.from_json((yield from self._json(self._resend_call(id, scope))))
 
-    def events(self, id: Any, *, timeout: float | None = None) -> Iterator[Event]:
+    @iteration
+    def events(self, id: Any, *, timeout: float | None = None) -> Stream[Event]:
         """Follow a submission as Server-Sent Events, without polling.
 
         Yields a ``progress`` event at once and whenever the status or progress changes,
@@ -300,7 +316,8 @@ class PlatformCalls(PlatformBase):
         ``status``, ``finished_at``, ``error``, ``links``), and stops. A stream that the
         server closes before the end (its time limit) or that breaks is opened again (up to
         ``retries`` times in a row for a broken one); the first event of a new stream
-        repeats the current progress.
+        repeats the current progress. On :class:`uqeval.AsyncClient`, an async iterator
+        (``async for event in client.events(sub)``).
 
         Parameters
         ----------
@@ -321,27 +338,27 @@ class PlatformCalls(PlatformBase):
                 raise TimeoutError(f"no end event of submission {_id(id)} after {timeout} s")
             got_any = False
             try:
-                with self._http.stream("GET", path, headers={"Accept": SSE_MEDIA}) as response:
-                    if response.status_code != 200:
-                        response.read()
-                        if failures >= self.retries or not may_retry_status(
-                            Call("GET", path), response.status_code
-                        ):
-                            raise failure(response)
-                    else:
-                        parser = EventParser()
-                        for line in response.iter_lines():
-                            event = parser.feed(line)
-                            if event is not None:
-                                got_any, failures = True, 0
-                                yield event
-                                if event.event == "end":
-                                    return
-                            if deadline is not None and time.monotonic() > deadline:
-                                break
+                response: httpx.Response = yield Open(path, {"Accept": SSE_MEDIA})
+                if response.status_code != 200:
+                    if failures >= self.retries or not may_retry_status(
+                        Call("GET", path), response.status_code
+                    ):
+                        raise failure(response)
+                else:
+                    parser = EventParser()
+                    while (line := (yield NextLine())) is not None:
+                        event = parser.feed(line)
+                        if event is not None:
+                            got_any, failures = True, 0
+                            yield Emit(event)
+                            if event.event == "end":
+                                return
+                        if deadline is not None and time.monotonic() > deadline:
+                            break
             except httpx.TransportError as exc:
                 if failures >= self.retries:
                     raise unavailable(self.url, exc) from None
+            yield Close()
             if not got_any:  # refused or broken at once: wait before the next try
-                time.sleep(backoff_delay(self.backoff, failures, self.max_retry_wait))
+                yield Sleep(backoff_delay(self.backoff, failures, self.max_retry_wait))
                 failures += 1
