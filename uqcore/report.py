@@ -25,6 +25,12 @@ def json_safe(value: Any, where: str, notes: list[str]) -> Any:
     # building the path that only a note would need
     if type(value) is float and math.isfinite(value):
         return value
+    if isinstance(value, float):  # numpy float64 (a float subclass), before the slower checks
+        f = float(value)
+        if not math.isfinite(f):
+            notes.append(f"{where} was {f} and is reported as null")
+            return None
+        return f
     if isinstance(value, Mapping):
         return {
             str(k): v

@@ -32,6 +32,7 @@ proportions the two agree up to floating-point ties.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import math
@@ -40,6 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+import array_api_compat
 import numpy as np
 import scipy.stats
 
@@ -233,8 +235,17 @@ def pit_bounds(lv: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     calibration_error and miscalibration_area of one batch share one pass over the PIT (and
     the stability engine reads them off the cumulative weights along the PIT order).
     """
-    full = np.unique(np.concatenate([[0.0], lv, [1.0]]))
-    return np.unique(np.concatenate([full, (1.0 + full) / 2.0, _prev((1.0 - full) / 2.0)]))
+    levels = tuple(float(v) for v in np.asarray(lv, dtype=np.float64).ravel())
+    return _pit_bounds_of(levels).copy()  # a few hundred values: the cached one stays intact
+
+
+@functools.lru_cache(maxsize=64)
+def _pit_bounds_of(levels: tuple[float, ...]) -> np.ndarray[Any, Any]:
+    """:func:`pit_bounds` of the levels (a function of them alone: made once per process)."""
+    full = np.unique(np.concatenate([[0.0], levels, [1.0]]))
+    out = np.unique(np.concatenate([full, (1.0 + full) / 2.0, _prev((1.0 - full) / 2.0)]))
+    out.setflags(write=False)
+    return out
 
 
 def pit_counts_at(
@@ -828,6 +839,10 @@ def _largest_square_root(v: float) -> float:
     return float(struct.unpack("<d", struct.pack("<q", lo))[0])
 
 
+#: Up to this many rows the per-bin sums of squares are one reduceat (see _bin_sums_by_sigma).
+_REDUCEAT_MAX_N = 1 << 16
+
+
 def _bin_sums_by_sigma(
     batch: Batch, rows: _BySigma, cuts: list[int]
 ) -> tuple[np.ndarray[Any, Any], ...]:
@@ -839,6 +854,16 @@ def _bin_sums_by_sigma(
     s, e, w = rows.sigma, rows.abs_error, rows.weights
     m = len(cuts) - 1
     wk, vk, ek = np.zeros(m), np.zeros(m), np.zeros(m)
+    if w is None and batch.n <= _REDUCEAT_MAX_N and array_api_compat.is_numpy_namespace(xp):
+        # small batches: one reduceat over the squares instead of two calls per bin (the
+        # squares are an N-sized temporary, cheap at this size)
+        nonempty = [j for j, (a, b) in enumerate(itertools.pairwise(cuts)) if b > a]
+        if nonempty:
+            starts = np.asarray([cuts[j] for j in nonempty], dtype=np.intp)
+            wk[nonempty] = np.diff(np.append(starts, cuts[-1]))
+            vk[nonempty] = np.add.reduceat(s * s, starts)
+            ek[nonempty] = np.add.reduceat(e * e, starts)
+        return wk, vk, ek
     for j, (a, b) in enumerate(itertools.pairwise(cuts)):
         if b <= a:
             continue
