@@ -300,13 +300,15 @@ def _wis_rows_numpy(
         else:
             q = pred.values[a:b]  # type: ignore[attr-defined]
         dv, pv = diff[: b - a], pos[: b - a]
+        # einsum's own loops, not BLAS: OpenBLAS, allocating its buffer lazily, hangs instead of
+        # raising MemoryError when a worker's per-job memory limit (RLIMIT_DATA) refuses it
         np.subtract(q, q[:, median : median + 1], out=dv)
-        np.matmul(dv, c_disp, out=out[0][a:b])
+        np.einsum("ij,j->i", dv, c_disp, out=out[0][a:b])
         np.subtract(q, y[a:b, None], out=dv)
         np.maximum(dv, 0.0, out=pv)
-        np.matmul(pv, c_over, out=out[1][a:b])
+        np.einsum("ij,j->i", pv, c_over, out=out[1][a:b])
         np.minimum(dv, 0.0, out=dv)
-        np.matmul(dv, c_under, out=out[2][a:b])
+        np.einsum("ij,j->i", dv, c_under, out=out[2][a:b])
     for v in out:
         v *= norm
     return out[0], out[1], out[2]
