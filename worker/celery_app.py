@@ -28,7 +28,9 @@ def _consumed_queues(sender: Any) -> list[str]:
 
 @worker_init.connect  # type: ignore[untyped-decorator]
 def _record_concurrency(sender: Any = None, **_: Any) -> None:
-    from worker.runtime import set_concurrency
+    from worker.runtime import set_concurrency, warm_blas
+
+    warm_blas()
 
     concurrency = getattr(sender, "concurrency", None)
     if isinstance(concurrency, int):

@@ -26,6 +26,18 @@ __all__ = ["Housekeeping", "backend", "memory_budget", "set_concurrency", "setti
 log = logging.getLogger(__name__)
 
 
+def warm_blas() -> None:
+    """Make BLAS allocate its buffers now, before any job runs under its memory limit
+    (:func:`service.memory.enforced`): OpenBLAS allocates them on first use and, refused by
+    the limit, hangs instead of raising MemoryError. A forked pool process inherits them."""
+    import numpy as np
+
+    a = np.ones((512, 512))
+    for _ in range(2):
+        a @ a  # the products allocate the buffers
+        a @ a[0]
+
+
 def settings() -> Settings:
     return get_settings()
 

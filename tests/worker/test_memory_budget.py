@@ -4,6 +4,9 @@ reason naming it and is not retried, and the same worker process serves the next
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,3 +106,30 @@ def test_the_worker_refuses_a_job_whose_estimate_exceeds_its_budget(
         _assert_served_next(store, settings, proc)
     finally:
         proc.stop()
+
+
+def test_blas_has_its_buffers_before_a_job_limit() -> None:
+    """A worker warms BLAS at start: a matrix product under a job's memory limit then needs no
+    new BLAS buffer. (Without the warm-up OpenBLAS allocates its buffer at the first product;
+    refused by the limit, it gives up with "Memory allocation still failed" instead of raising
+    MemoryError, which hung a job at its limit.) Run in a fresh process: its BLAS is cold."""
+    code = textwrap.dedent(
+        """
+        import resource
+        import numpy as np
+        from service.memory import data_bytes
+        from worker.runtime import warm_blas
+        warm_blas()
+        soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        resource.setrlimit(resource.RLIMIT_DATA, (data_bytes() + (16 << 20), hard))
+        a = np.ones((512, 512))
+        print(float((a @ a)[0, 0]), float((a @ a[0])[0]))
+        """
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": root}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["512.0", "512.0"]
