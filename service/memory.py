@@ -19,9 +19,11 @@ so its working width is C) and E the number of elements of the arrays sent, the 
 - metrics: ``8N · (16 + 2.5W)`` (each metric's per-row terms, sorts and temporaries of the
   prediction's matrices);
 - bootstrap (B > 0): ``8N · (c + 2b + W)`` (the per-row columns, the weight block and its
-  products, one resample's weighted batch), with ``c = 80`` for regression (the block
-  evaluators' columns) and ``c = 16`` for classification (computed chunk by chunk); BCa adds
-  the delete-a-block jackknife, ``8N · 4·b_j`` with ``b_j = min(100, 2**23 // N, 256)``;
+  products, one resample's weighted batch), with ``c = 112`` for regression (the block
+  evaluators' columns, the per-resample work of the interval, decomposition and skill
+  metrics, and the next block's counts drawn while a block is evaluated) and ``c = 16`` for
+  classification (computed chunk by chunk); BCa adds the delete-a-block jackknife,
+  ``8N · 4·b_j`` with ``b_j = min(100, 2**23 // N, 256)``;
 - stability: ``8N · (c + 3.5·b_s + W)`` with ``b_s = min(repeats, 2**23 // N, 256)``, plus
   16 MiB (the gathered small subsets and the per-size tables);
 - curves: ``8N · (12 + W)``;
@@ -180,7 +182,7 @@ def estimate_job(
         "metrics × N × prediction width": int(row * (16 + 2.5 * width)),
     }
     # the per-row columns of the resampling engine (see the module's model)
-    columns = 16 if kind in CLASSIFICATION_KINDS else 80
+    columns = 16 if kind in CLASSIFICATION_KINDS else 112
     b_resamples = analyses.bootstrap.n_resamples
     block = 0
     if b_resamples > 0:
