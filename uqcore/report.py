@@ -21,11 +21,8 @@ __all__ = ["Report", "estimator_names", "evaluate", "json_safe", "metric"]
 
 def json_safe(value: Any, where: str, notes: list[str]) -> Any:
     """Convert numpy scalars/arrays to Python types; NaN/inf become ``None`` with a note."""
-    # finite Python floats (most of a result: histograms, curves) pass as they are, without
-    # building the path that only a note would need
-    if type(value) is float and math.isfinite(value):
-        return value
-    if isinstance(value, float):  # numpy float64 (a float subclass), before the slower checks
+    # floats first (numpy float64 is a float subclass), before the slower ABC checks
+    if isinstance(value, float):
         f = float(value)
         if not math.isfinite(f):
             notes.append(f"{where} was {f} and is reported as null")
