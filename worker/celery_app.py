@@ -27,10 +27,15 @@ def _consumed_queues(sender: Any) -> list[str]:
 
 
 @worker_init.connect  # type: ignore[untyped-decorator]
-def _record_concurrency(sender: Any = None, **_: Any) -> None:
-    from worker.runtime import set_concurrency, warm_blas
+def _warm_blas(**_: Any) -> None:
+    from worker.runtime import warm_blas
 
-    warm_blas()
+    warm_blas()  # before any job's memory limit, and before a pool forks
+
+
+@worker_init.connect  # type: ignore[untyped-decorator]
+def _record_concurrency(sender: Any = None, **_: Any) -> None:
+    from worker.runtime import set_concurrency
 
     concurrency = getattr(sender, "concurrency", None)
     if isinstance(concurrency, int):
