@@ -21,27 +21,36 @@ Functionals and their consistent scores:
   are not unique. We give the smallest minimiser (every block takes its lower α-quantile, the
   inverted-CDF value: the smallest y_j with Σ_{y_i ≤ y_j} w_i ≥ α Σ w_i); every minimiser has
   the same loss, so MCB, DSC and UNC do not depend on the choice, only the diagram's steps do
-  (model-diagnostics draws the midpoint of the lower and the upper solution). The fit is exact:
-  the partitioning algorithm for separable convex isotonic regression on a chain (Hochbaum &
-  Queyranne 2003; Stout 2013 "Isotonic regression via partitioning"), which bisects the sorted
-  distinct outcomes and, at each threshold, solves the two-valued problem for every segment at
-  once with a prefix sum. A row whose outcome lies outside its segment's remaining thresholds
-  costs the same in all of them, so runs of such rows are merged into one element (their sum
-  and their best cut) and a segment with no other row ends at once: the work per level is
-  proportional to the rows still undecided, which halve per level on typical data (O(N log N)
-  in the worst case, a perfectly calibrated forecast; about 3N element passes at N = 10^6 on
-  noisy data). Cost beyond the fit: an argsort of x and one of y (the ranks).
-  Two cuts whose costs differ by less than the rounding of their float64 prefix sums (at
-  levels that are not short binary fractions, e.g. 0.3) count as tied, and which of them is
-  taken may depend on the order of summation: the steps can then differ from another exact
-  implementation's while the loss, hence MCB, DSC and UNC, agrees to rounding (with integer
-  weights at a level such as 0.25 or 0.875 every sum is exact and the steps are the smallest
-  minimiser's).
+  (model-diagnostics draws the midpoint of the lower and the upper solution; the smallest
+  minimiser is the pool-adjacent-violators solution with the lower quantile taken in every
+  block, Jordan, Mühlemann & Ziegel 2022, Ann. Inst. Stat. Math. 74:489). Two exact fits:
+
+  - compiled (:mod:`uqcore._jit`, numba; the default): dynamic programming over the groups
+    of tied forecasts with the slope trick (Rote 2019), the value function's breakpoints in
+    one max-heap: O(N log N), no sort of y. The climatological quantile is one selection.
+  - numpy (without numba, or ``UQCORE_JIT=0``): the partitioning algorithm for separable
+    convex isotonic regression on a chain (Hochbaum & Queyranne 2003; Stout 2013 "Isotonic
+    regression via partitioning"), which bisects the sorted distinct outcomes and, at each
+    threshold, solves the two-valued problem for every segment at once with a prefix sum. A
+    row whose outcome lies outside its segment's remaining thresholds costs the same in all
+    of them, so runs of such rows are merged into one element (their sum and their best cut)
+    and a segment with no other row ends at once: the work per level is proportional to the
+    rows still undecided (O(N log N) in the worst case). It needs an argsort of y (the ranks).
+
+  Both are tested against a brute-force dynamic programme and against each other. Two cuts
+  whose costs differ by less than the rounding of their float64 sums (at levels that are
+  not short binary fractions, e.g. 0.3) count as tied, and which of them is taken depends
+  on the order of summation, so the two fits (or another exact implementation) can take
+  different steps there while the loss, hence MCB, DSC and UNC, agrees to rounding (with
+  integer weights at a level such as 0.25 or 0.875 every sum is exact and the steps are the
+  smallest minimiser's). Cost beyond the fit: an argsort of x.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -241,6 +250,37 @@ def _isotonic_quantile(
     return fitted
 
 
+_KERNELS: list[Any] = []
+
+
+def kernels() -> Any:
+    """The compiled kernels (:mod:`uqcore._jit`), compiled or loaded from numba's cache on the
+    first call; ``None`` where numba is not installed or cannot compile (the numpy algorithms
+    of this module then run: the same results, slower). ``UQCORE_JIT=0`` turns them off."""
+    if not _KERNELS:
+        _KERNELS.append(_load_kernels())
+    return _KERNELS[0]
+
+
+def _load_kernels() -> Any:
+    if os.environ.get("UQCORE_JIT", "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    try:
+        from uqcore import _jit
+
+        one, start = np.ones(2), np.zeros(1, dtype=np.intp)
+        _jit.quantile_isotonic(one, one, start, 0.5)  # compile (or load) now, not mid-job
+        _jit.lower_quantile(one, one, 0.5)
+    except Exception as exc:  # no numba, or no compiler for this platform
+        warnings.warn(
+            f"uqcore: the compiled kernels are unavailable ({exc!r}); using numpy (slower)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+    return _jit
+
+
 def isotonic_fit(
     xs: NDArray,
     ys: NDArray,
@@ -265,8 +305,12 @@ def isotonic_fit(
         means = np.add.reduceat(ws * ys, starts) / gw if ties else ys
         fitted = isotonic_regression(means, weights=gw).x
     else:
-        values, rank = ranks if ranks is not None else np.unique(ys, return_inverse=True)
-        fitted = _isotonic_quantile(gid, rank, values, ws, starts.shape[0], level)
+        jit = kernels()
+        if jit is not None and ranks is None:
+            fitted = jit.quantile_isotonic(ys, ws, starts, level)
+        else:
+            values, rank = ranks if ranks is not None else np.unique(ys, return_inverse=True)
+            fitted = _isotonic_quantile(gid, rank, values, ws, starts.shape[0], level)
     return xs[starts], fitted, gw, (gid if ties else None)
 
 
@@ -315,12 +359,28 @@ def corp(
     ranks = None
     if functional == "mean":
         ref = wsum(ys) / total
+    elif ws is None:  # the ⌈α N⌉-th smallest outcome: one selection
+        k = min(max(math.ceil(level * ys.shape[0]), 1), ys.shape[0]) - 1
+        ref = float(np.partition(ys, k)[k])
+    elif (jit := kernels()) is not None:
+        ref = float(jit.lower_quantile(ys, ws, level))
     else:
         values, rank = np.unique(ys, return_inverse=True)
         ranks = (values, rank)
         cw = np.cumsum(np.bincount(rank, weights=ws, minlength=values.shape[0]))
         j = int(np.searchsorted(cw, level * cw[-1], side="left"))
         ref = float(values[min(j, values.shape[0] - 1)])
+    if functional == "quantile" and (jit := kernels()) is not None:
+        wk = np.ones_like(ys) if ws is None else ws
+        new = np.empty(xs.shape[0], dtype=bool)
+        new[:1] = True
+        np.not_equal(xs[1:], xs[:-1], out=new[1:])
+        starts = np.flatnonzero(new)
+        fitted = jit.quantile_isotonic(ys, wk, starts, level)
+        sums = jit.pinball_sums(ys, wk, xs, starts, fitted, ref, level)
+        s_x, s_hat, s_ref = (v / total for v in sums)
+        gw = wk if starts.shape[0] == xs.shape[0] else np.add.reduceat(wk, starts)
+        return Corp(s_x, s_x - s_hat, s_ref - s_hat, s_ref, xs[starts], fitted, gw, ref)
     ux, fitted, gw, gid = (
         isotonic_fit(
             xs,

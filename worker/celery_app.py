@@ -34,6 +34,13 @@ def _warm_blas(**_: Any) -> None:
 
 
 @worker_init.connect  # type: ignore[untyped-decorator]
+def _warm_kernels(**_: Any) -> None:
+    from worker.runtime import warm_kernels
+
+    warm_kernels()  # as BLAS: compiled before any job's memory limit and before a fork
+
+
+@worker_init.connect  # type: ignore[untyped-decorator]
 def _record_concurrency(sender: Any = None, **_: Any) -> None:
     from worker.runtime import set_concurrency
 

@@ -133,3 +133,36 @@ def test_blas_has_its_buffers_before_a_job_limit() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["512.0", "512.0"]
+
+
+def test_compiled_kernels_are_ready_before_a_job_limit(tmp_path: Path) -> None:
+    """A worker compiles uqcore's numba kernels at start (worker.runtime.warm_kernels): a
+    quantile CORP under a job's tight memory limit then compiles nothing and completes, with
+    the compiled fit (not the numpy fallback). Run in a fresh process with an empty cache
+    directory for numba, so that the warm-up really compiles."""
+    code = textwrap.dedent(
+        """
+        import resource
+        import numpy as np
+        from service.memory import data_bytes
+        from uqcore import _isotonic
+        from uqcore._isotonic import corp
+        from worker.runtime import warm_kernels
+        warm_kernels()
+        assert _isotonic.kernels() is not None
+        soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        resource.setrlimit(resource.RLIMIT_DATA, (data_bytes() + (16 << 20), hard))
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=2000)
+        y = x + rng.normal(size=2000)
+        d = corp(x, y, rng.integers(1, 3, 2000).astype(float), functional="quantile", level=0.25)
+        print(round(d.mcb - d.dsc + d.unc - d.score, 9) == 0.0)
+        """
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": root, "NUMBA_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True"]

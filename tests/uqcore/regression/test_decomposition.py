@@ -170,9 +170,13 @@ def test_wis_of_a_gaussian_against_scoringrules_and_the_formula(weighted: bool) 
     each = np.asarray(sr.interval_score(y[:, None], lo, up, alphas[None, :]))
     peer = (0.5 * np.abs(y - mu) + np.sum(alphas / 2 * each, axis=1)) / (len(alphas) + 0.5)
     np.testing.assert_allclose(peer, per_row, rtol=1e-12)
-    # its weighted_interval_score (0.10.0) adds w_median·median where the paper has
-    # w_0·|y − m|: given |y − m| as the "median" it is the paper's WIS
-    wrapped = sr.weighted_interval_score(y, np.abs(y - mu), lo, up, alphas, 0.5, alphas / 2)
+    # its weighted_interval_score (0.10.0): the numba backend is the paper's WIS; the numpy
+    # backend adds w_median·median where the paper has w_0·|y − m|, so given |y − m| as the
+    # "median" it is the paper's WIS too
+    args = (lo, up, alphas, 0.5, alphas / 2)
+    compiled = sr.weighted_interval_score(y, mu, *args, backend="numba")
+    np.testing.assert_allclose(np.asarray(compiled), per_row, rtol=1e-12)
+    wrapped = sr.weighted_interval_score(y, np.abs(y - mu), *args, backend="numpy")
     np.testing.assert_allclose(np.asarray(wrapped), per_row, rtol=1e-12)
     got = wis(P.Gaussian(mu, sd), y, sample_weight=w if weighted else None)
     assert got["value"] == pytest.approx(np.sum(w * per_row) / w.sum(), rel=1e-12)

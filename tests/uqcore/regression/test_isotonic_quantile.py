@@ -6,7 +6,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from uqcore import _isotonic
 from uqcore._isotonic import corp, pinball
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test runs on both fits: the compiled slope-trick kernel (numba is a dependency, so
+    it must load) and the numpy partitioning algorithm, the fallback without numba."""
+    if request.param == "compiled":
+        assert _isotonic.kernels() is not None
+    else:
+        monkeypatch.setattr(_isotonic, "_KERNELS", [None])
+    return str(request.param)
 
 
 def _smallest_isotonic_quantile(
@@ -63,7 +75,7 @@ def _case(seed: int, case: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 )
 @pytest.mark.parametrize("a", [0.25, 0.5, 0.875])
 @pytest.mark.parametrize("seed", range(3))
-def test_fit_is_the_smallest_minimiser(case: str, a: float, seed: int) -> None:
+def test_fit_is_the_smallest_minimiser(case: str, a: float, seed: int, path: str) -> None:
     x, y, w = _case(seed, case)
     fit, best = _smallest_isotonic_quantile(x, y, w, a)
     d = corp(x, y, None if case != "weights" else w, functional="quantile", level=a)
@@ -74,7 +86,7 @@ def test_fit_is_the_smallest_minimiser(case: str, a: float, seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_least_loss_at_any_level_and_real_weights(seed: int) -> None:
+def test_least_loss_at_any_level_and_real_weights(seed: int, path: str) -> None:
     """Levels and weights that are not short binary fractions: the loss is the least one."""
     rng = np.random.default_rng(50 + seed)
     n = 120
@@ -86,3 +98,46 @@ def test_least_loss_at_any_level_and_real_weights(seed: int) -> None:
     d = corp(x, y, w, functional="quantile", level=a)
     assert d.score - d.mcb == pytest.approx(best / w.sum(), rel=1e-12)
     assert np.all(np.diff(d.fitted) >= 0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_climatological_quantile_is_the_inverted_cdf(seed: int, path: str) -> None:
+    """UNC's reference r: the smallest y_j with Σ_{y_i ≤ y_j} w_i ≥ α Σ w_i, written here by
+    sorting; unit weights (a selection) and integer weights (exact sums), ties in y."""
+    rng = np.random.default_rng(90 + seed)
+    n = int(rng.integers(1, 300))
+    y = np.round(rng.normal(size=n), 1)
+    x = rng.normal(size=n)
+    w = rng.integers(1, 5, size=n).astype(float)
+    for a in (0.125, 0.25, 0.5, 0.75, 0.999):
+        for weights in (None, w):
+            ww = np.ones(n) if weights is None else weights
+            o = np.argsort(y, kind="stable")
+            cw = np.cumsum(ww[o])
+            want = y[o][np.flatnonzero(cw >= a * cw[-1])[0]]
+            d = corp(x, y, weights, functional="quantile", level=a)
+            assert d.reference == want
+            assert d.unc == pytest.approx(
+                np.sum(ww * pinball(y, np.full(n, want), a)) / ww.sum(), rel=1e-12, abs=1e-15
+            )
+
+
+def test_compiled_and_numpy_fits_agree_to_the_loss_at_scale() -> None:
+    """20,000 rows with few distinct values: the two exact algorithms reach the same least loss
+    (and, with exact sums at a dyadic level, the same smallest minimiser)."""
+    rng = np.random.default_rng(7)
+    n = 20_000
+    x = np.round(rng.normal(size=n), 2)
+    y = np.round(x + rng.standard_t(4, size=n), 1)
+    w = rng.integers(1, 4, size=n).astype(float)
+    assert _isotonic.kernels() is not None
+    got = corp(x, y, w, functional="quantile", level=0.375)
+    held = _isotonic._KERNELS[:]
+    try:
+        _isotonic._KERNELS[:] = [None]
+        ref = corp(x, y, w, functional="quantile", level=0.375)
+    finally:
+        _isotonic._KERNELS[:] = held
+    np.testing.assert_array_equal(got.fitted, ref.fitted)
+    for part in ("score", "mcb", "dsc", "unc"):  # sums in another order: equal to rounding
+        assert getattr(got, part) == pytest.approx(getattr(ref, part), rel=1e-12)
