@@ -49,13 +49,13 @@ Functionals and their consistent scores:
 from __future__ import annotations
 
 import math
-import os
-import warnings
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from scipy.optimize import isotonic_regression
+
+from uqcore._compiled import kernels
 
 __all__ = ["Corp", "Functional", "corp", "corp_events", "isotonic_fit", "pinball"]
 
@@ -248,37 +248,6 @@ def _isotonic_quantile(
     result = np.repeat(vs[order], np.diff(np.append(gs[order], m)))
     fitted: NDArray = values[result]
     return fitted
-
-
-_KERNELS: list[Any] = []
-
-
-def kernels() -> Any:
-    """The compiled kernels (:mod:`uqcore._jit`), compiled or loaded from numba's cache on the
-    first call; ``None`` where numba is not installed or cannot compile (the numpy algorithms
-    of this module then run: the same results, slower). ``UQCORE_JIT=0`` turns them off."""
-    if not _KERNELS:
-        _KERNELS.append(_load_kernels())
-    return _KERNELS[0]
-
-
-def _load_kernels() -> Any:
-    if os.environ.get("UQCORE_JIT", "1").strip().lower() in ("0", "false", "no", "off"):
-        return None
-    try:
-        from uqcore import _jit
-
-        one, start = np.ones(2), np.zeros(1, dtype=np.intp)
-        _jit.quantile_isotonic(one, one, start, 0.5)  # compile (or load) now, not mid-job
-        _jit.lower_quantile(one, one, 0.5)
-    except Exception as exc:  # no numba, or no compiler for this platform
-        warnings.warn(
-            f"uqcore: the compiled kernels are unavailable ({exc!r}); using numpy (slower)",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-        return None
-    return _jit
 
 
 def isotonic_fit(

@@ -1,6 +1,6 @@
 """Compiled kernels (numba) for the sequential algorithms that no numpy expression runs in
-O(N log N): the isotonic α-quantile fit of CORP, a weighted lower quantile, and the fit's
-three pinball sums in one pass.
+O(N log N) or in one pass: the isotonic α-quantile fit of CORP, a weighted lower quantile,
+the fit's three pinball sums, and the three parts of the weighted interval score.
 
 Imported only through :func:`uqcore._isotonic.kernels`, which compiles them on first use (or
 loads them from numba's cache) and falls back to the numpy algorithms when numba is missing or
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-__all__ = ["lower_quantile", "pinball_sums", "quantile_isotonic"]
+__all__ = ["lower_quantile", "pinball_sums", "quantile_isotonic", "wis_rows"]
 
 NDArray = np.ndarray[Any, Any]
 
@@ -175,3 +175,40 @@ def pinball_sums(
                     comp[k] += (t - s) + out[k]
                 out[k] = s
     return out[0] + comp[0], out[1] + comp[1], out[2] + comp[2]
+
+
+@njit(cache=True, nogil=True)
+def wis_rows(
+    q: NDArray,
+    y: NDArray,
+    median: int,
+    cols: NDArray,
+    c_disp: NDArray,
+    c_over: NDArray,
+    c_under: NDArray,
+    out_disp: NDArray,
+    out_over: NDArray,
+    out_under: NDArray,
+) -> None:
+    """The per-row parts of the weighted interval score in one pass over the quantiles ``q``
+    (rows × columns, of which ``cols`` are used, coefficients given per used column): with
+    D_j = q_j − y and m = q[median], dispersion Σ c_disp_j (q_j − m), overprediction
+    Σ c_over_j max(D_j, 0), underprediction Σ c_under_j min(D_j, 0) (the numpy path's three
+    products, row by row; sums in float64)."""
+    n = q.shape[0]
+    k = cols.shape[0]
+    for i in range(n):
+        yi = y[i]
+        m = q[i, median]
+        d = 0.0
+        o = 0.0
+        u = 0.0
+        for t in range(k):
+            v = q[i, cols[t]]
+            d += c_disp[t] * (v - m)
+            e = v - yi
+            o += c_over[t] * max(e, 0.0)
+            u += c_under[t] * min(e, 0.0)
+        out_disp[i] = d
+        out_over[i] = o
+        out_under[i] = u

@@ -42,7 +42,7 @@ def warm_kernels() -> None:
     """Compile uqcore's numba kernels (or load them from numba's cache) now, before any job
     runs under its memory limit: LLVM's compiler needs tens of MB and may abort the process
     rather than raise when refused. A forked pool process inherits the compiled code."""
-    from uqcore._isotonic import kernels
+    from uqcore._compiled import kernels
 
     kernels()
 

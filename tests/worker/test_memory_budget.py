@@ -145,11 +145,11 @@ def test_compiled_kernels_are_ready_before_a_job_limit(tmp_path: Path) -> None:
         import resource
         import numpy as np
         from service.memory import data_bytes
-        from uqcore import _isotonic
+        from uqcore import _compiled
         from uqcore._isotonic import corp
         from worker.runtime import warm_kernels
         warm_kernels()
-        assert _isotonic.kernels() is not None
+        assert _compiled.kernels() is not None
         soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
         resource.setrlimit(resource.RLIMIT_DATA, (data_bytes() + (16 << 20), hard))
         rng = np.random.default_rng(0)

@@ -32,6 +32,7 @@ import array_api_compat
 import numpy as np
 
 from uqcore._backend import Array, to_numpy
+from uqcore._compiled import kernels
 from uqcore._isotonic import Corp, corp
 from uqcore._scaling import exponent, max_abs, rescaled
 from uqcore._validation import UQValidationError
@@ -289,6 +290,23 @@ def _wis_rows_numpy(
     c_under[median] -= 0.5
     n = batch.n
     out = [np.empty(n, dtype=dtype) for _ in range(3)]
+    jit = kernels()
+    if jit is not None:  # one compiled pass over each row's used columns
+        used = np.flatnonzero((c_disp != 0) | (c_over != 0) | (c_under != 0))
+        coef = [np.ascontiguousarray(c[used], dtype=np.float64) for c in (c_disp, c_over, c_under)]
+        rows = n if cols is not None else min(n, max(1, _WIS_BLOCK // width))
+        for a in range(0, n, rows):
+            b = min(n, a + rows)
+            if cols is None:
+                sub = _rows(pred, a, b) if (a, b) != (0, n) else pred
+                q = np.asarray(sub.ppf(lv))
+            else:
+                q = pred.values[a:b]  # type: ignore[attr-defined]
+            parts = [v[a:b] for v in out]
+            jit.wis_rows(q, y[a:b], median, used, *coef, *parts)
+        for v in out:
+            v *= norm
+        return out[0], out[1], out[2]
     rows = min(n, max(1, _WIS_BLOCK // width))
     diff = np.empty((rows, width), dtype=dtype)
     pos = np.empty((rows, width), dtype=dtype)

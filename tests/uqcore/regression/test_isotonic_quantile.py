@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from uqcore import _isotonic
+from uqcore import _compiled
 from uqcore._isotonic import corp, pinball
 
 
@@ -15,9 +15,9 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
     """Each test runs on both fits: the compiled slope-trick kernel (numba is a dependency, so
     it must load) and the numpy partitioning algorithm, the fallback without numba."""
     if request.param == "compiled":
-        assert _isotonic.kernels() is not None
+        assert _compiled.kernels() is not None
     else:
-        monkeypatch.setattr(_isotonic, "_KERNELS", [None])
+        monkeypatch.setattr(_compiled, "_KERNELS", [None])
     return str(request.param)
 
 
@@ -130,14 +130,14 @@ def test_compiled_and_numpy_fits_agree_to_the_loss_at_scale() -> None:
     x = np.round(rng.normal(size=n), 2)
     y = np.round(x + rng.standard_t(4, size=n), 1)
     w = rng.integers(1, 4, size=n).astype(float)
-    assert _isotonic.kernels() is not None
+    assert _compiled.kernels() is not None
     got = corp(x, y, w, functional="quantile", level=0.375)
-    held = _isotonic._KERNELS[:]
+    held = _compiled._KERNELS[:]
     try:
-        _isotonic._KERNELS[:] = [None]
+        _compiled._KERNELS[:] = [None]
         ref = corp(x, y, w, functional="quantile", level=0.375)
     finally:
-        _isotonic._KERNELS[:] = held
+        _compiled._KERNELS[:] = held
     np.testing.assert_array_equal(got.fitted, ref.fitted)
     for part in ("score", "mcb", "dsc", "unc"):  # sums in another order: equal to rounding
         assert getattr(got, part) == pytest.approx(getattr(ref, part), rel=1e-12)

@@ -1,5 +1,6 @@
-"""The weighted interval score's blocked numpy evaluation against the formula of Bracher et al.
-(2021, eq. 2) summed exactly (``math.fsum``) row by row, and against the array-API path."""
+"""The weighted interval score's numpy evaluation (the compiled row pass, and the blocked numpy
+products without numba) against the formula of Bracher et al. (2021, eq. 2) summed exactly
+(``math.fsum``) row by row, and against the array-API path."""
 
 from __future__ import annotations
 
@@ -10,10 +11,22 @@ import numpy as np
 import pytest
 
 import uqcore
+from uqcore import _compiled
 from uqcore import predictions as P
 from uqcore.regression import decomposition
 
 PARTS = ("wis", "wis_dispersion", "wis_overprediction", "wis_underprediction")
+
+
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test on both numpy paths: the compiled kernel (numba is a dependency, so it must
+    load) and the blocked numpy products, the fallback without numba."""
+    if request.param == "compiled":
+        assert _compiled.kernels() is not None
+    else:
+        monkeypatch.setattr(_compiled, "_KERNELS", [None])
+    return str(request.param)
 
 
 def _exact(

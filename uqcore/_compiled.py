@@ -1,0 +1,59 @@
+"""The compiled kernels of :mod:`uqcore._jit` (numba), loaded on first use.
+
+:func:`kernels` compiles them (or loads them from numba's cache) once per process, for the
+argument types uqcore passes, and returns ``None`` where numba is missing or cannot compile:
+the callers then run their numpy algorithms, which give the same results, slower. Workers call
+it at start (``worker.runtime.warm_kernels``), before any job's memory limit.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+import numpy as np
+
+__all__ = ["kernels"]
+
+_KERNELS: list[Any] = []
+
+
+def kernels() -> Any:
+    """The compiled kernels (:mod:`uqcore._jit`), compiled or loaded from numba's cache on the
+    first call; ``None`` where numba is not installed or cannot compile (the callers' numpy
+    algorithms then run: the same results, slower). ``UQCORE_JIT=0`` turns them off."""
+    if not _KERNELS:
+        _KERNELS.append(_load_kernels())
+    return _KERNELS[0]
+
+
+def _load_kernels() -> Any:
+    if os.environ.get("UQCORE_JIT", "1").strip().lower() in ("0", "false", "no", "off"):
+        return None
+    try:
+        from uqcore import _jit
+
+        _warm(_jit)
+    except Exception as exc:  # no numba, or no compiler for this platform
+        warnings.warn(
+            f"uqcore: the compiled kernels are unavailable ({exc!r}); using numpy (slower)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+    return _jit
+
+
+def _warm(jit: Any) -> None:
+    """Compile every kernel for the types uqcore passes (float64 throughout; the WIS rows also
+    for float32 quantiles), so that no job compiles."""
+    one, start = np.ones(2), np.zeros(1, dtype=np.intp)
+    jit.quantile_isotonic(one, one, start, 0.5)
+    jit.lower_quantile(one, one, 0.5)
+    jit.pinball_sums(one, one, one, start, one[:1], 0.0, 0.5)
+    cols, coef = np.zeros(1, dtype=np.intp), np.ones(1)
+    for dtype in (np.float64, np.float32):
+        q = np.ones((2, 1), dtype=dtype)
+        out = [np.empty(2, dtype=dtype) for _ in range(3)]
+        jit.wis_rows(q, one, 0, cols, coef, coef, coef, *out)
