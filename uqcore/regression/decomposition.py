@@ -26,6 +26,7 @@ dispersion centred on the median, so that a large location cancels nothing).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 import array_api_compat
@@ -259,6 +260,21 @@ def _wis_parts(batch: Batch, levels: Any) -> tuple[Array, Array, Array] | str:
 _WIS_BLOCK = 1 << 16
 
 
+def _quantile_blocks(
+    pred: Any, lv: NDArray, cols: NDArray | None, rows: int
+) -> Iterator[tuple[int, int, NDArray]]:
+    """(start, stop, quantiles) of blocks of ``rows`` rows: a ``Quantiles`` prediction's own
+    values (``cols`` given: all its columns, a view), else ``ppf`` at the levels ``lv``."""
+    n = pred.n
+    for a in range(0, n, rows):
+        b = min(n, a + rows)
+        if cols is not None:
+            yield a, b, pred.values[a:b]
+        else:
+            sub = _rows(pred, a, b) if (a, b) != (0, n) else pred
+            yield a, b, np.asarray(sub.ppf(lv))
+
+
 def _wis_rows_numpy(
     batch: Batch, alphas: NDArray, lv: NDArray, cols: NDArray | None, norm: float
 ) -> tuple[NDArray, NDArray, NDArray]:
@@ -295,13 +311,7 @@ def _wis_rows_numpy(
         used = np.flatnonzero((c_disp != 0) | (c_over != 0) | (c_under != 0))
         coef = [np.ascontiguousarray(c[used], dtype=np.float64) for c in (c_disp, c_over, c_under)]
         rows = n if cols is not None else min(n, max(1, _WIS_BLOCK // width))
-        for a in range(0, n, rows):
-            b = min(n, a + rows)
-            if cols is None:
-                sub = _rows(pred, a, b) if (a, b) != (0, n) else pred
-                q = np.asarray(sub.ppf(lv))
-            else:
-                q = pred.values[a:b]  # type: ignore[attr-defined]
+        for a, b, q in _quantile_blocks(pred, lv, cols, rows):
             parts = [v[a:b] for v in out]
             jit.wis_rows(q, y[a:b], median, used, *coef, *parts)
         for v in out:
@@ -310,13 +320,7 @@ def _wis_rows_numpy(
     rows = min(n, max(1, _WIS_BLOCK // width))
     diff = np.empty((rows, width), dtype=dtype)
     pos = np.empty((rows, width), dtype=dtype)
-    for a in range(0, n, rows):
-        b = min(n, a + rows)
-        if cols is None:
-            sub = _rows(pred, a, b) if (a, b) != (0, n) else pred
-            q = np.asarray(sub.ppf(lv))
-        else:
-            q = pred.values[a:b]  # type: ignore[attr-defined]
+    for a, b, q in _quantile_blocks(pred, lv, cols, rows):
         dv, pv = diff[: b - a], pos[: b - a]
         # einsum's own loops, not BLAS: OpenBLAS, allocating its buffer lazily, hangs instead of
         # raising MemoryError when a worker's per-job memory limit (RLIMIT_DATA) refuses it
