@@ -250,6 +250,14 @@ def _isotonic_quantile(
     return fitted
 
 
+def _group_starts(xs: NDArray) -> tuple[NDArray, NDArray]:
+    """(whether each row starts a new value of the sorted ``xs``, the rows that do)."""
+    new = np.empty(xs.shape[0], dtype=bool)
+    new[:1] = True
+    np.not_equal(xs[1:], xs[:-1], out=new[1:])
+    return new, np.flatnonzero(new)
+
+
 def isotonic_fit(
     xs: NDArray,
     ys: NDArray,
@@ -262,11 +270,9 @@ def isotonic_fit(
     """(distinct x ascending, x̂ at each, their weights, group index per row, None when no x
     is tied) of the isotonic
     fit of y on x; rows sorted by x, weights > 0. ``ranks``: (the distinct y ascending, the
-    index of each row's y among them), which the quantile fit needs (computed if not given)."""
-    new = np.empty(xs.shape[0], dtype=bool)
-    new[:1] = True
-    np.not_equal(xs[1:], xs[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
+    index of each row's y among them), which the quantile fit needs (computed if not given).
+    The quantile fit here is the numpy one; :func:`corp` runs the compiled one when it can."""
+    new, starts = _group_starts(xs)
     gid = np.cumsum(new) - 1
     ties = starts.shape[0] < xs.shape[0]
     gw = np.add.reduceat(ws, starts) if ties else ws
@@ -274,21 +280,14 @@ def isotonic_fit(
         means = np.add.reduceat(ws * ys, starts) / gw if ties else ys
         fitted = isotonic_regression(means, weights=gw).x
     else:
-        jit = kernels()
-        if jit is not None and ranks is None:
-            fitted = jit.quantile_isotonic(ys, ws, starts, level)
-        else:
-            values, rank = ranks if ranks is not None else np.unique(ys, return_inverse=True)
-            fitted = _isotonic_quantile(gid, rank, values, ws, starts.shape[0], level)
+        values, rank = ranks if ranks is not None else np.unique(ys, return_inverse=True)
+        fitted = _isotonic_quantile(gid, rank, values, ws, starts.shape[0], level)
     return xs[starts], fitted, gw, (gid if ties else None)
 
 
 def _unit_fit(xs: NDArray, ys: NDArray) -> tuple[NDArray, NDArray, NDArray, NDArray | None]:
     """:func:`isotonic_fit` of the mean under unit weights, without an array of ones."""
-    new = np.empty(xs.shape[0], dtype=bool)
-    new[:1] = True
-    np.not_equal(xs[1:], xs[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
+    new, starts = _group_starts(xs)
     if starts.shape[0] == xs.shape[0]:
         fitted = isotonic_regression(ys).x
         return xs, fitted, np.ones_like(fitted), None
@@ -341,10 +340,7 @@ def corp(
         ref = float(values[min(j, values.shape[0] - 1)])
     if functional == "quantile" and (jit := kernels()) is not None:
         wk = np.ones_like(ys) if ws is None else ws
-        new = np.empty(xs.shape[0], dtype=bool)
-        new[:1] = True
-        np.not_equal(xs[1:], xs[:-1], out=new[1:])
-        starts = np.flatnonzero(new)
+        _, starts = _group_starts(xs)
         fitted = jit.quantile_isotonic(ys, wk, starts, level)
         sums = jit.pinball_sums(ys, wk, xs, starts, fitted, ref, level)
         s_x, s_hat, s_ref = (v / total for v in sums)
@@ -408,10 +404,7 @@ def corp_events(x: NDArray, o: NDArray, w: NDArray | None, *, order: NDArray | N
         xs, ones = x[order], o[order]
         ws = None if w is None else w[order]
     n = xs.shape[0]
-    new = np.empty(n, dtype=bool)
-    new[:1] = True
-    np.not_equal(xs[1:], xs[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
+    _, starts = _group_starts(xs)
     if ws is None:
         gw = np.diff(np.append(starts, n)).astype(np.float64)
         g1 = np.add.reduceat(ones, starts, dtype=np.float64) if n else np.zeros(0)
