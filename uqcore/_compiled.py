@@ -47,7 +47,8 @@ def _load_kernels() -> Any:
 
 def _warm(jit: Any) -> None:
     """Compile every kernel for the types uqcore passes (float64 throughout; the WIS rows also
-    for float32 quantiles), so that no job compiles."""
+    for float32 quantiles; AUSE's prefix sums also along a reversed view; the rank sums for
+    byte counts and int32 cumulative counts), so that no job compiles."""
     one, start = np.ones(2), np.zeros(1, dtype=np.intp)
     jit.quantile_isotonic(one, one, start, 0.5)
     jit.lower_quantile(one, one, 0.5)
@@ -57,3 +58,11 @@ def _warm(jit: Any) -> None:
         q = np.ones((2, 1), dtype=dtype)
         out = [np.empty(2, dtype=dtype) for _ in range(3)]
         jit.wis_rows(q, one, 0, cols, coef, coef, coef, *out)
+    jit.ratio_order_stats(one, one, 0, 1)
+    for err in (one, one[::-1]):  # contiguous, and a reversed view
+        jit.prefix_mean_sum(err)
+    jit.scaled_table(one, one, one, 0.0, 1.0, 1.0, start, one, one, one)
+    counts = np.ones((1, 2), dtype=np.uint8)
+    cum = np.array([[1, 2]], dtype=np.int32)
+    order = np.arange(2, dtype=np.intp)
+    jit.rank_sums(counts, cum, counts, order, order, one, one, np.ones(3), np.ones(3))

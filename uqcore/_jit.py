@@ -1,8 +1,11 @@
 """Compiled kernels (numba) for the sequential algorithms that no numpy expression runs in
 O(N log N) or in one pass: the isotonic α-quantile fit of CORP, a weighted lower quantile,
-the fit's three pinball sums, and the three parts of the weighted interval score.
+the fit's three pinball sums, the three parts of the weighted interval score, the order
+statistics of n-MeRCI's ratios without an array of them, the sum of AUSE's prefix means, and
+the tabulated location-scale scores (check and interval scores) row by row, and the sums of
+the bootstrap's rank block paths (Spearman's ρ, AUSE, AURG) in one pass along each order.
 
-Imported only through :func:`uqcore._isotonic.kernels`, which compiles them on first use (or
+Imported only through :func:`uqcore._compiled.kernels`, which compiles them on first use (or
 loads them from numba's cache) and falls back to the numpy algorithms when numba is missing or
 cannot compile; both paths are tested against the same brute-force references.
 """
@@ -14,7 +17,16 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-__all__ = ["lower_quantile", "pinball_sums", "quantile_isotonic", "wis_rows"]
+__all__ = [
+    "lower_quantile",
+    "pinball_sums",
+    "prefix_mean_sum",
+    "quantile_isotonic",
+    "rank_sums",
+    "ratio_order_stats",
+    "scaled_table",
+    "wis_rows",
+]
 
 NDArray = np.ndarray[Any, Any]
 
@@ -212,3 +224,198 @@ def wis_rows(
         out_disp[i] = d
         out_over[i] = o
         out_under[i] = u
+
+
+#: The ratios' buckets in :func:`ratio_order_stats`: the top 16 bits of a non-negative float64
+#: (its exponent and 5 leading mantissa bits), an order of the bit patterns that agrees with
+#: the order of the values (+0.0 is bucket 0, +inf lies above every finite value).
+_BUCKET_SHIFT = 47
+_N_BUCKETS = 1 << 16
+_CHUNK = 1024
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ratio(e: float, s: float) -> float:
+    """|e|/σ with 0/0 := 0 and e/0 := +inf (the n-MeRCI ratio); +0.0 for a zero ratio."""
+    if s > 0.0:
+        return e / s + 0.0
+    return 0.0 if e == 0.0 else np.inf
+
+
+@njit(cache=True, nogil=True)
+def ratio_order_stats(e: NDArray, s: NDArray, lo: int, hi: int) -> tuple[float, float, float]:
+    """(r_(lo), r_(hi), the largest finite r) of the ratios r_i = e_i/σ_i (:func:`_ratio`),
+    r_(k) the k-th smallest (0-based, lo ≤ hi ≤ lo + 1), without an N-array of them: one pass
+    counts the ratios per bucket of the leading bits of their float64 patterns (a radix
+    select), a second collects the bucket holding r_(lo) (and the smallest ratio of the next
+    non-empty bucket, r_(hi) when it lies beyond) and sorts only those. The values equal those
+    of a sort of the ratios exactly."""
+    n = e.shape[0]
+    counts = np.zeros(_N_BUCKETS, dtype=np.int64)
+    r = np.empty(_CHUNK)
+    bits = r.view(np.uint64)
+    top = 0.0
+    for a in range(0, n, _CHUNK):
+        m = min(_CHUNK, n - a)
+        for i in range(m):
+            v = _ratio(e[a + i], s[a + i])
+            r[i] = v
+            if v > top and v != np.inf:
+                top = v
+        for i in range(m):
+            counts[bits[i] >> _BUCKET_SHIFT] += 1
+    below = 0
+    b_lo = 0
+    while below + counts[b_lo] <= lo:
+        below += counts[b_lo]
+        b_lo += 1
+    k = lo - below  # the rank of r_(lo) in its bucket
+    in_bucket = counts[b_lo]
+    b_next = b_lo + 1
+    if hi - below >= in_bucket:  # r_(hi) is the smallest ratio of the next non-empty bucket
+        while counts[b_next] == 0:
+            b_next += 1
+    buf = np.empty(in_bucket)
+    filled = 0
+    nxt = np.inf
+    for a in range(0, n, _CHUNK):
+        m = min(_CHUNK, n - a)
+        for i in range(m):
+            r[i] = _ratio(e[a + i], s[a + i])
+        for i in range(m):
+            b = bits[i] >> _BUCKET_SHIFT
+            if b == b_lo:
+                buf[filled] = r[i]
+                filled += 1
+            elif b == b_next and r[i] < nxt:
+                nxt = r[i]
+    buf.sort()
+    first = buf[k]
+    if hi == lo:
+        return first, first, top
+    return first, (buf[k + 1] if k + 1 < in_bucket else nxt), top
+
+
+@njit(cache=True, nogil=True)
+def prefix_mean_sum(err: NDArray) -> tuple[float, float]:
+    """(Σ_{j=1..N} (Σ_{i<j} err_i)/j, Σ err_i): the running sum in one pass, its quotients
+    summed compensated (Neumaier)."""
+    cum = 0.0
+    total = 0.0
+    comp = 0.0
+    for j in range(err.shape[0]):
+        cum += err[j]
+        t = cum / (j + 1)
+        s = total + t
+        if abs(total) >= abs(t):
+            comp += (total - s) + t
+        else:
+            comp += (t - s) + total
+        total = s
+    return total + comp, cum
+
+
+@njit(cache=True, nogil=True)
+def scaled_table(
+    y: NDArray,
+    loc: NDArray,
+    scale: NDArray,
+    lo: float,
+    inv_width: float,
+    top: float,
+    base: NDArray,
+    nxt: NDArray,
+    slope: NDArray,
+    intercept: NDArray,
+) -> NDArray:
+    """scale_i · g(z_i), z_i = (y_i − loc_i)/scale_i, for the piecewise-linear g of a tabulated
+    location-scale score (``uqcore.regression.scoring._Table``: the cell of z on a uniform
+    grid, the segment k = base[cell] + (z > nxt[base[cell]]), g = slope[k]·z + intercept[k]),
+    in one pass: the same operations as the numpy path, row by row, with no temporaries."""
+    n = y.shape[0]
+    out = np.empty(n)
+    for i in range(n):
+        s = scale[i]
+        z = (y[i] - loc[i]) / s
+        c = min(max((z - lo) * inv_width, 0.0), top)
+        k = base[int(c)]
+        if z > nxt[k]:
+            k += 1
+        out[i] = s * (slope[k] * z + intercept[k])
+    return out
+
+
+#: Terms summed plainly before each partial sum is added to the total in :func:`rank_sums`
+#: (a two-level sum: rounding error of order (block + N/block)·ε instead of N·ε, at the
+#: speed of a plain loop; a compensated sum made the loop twice as slow). A power of two.
+_SUM_BLOCK = 256
+
+
+@njit(cache=True, nogil=True)
+def rank_sums(
+    m_u: NDArray,
+    r_u: NDArray,
+    w: NDArray,
+    order_e: NDArray,
+    perm: NDArray,
+    e_u: NDArray,
+    step_e: NDArray,
+    h: NDArray,
+    g: NDArray,
+) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+    """Per resample (row of the b × N integer weights): the sums of the bootstrap's rank block
+    paths (``uqcore.stability.blocks.ranks``) in two passes, one along each order:
+
+    - cross = Σ_k m_k (2R_k − m_k)(2C^e_{π(k)} − m_k) in int64 (Spearman's Σ m du de_u),
+    - s1 = Σ_k m_k e_k H_{R_k − m_k} and s2 = Σ_k R_k e_k (H_{R_k} − H_{R_k − m_k}) (the
+      sparsification area along the uncertainty),
+    - s3 = Σ_j G_{C^e_j} step_j (the oracle's area along |e|),
+
+    with m and R the weights and cumulative weights along the uncertainty (``m_u``, ``r_u``),
+    C^e the cumulative weights along |e| (from ``w`` in row order and ``order_e``; below
+    2^31), π = ``perm`` the |e| position of each uncertainty position, e = ``e_u`` the errors
+    along the uncertainty, H and G = k·H_k the harmonic tables. Float sums are two-level
+    (:data:`_SUM_BLOCK`). (Gathering m and R inside the pass along u, where numpy's gather
+    and cumulative sum make them now, was measured slower: the running sum then waits on
+    each scattered read.)"""
+    b, n = m_u.shape
+    cross = np.zeros(b, dtype=np.int64)
+    s1 = np.zeros(b)
+    s2 = np.zeros(b)
+    s3 = np.zeros(b)
+    ce = np.empty(n, dtype=np.int32)
+    last = _SUM_BLOCK - 1
+    for row in range(b):
+        c = np.int64(0)
+        total = 0.0
+        part = 0.0
+        for j in range(n):
+            c += np.int64(w[row, order_e[j]])
+            ce[j] = c
+            part += g[c] * step_e[j]
+            if (j & last) == last:
+                total += part
+                part = 0.0
+        s3[row] = total + part
+        x = np.int64(0)
+        t1 = 0.0
+        t2 = 0.0
+        p1 = 0.0
+        p2 = 0.0
+        for k in range(n):
+            m = np.int64(m_u[row, k])
+            r = np.int64(r_u[row, k])
+            x += m * (2 * r - m) * (2 * np.int64(ce[perm[k]]) - m)
+            e = e_u[k]
+            hp = h[r - m]
+            p1 += m * e * hp
+            p2 += r * e * (h[r] - hp)
+            if (k & last) == last:
+                t1 += p1
+                t2 += p2
+                p1 = 0.0
+                p2 = 0.0
+        cross[row] = x
+        s1[row] = t1 + p1
+        s2[row] = t2 + p2
+    return cross, s1, s2, s3

@@ -175,8 +175,20 @@ def curves(
     }
 
 
+#: Types returned as they are by :func:`_plain` (checked by identity first: a curve holds
+#: thousands of plain numbers, and the ABC checks below cost more than the conversion).
+_AS_IS = (float, int, str, bool, type(None))
+
+
 def _plain(value: Any) -> Any:
     """numpy (or any namespace's) arrays and scalars as Python lists and numbers."""
+    kind = type(value)
+    if kind in _AS_IS:
+        return value
+    if kind is list or kind is tuple:
+        if all(type(v) in _AS_IS for v in value):
+            return list(value)
+        return [_plain(v) for v in value]
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a curve in a Display

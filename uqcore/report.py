@@ -37,7 +37,9 @@ def json_safe(value: Any, where: str, notes: list[str]) -> Any:
         }
     if isinstance(value, (list, tuple)):
         return [
-            v if type(v) is float and math.isfinite(v) else json_safe(v, f"{where}[{i}]", notes)
+            v
+            if (type(v) is float and math.isfinite(v)) or type(v) is int
+            else json_safe(v, f"{where}[{i}]", notes)
             for i, v in enumerate(value)
         ]
     if isinstance(value, np.ndarray):

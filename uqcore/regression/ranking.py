@@ -50,6 +50,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Annotated, Any, Literal
 
+import array_api_compat
+import numpy as np
+
 from uqcore._backend import (
     Array,
     Namespace,
@@ -59,6 +62,7 @@ from uqcore._backend import (
     special,
     take_descending,
 )
+from uqcore._compiled import kernels
 from uqcore._scaling import exponent, rescaled
 from uqcore._stats import (
     QuantileMethod,
@@ -363,6 +367,15 @@ def _exact_sum_unit(xp: Namespace, err: Array) -> tuple[float, float]:
     ties: removing one row per step from the end leaves the prefix of length j = N, …, 1, so
     the sum is Σ_j (Σ_{i<j} err_i) / j — prefix sums chunk by chunk, carried across chunks."""
     n = int(err.shape[0])
+    if (
+        array_api_compat.is_numpy_namespace(xp)
+        and err.dtype == np.float64
+        and err.ndim == 1
+        and (err.flags.c_contiguous or err.strides[0] == -8)
+        and (jit := kernels()) is not None
+    ):
+        mean_sum, last = jit.prefix_mean_sum(err)
+        return float(mean_sum), float(last)
     total = 0.0
     carry = 0.0
     for rows in chunks(xp, n):
@@ -974,6 +987,36 @@ def _ratios(batch: Batch) -> Array:
     return xp.where(s > 0, e / safe, at_zero)
 
 
+#: From this many rows on, the ratios' order statistics are selected by the compiled radix
+#: select (no N-array of ratios; two passes over |e| and σ); below, a partition of the ratios
+#: is cheaper than the select's table of buckets.
+_RADIX_SELECT_MIN = 1 << 16
+
+
+def _ratio_order_stats(batch: Batch, lo: int, hi: int) -> tuple[float, float, float]:
+    """(r_(lo), r_(hi), the largest finite ratio or 0 if none) of the ratios |e_i|/σ_i
+    (:func:`_ratios`), r_(k) the k-th smallest, 0-based. The third is what the caller reads
+    only when r_(lo) or r_(hi) is infinite; the partition path computes it only then (NaN
+    otherwise)."""
+    xp = batch.xp
+    e, s = batch.abs_error, batch.uncertainty
+    if (
+        batch.n >= _RADIX_SELECT_MIN
+        and array_api_compat.is_numpy_namespace(xp)
+        and e.dtype == np.float64
+        and s.dtype == np.float64
+        and (jit := kernels()) is not None
+    ):
+        a, b, top = jit.ratio_order_stats(e, s, lo, hi)
+        return float(a), float(b), float(top)
+    ratio = _ratios(batch)  # this call's own array: partitioned in place (no copy)
+    got = select(xp, ratio, [lo] if hi == lo else [lo, hi], overwrite=True)
+    a, b = got[0], got[-1]
+    if math.isfinite(a) and math.isfinite(b):
+        return a, b, math.nan
+    return a, b, float(xp.max(xp.where(xp.isfinite(ratio), ratio, 0.0)))
+
+
 def _lambda(batch: Batch, alpha: float, method: QuantileMethod) -> float | None:
     """λ^α = α-quantile of the ratios; ``None`` when it falls on an infinite ratio.
 
@@ -985,16 +1028,10 @@ def _lambda(batch: Batch, alpha: float, method: QuantileMethod) -> float | None:
     def compute() -> float | None:
         xp = batch.xp
         if batch.weights is None:  # an O(N) selection of the one or two order statistics
-            ratio = _ratios(batch)
             lo, hi, frac = unit_quantile_positions(batch.n, alpha, method)
-            # ``ratio`` is this call's own array: partitioned in place (no copy)
-            if frac is None:
-                a = b = select(xp, ratio, [lo], overwrite=True)[0]
-            else:
-                a, b = select(xp, ratio, [lo, hi], overwrite=True)
+            a, b, top = _ratio_order_stats(batch, lo, hi if frac is not None else lo)
             if math.isfinite(a) and (frac is None or math.isfinite(b)):
                 return interpolate(a, b, frac)
-            top = float(xp.max(xp.where(xp.isfinite(ratio), ratio, 0.0)))
             big = 2.0 * top + 1.0
             low = interpolate(a if math.isfinite(a) else top, b if math.isfinite(b) else top, frac)
             high = interpolate(a if math.isfinite(a) else big, b if math.isfinite(b) else big, frac)

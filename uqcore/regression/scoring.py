@@ -40,6 +40,7 @@ import array_api_compat
 import numpy as np
 
 from uqcore._backend import LOG_SQRT_2PI, Array, special, to_numpy
+from uqcore._compiled import kernels
 from uqcore._scaling import in_safe_range
 from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
@@ -779,13 +780,49 @@ def _unspanned(batch: Batch, needed: np.ndarray[Any, Any]) -> str | None:
 
 
 def _location_scale_table(batch: Batch, table: _Table) -> RowFn:
-    """Block function scale_i · g(z_i) of a tabulated g."""
+    """Block function scale_i · g(z_i) of a tabulated g (on numpy float64 rows, one compiled
+    pass where numba is available: the same operations row by row, no temporaries)."""
     g = table.bind(batch)
+    compiled = _compiled_table(batch, table)
 
     def block(rows: Any, y: Array) -> Array:
+        if compiled is not None:
+            loc, scale = rows.point(), _scale(rows)
+            if _contiguous_f64(y, loc, scale):
+                return compiled(y, loc, scale)
         return _scale(rows) * g(rows.standardize(y))
 
     return block
+
+
+def _contiguous_f64(*arrays: Any) -> bool:
+    return all(
+        isinstance(a, np.ndarray) and a.dtype == np.float64 and a.flags.c_contiguous for a in arrays
+    )
+
+
+def _compiled_table(batch: Batch, table: _Table) -> Callable[[Array, Array, Array], Array] | None:
+    """The compiled pass of scale_i · g(z_i) for numpy batches, or ``None`` (no numba, another
+    namespace, or a table searched without cells)."""
+    if table.cells is None or not array_api_compat.is_numpy_namespace(batch.xp):
+        return None
+    jit = kernels()
+    if jit is None:
+        return None
+    lo, inv_width, n_cells, base = table.cells
+    nxt = np.concatenate([table.breaks, [np.inf]])
+    slope = np.ascontiguousarray(table.slope, dtype=np.float64)
+    intercept = np.ascontiguousarray(table.intercept, dtype=np.float64)
+    base = np.ascontiguousarray(base, dtype=np.int64)
+    top = float(n_cells - 1)
+
+    def run(y: Array, loc: Array, scale: Array) -> Array:
+        out: Array = jit.scaled_table(
+            y, loc, scale, lo, inv_width, top, base, nxt, slope, intercept
+        )
+        return out
+
+    return run
 
 
 def _check_rows(batch: Batch, *, levels: Any = None, scaled: bool = True) -> tuple[int, RowFn]:

@@ -1,0 +1,112 @@
+"""The bootstrap's rank block paths (Spearman's ρ, AUSE, AURG) through the compiled rank sums
+(:func:`uqcore._jit.rank_sums`: one pass along each order) and through the numpy passes they
+replace, against each other and against the metric on each explicit resample."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from uqcore import _compiled, metric
+from uqcore import predictions as P
+from uqcore.batch import Batch
+from uqcore.stability import bootstrap
+from uqcore.stability._engine import Engine, Resample, select_metrics
+from uqcore.stability.blocks import ranks
+from uqcore.stability.weights import Resampler, counts_to_indices
+
+NAMES = ["spearman", "ause", "aurg"]
+#: Also the binned metrics, which read the weights and cumulative weights along the
+#: uncertainty that the kernel's pass writes.
+WITH_BINNED = [*NAMES, "ence", "uce"]
+PARAMS: list[dict[str, dict[str, Any]] | None] = [
+    None,
+    {"ause": {"rule": "trapezoid"}, "aurg": {"rule": "trapezoid", "normalize": False}},
+    {"ause": {"normalize": False}},
+]
+
+
+def _data(n: int, seed: int) -> tuple[Any, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    mu = rng.normal(size=n)
+    sd = rng.uniform(0.5, 2.0, n)
+    return P.Gaussian(mu, sd), mu + sd * rng.normal(size=n)
+
+
+class _Spy:
+    """The compiled kernels, counting the calls of ``rank_sums``."""
+
+    def __init__(self, jit: Any) -> None:
+        self.jit = jit
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.jit, name)
+
+    def rank_sums(self, *args: Any) -> Any:
+        self.calls += 1
+        return self.jit.rank_sums(*args)
+
+
+def _values(pred: Any, y: np.ndarray, w: Any, counts: np.ndarray, params: Any) -> Any:
+    chosen, _ = select_metrics([pred], WITH_BINNED, params)
+    engine = Engine(Batch(pred, y, w), chosen)
+    assert sorted(engine._fast) == sorted(WITH_BINNED)
+    return engine.values([Resample(row) for row in counts])
+
+
+@pytest.mark.parametrize("params", PARAMS)
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("made_before", [False, True])
+def test_compiled_rank_sums_equal_the_numpy_passes_and_the_metric(
+    params: Any, weighted: bool, made_before: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``made_before``: the cumulative weights along the uncertainty exist before the kernel
+    asks for them (made by another block path)."""
+    jit = _compiled.kernels()
+    assert jit is not None  # numba is a dependency
+    n = 400
+    pred, y = _data(n, 3)
+    w = np.random.default_rng(4).integers(1, 4, size=n).astype(float) if weighted else None
+    counts = Resampler(n).block(5, range(6), out=np.empty((6, n), dtype=np.uint8))
+    assert counts.dtype == np.uint8  # as bootstrap() draws them
+    spy = _Spy(jit)
+    monkeypatch.setattr(ranks, "kernels", lambda: spy)
+    if made_before:
+        fused = ranks._compiled_sums
+
+        def after_cum(keys: Any, ctx: Any) -> Any:
+            ctx.cum("u", keys.order_u)
+            return fused(keys, ctx)
+
+        monkeypatch.setattr(ranks, "_compiled_sums", after_cum)
+    got = _values(pred, y, w, counts, params)
+    assert spy.calls > 0  # the compiled sums ran
+    monkeypatch.undo()
+    monkeypatch.setattr(_compiled, "_KERNELS", [None])
+    ref = _values(pred, y, w, counts, params)
+    for name in WITH_BINNED:
+        np.testing.assert_allclose(got[name], ref[name], rtol=1e-12, atol=1e-15, err_msg=name)
+    for name in NAMES:
+        opts = (params or {}).get(name, {})
+        for i, row in enumerate(counts):
+            idx = counts_to_indices(row.astype(np.int64) if w is None else row * w)
+            expect = metric(name, pred.take(idx), y[idx], **opts)
+            assert got[name][i] == pytest.approx(expect, rel=1e-10, abs=1e-13), (name, i)
+
+
+def test_bootstrap_values_do_not_depend_on_the_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bootstrap() end to end (its uint8 count blocks, its threads): the same resample values
+    with and without the compiled sums, to rounding."""
+    pred, y = _data(3000, 8)
+    spy = _Spy(_compiled.kernels())
+    monkeypatch.setattr(ranks, "kernels", lambda: spy)
+    on = bootstrap(pred, y, NAMES, n_resamples=40, seed=2, keep_values=True)
+    assert spy.calls > 0
+    monkeypatch.setattr(_compiled, "_KERNELS", [None])
+    monkeypatch.setattr(ranks, "kernels", _compiled.kernels)
+    off = bootstrap(pred, y, NAMES, n_resamples=40, seed=2, keep_values=True)
+    for name in NAMES:
+        np.testing.assert_allclose(on[name]["values"], off[name]["values"], rtol=1e-12)
