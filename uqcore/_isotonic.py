@@ -290,11 +290,27 @@ def _unit_fit(xs: NDArray, ys: NDArray) -> tuple[NDArray, NDArray, NDArray, NDAr
     new, starts = _group_starts(xs)
     if starts.shape[0] == xs.shape[0]:
         fitted = isotonic_regression(ys).x
-        return xs, fitted, np.ones_like(fitted), None
+        # every weight 1: a read-only view of one value, not an N-array of ones
+        return xs, fitted, np.broadcast_to(np.float64(1.0), fitted.shape), None
     gid = np.cumsum(new) - 1
     gw = np.diff(np.append(starts, xs.shape[0])).astype(np.float64)
     fitted = isotonic_regression(np.add.reduceat(ys, starts) / gw, weights=gw).x
     return xs[starts], fitted, gw, gid
+
+
+def _squared_deviation(ys: NDArray, f: NDArray | float, ws: NDArray | None) -> float:
+    """Σ w_i (y_i − f_i)² (f an array like ys, or one value), chunk by chunk: no N-long
+    temporary."""
+    total = 0.0
+    n = ys.shape[0]
+    for a in range(0, n, _CHUNK):
+        d = ys[a : a + _CHUNK] - (f if isinstance(f, float) else f[a : a + _CHUNK])
+        total += float(np.dot(d, d)) if ws is None else float(np.dot(ws[a : a + _CHUNK], d * d))
+    return total
+
+
+#: Rows per chunk of :func:`_squared_deviation` (its temporaries stay in the CPU cache).
+_CHUNK = 1 << 16
 
 
 def corp(
@@ -363,8 +379,7 @@ def corp(
 
     def score(f: NDArray | float) -> float:
         if functional == "mean":
-            d = ys - f
-            return (float(np.dot(d, d)) if ws is None else float(np.dot(ws, d * d))) / total
+            return _squared_deviation(ys, f, ws) / total
         return wsum(pinball(ys, np.broadcast_to(f, ys.shape), level)) / total
 
     s_x, s_hat, s_ref = score(xs), score(xhat), score(ref)

@@ -59,6 +59,17 @@ class _Caches:
             self._own[key] = compute()
         return self._own[key]  # type: ignore[no-any-return]
 
+    def cached_keys(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The keys cached now (weight-independent, weight-dependent), for :meth:`forget_since`."""
+        return frozenset(self._shared), frozenset(self._own)
+
+    def forget_since(self, keys: tuple[frozenset[str], frozenset[str]]) -> None:
+        """Drop what was cached after :meth:`cached_keys` returned ``keys`` (its memory is
+        freed; a later use computes it again, the same values)."""
+        for cache, kept in ((self._shared, keys[0]), (self._own, keys[1])):
+            for key in [k for k in cache if k not in kept]:
+                del cache[key]
+
 
 class Batch(_Caches):
     """A prediction, its targets ``y`` and optional ``sample_weight``, with shared caches.

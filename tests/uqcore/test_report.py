@@ -226,3 +226,50 @@ def test_group_calibration_on_too_many_rows_is_undefined() -> None:
         "adversarial_group_calibration", pred, y, sample_weight=w, draw_with_replacement=True
     )
     assert value is not None and 0.0 <= value["value"] <= 1.0
+
+
+def test_metrics_with_their_own_working_memory_run_first_and_leave_nothing_cached(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """CORP and the HSIC run before the others (their peaks do not add to the shared arrays)
+    and what they cached is dropped after them; the report lists the values in the requested
+    order, each equal to the metric computed alone."""
+    from uqcore import report
+    from uqcore.batch import Batch
+
+    rng = np.random.default_rng(3)
+    mu, sd = rng.normal(size=500), rng.uniform(0.5, 2.0, 500)
+    y = mu + sd * rng.normal(size=500)
+    names = ["mae", "corp_mcb", "crps", "hsic_width_coverage", "corp_dsc", "spearman"]
+    ran: list[tuple[str, frozenset[str]]] = []
+    real = report._run_one
+
+    def spy(spec: registry.MetricSpec, batch: Batch, *args: object) -> object:
+        ran.append((spec.name, batch.cached_keys()[0] | batch.cached_keys()[1]))
+        return real(spec, batch, *args)
+
+    monkeypatch.setattr(report, "_run_one", spy)
+    got = evaluate(P.Gaussian(mu, sd), y, names)
+    order = [name for name, _ in ran]
+    assert order == ["hsic_width_coverage", "corp_mcb", "corp_dsc", "mae", "crps", "spearman"]
+    first_cached = ran[0][1]
+    assert any(k.startswith("corp") for k in ran[2][1])  # the CORP parts share one fit
+    assert ran[3][1] <= first_cached  # after them: only what was cached before
+    assert list(got) == names
+    for name in names:
+        alone = metric(name, P.Gaussian(mu, sd), y)
+        assert got[name] == alone, name
+
+
+def test_forget_since_drops_only_what_was_cached_later() -> None:
+    from uqcore.batch import Batch
+
+    batch = Batch(P.Gaussian(np.zeros(4), np.ones(4)), np.arange(4.0))
+    batch.shared("a", lambda: 1)
+    batch.weighted("b", lambda: 2)
+    keys = batch.cached_keys()
+    batch.shared("c", lambda: 3)
+    batch.weighted("d", lambda: 4)
+    batch.forget_since(keys)
+    assert batch.cached_keys() == (frozenset({"a"}), frozenset({"b"}))
+    assert batch.shared("c", lambda: 5) == 5  # computed again when asked

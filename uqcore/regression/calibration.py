@@ -235,7 +235,7 @@ def pit_bounds(lv: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     calibration_error and miscalibration_area of one batch share one pass over the PIT (and
     the stability engine reads them off the cumulative weights along the PIT order).
     """
-    levels = tuple(float(v) for v in np.asarray(lv, dtype=np.float64).ravel())
+    levels = tuple(np.asarray(lv, dtype=np.float64).ravel().tolist())
     return _pit_bounds_of(levels).copy()  # a few hundred values: the cached one stays intact
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import matplotlib
 import numpy as np
@@ -12,6 +13,8 @@ import pytest
 
 from uqcore import UQValidationError, metric
 from uqcore import predictions as P
+from uqcore.curves import curves
+from uqcore.regression import group_calibration as gc
 
 matplotlib.use("Agg")
 warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -32,6 +35,7 @@ def _data(n: int, seed: int) -> tuple[P.Gaussian, np.ndarray, np.ndarray, np.nda
 def test_deterministic_for_a_seed_and_structured() -> None:
     pred, y, _, _ = _data(80, 0)
     a = metric(NAME, pred, y, seed=3)
+    gc._RECENT.clear()  # drawn again, not the kept result
     assert a == metric(NAME, pred, y, seed=3)
     assert a != metric(NAME, pred, y, seed=4)
     assert a["group_sizes"] == [float(v) for v in np.linspace(0, 1, 10)]
@@ -40,6 +44,30 @@ def test_deterministic_for_a_seed_and_structured() -> None:
     assert math.isclose(a["value"], float(np.mean(a["score_mean"])), rel_tol=1e-12)
     for sd, se in zip(a["score_std"], a["score_stderr"], strict=True):
         assert math.isclose(se, sd / math.sqrt(10), rel_tol=1e-12, abs_tol=1e-15)
+
+
+def test_the_curve_reuses_the_draws_of_the_metric(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job computes the metric and then its curve: the same draws from the same totals and
+    seed, done once. The kept result is handed out as copies."""
+    pred, y, _, _ = _data(300, 5)
+    real = gc._group_scores
+    calls: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gc, "_group_scores", counted)
+    gc._RECENT.clear()
+    a = metric(NAME, pred, y, seed=7)
+    curve = curves(pred, y, ["group_calibration"], seed=7)["group_calibration"]
+    assert len(calls) == 1
+    assert list(curve.score_mean) == a["score_mean"]
+    a["score_mean"][0] = -1.0  # the caller's copy
+    assert metric(NAME, pred, y, seed=7)["score_mean"][0] != -1.0
+    assert len(calls) == 1
+    metric(NAME, pred, y, seed=8)  # other inputs: drawn
+    assert len(calls) == 2
 
 
 @pytest.mark.parametrize("cali", [("mean_abs", "ece"), ("root_mean_sq", "rmsce")])
