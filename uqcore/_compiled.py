@@ -66,3 +66,4 @@ def _warm(jit: Any) -> None:
     cum = np.array([[1, 2]], dtype=np.int32)
     order = np.arange(2, dtype=np.intp)
     jit.rank_sums(counts, cum, counts, order, order, one, one, np.ones(3), np.ones(3))
+    jit.pav_unit(one)

@@ -250,11 +250,17 @@ def _isotonic_quantile(
     return fitted
 
 
-def _group_starts(xs: NDArray) -> tuple[NDArray, NDArray]:
-    """(whether each row starts a new value of the sorted ``xs``, the rows that do)."""
+def _new_values(xs: NDArray) -> NDArray:
+    """Whether each row starts a new value of the sorted ``xs``."""
     new = np.empty(xs.shape[0], dtype=bool)
     new[:1] = True
     np.not_equal(xs[1:], xs[:-1], out=new[1:])
+    return new
+
+
+def _group_starts(xs: NDArray) -> tuple[NDArray, NDArray]:
+    """(whether each row starts a new value of the sorted ``xs``, the rows that do)."""
+    new = _new_values(xs)
     return new, np.flatnonzero(new)
 
 
@@ -287,11 +293,14 @@ def isotonic_fit(
 
 def _unit_fit(xs: NDArray, ys: NDArray) -> tuple[NDArray, NDArray, NDArray, NDArray | None]:
     """:func:`isotonic_fit` of the mean under unit weights, without an array of ones."""
-    new, starts = _group_starts(xs)
-    if starts.shape[0] == xs.shape[0]:
-        fitted = isotonic_regression(ys).x
+    new = _new_values(xs)
+    if bool(np.all(new)):  # no tied forecasts: one group per row (no N-array of its starts)
+        del new
+        jit = kernels() if ys.shape[0] < (1 << 31) and ys.flags.c_contiguous else None
+        fitted = isotonic_regression(ys).x if jit is None else jit.pav_unit(ys)
         # every weight 1: a read-only view of one value, not an N-array of ones
         return xs, fitted, np.broadcast_to(np.float64(1.0), fitted.shape), None
+    starts = np.flatnonzero(new)
     gid = np.cumsum(new) - 1
     gw = np.diff(np.append(starts, xs.shape[0])).astype(np.float64)
     fitted = isotonic_regression(np.add.reduceat(ys, starts) / gw, weights=gw).x

@@ -3,7 +3,8 @@ O(N log N) or in one pass: the isotonic α-quantile fit of CORP, a weighted lowe
 the fit's three pinball sums, the three parts of the weighted interval score, the order
 statistics of n-MeRCI's ratios without an array of them, the sum of AUSE's prefix means, and
 the tabulated location-scale scores (check and interval scores) row by row, and the sums of
-the bootstrap's rank block paths (Spearman's ρ, AUSE, AURG) in one pass along each order.
+the bootstrap's rank block paths (Spearman's ρ, AUSE, AURG) in one pass along each order, and
+the unit-weight isotonic (PAV) fit of CORP in bounded memory.
 
 Imported only through :func:`uqcore._compiled.kernels`, which compiles them on first use (or
 loads them from numba's cache) and falls back to the numpy algorithms when numba is missing or
@@ -19,6 +20,7 @@ from numba import njit
 
 __all__ = [
     "lower_quantile",
+    "pav_unit",
     "pinball_sums",
     "prefix_mean_sum",
     "quantile_isotonic",
@@ -419,3 +421,34 @@ def rank_sums(
         s1[row] = t1 + p1
         s2[row] = t2 + p2
     return cross, s1, s2, s3
+
+
+@njit(cache=True, nogil=True)
+def pav_unit(y: NDArray) -> NDArray:
+    """The non-decreasing least-squares fit to ``y`` under unit weights (pool adjacent
+    violators, Barlow et al. 1972): blocks kept on a stack as (sum, count), a new value merged
+    with the blocks before it while their mean exceeds its block's; each block's mean
+    sum/count is its fitted value. O(N); memory 20 bytes per row (the stack and the fit), where
+    scipy's ``isotonic_regression`` holds a copy, unit weights and block indices besides."""
+    n = y.shape[0]
+    sums = np.empty(n)
+    counts = np.empty(n, dtype=np.int32)
+    top = -1
+    for i in range(n):
+        s = y[i]
+        c = 1
+        while top >= 0 and sums[top] / counts[top] > s / c:
+            s += sums[top]
+            c += counts[top]
+            top -= 1
+        top += 1
+        sums[top] = s
+        counts[top] = c
+    out = np.empty(n)
+    pos = 0
+    for b in range(top + 1):
+        v = sums[b] / counts[b]
+        for k in range(counts[b]):
+            out[pos + k] = v
+        pos += counts[b]
+    return out

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from uqcore import registry
+from uqcore._memory import release_free_memory
 from uqcore._validation import UQValidationError
 from uqcore.batch import make_batch
 from uqcore.registry import MetricValue
@@ -131,12 +132,38 @@ class Report(Mapping[str, MetricValue]):
         return f"Report({dict(self._values)!r})"
 
 
-#: Metrics whose working memory is their own (CORP's sorted forecasts and isotonic fit, the
-#: HSIC's kernel passes): ``evaluate`` runs them first and then drops what they cached, so that
-#: their peak does not add to the arrays the other metrics share (orders, sorted errors, PIT
-#: values); in this order (the HSIC before CORP's fit, which the three CORP parts share and
-#: keep until the last of them). Their values, and the others', do not depend on the order.
-RUN_FIRST = ("hsic_width_coverage", "corp_mcb", "corp_dsc", "corp_unc")
+#: Metrics whose working memory is their own (the HSIC's kernel passes, CORP's sorted
+#: forecasts and isotonic fit, the intervals' widths and strata, WIS's quantile blocks, the
+#: skill scores' sorted targets): ``evaluate`` runs them first, group by group in this order, and drops what a group
+#: cached before the next one starts, so that their peaks do not add to each other's or to
+#: the arrays the other metrics share (orders, sorted errors, PIT values). The three CORP
+#: parts share one fit, the skill scores the sorted targets. Their values, and the others', do
+#: not depend on the order.
+RUN_FIRST: tuple[tuple[str, ...], ...] = (
+    ("hsic_width_coverage",),
+    ("corp_mcb", "corp_dsc", "corp_unc"),
+    ("coverage_pvalue",),
+    ("size_stratified_coverage",),
+    ("cwc",),
+    ("wis", "wis_dispersion", "wis_overprediction", "wis_underprediction"),
+    ("check_score_skill", "interval_score_skill", "crps_skill", "nll_skill"),
+)
+_FIRST_GROUP = {name: i for i, group in enumerate(RUN_FIRST) for name in group}
+
+
+def _evaluation_order(chosen: list[Any]) -> tuple[list[Any], set[int]]:
+    """The metrics in the order ``evaluate`` runs them (:data:`RUN_FIRST` first, group by
+    group), and the positions after which the batch's caches are dropped."""
+    first = sorted(
+        (s for s in chosen if s.name in _FIRST_GROUP), key=lambda s: _FIRST_GROUP[s.name]
+    )
+    rest = [s for s in chosen if s.name not in _FIRST_GROUP]
+    ends = {
+        i
+        for i, s in enumerate(first)
+        if i + 1 == len(first) or _FIRST_GROUP[first[i + 1].name] != _FIRST_GROUP[s.name]
+    }
+    return first + rest, ends
 
 
 def _run_one(
@@ -258,13 +285,11 @@ def evaluate(
     used: dict[str, dict[str, Any]] = {}
     timings: dict[str, float] = {}
     notes: list[str] = []
-    first = sorted(
-        (s for s in chosen if s.name in RUN_FIRST), key=lambda s: RUN_FIRST.index(s.name)
-    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        before = batch.cached_keys() if first and len(first) < len(chosen) else None
-        for spec in first + [s for s in chosen if s.name not in RUN_FIRST]:
+        order, drop_after = _evaluation_order(chosen)
+        before = batch.cached_keys()
+        for position, spec in enumerate(order):
             resolved = spec.resolve_params(params.get(spec.name))
             start = time.perf_counter()
             value, msgs = _run_one(spec, batch, resolved, caught)
@@ -282,8 +307,9 @@ def evaluate(
                     row[est] = v
                     notes.extend(f"[{est}] {m}" for m in msgs)
                 by_estimator[spec.name] = row
-            if before is not None and spec is first[-1]:
-                batch.forget_since(before)  # their working set, before the others build theirs
+            if position in drop_after:
+                batch.forget_since(before)  # a group's working set, before the next one's
+                release_free_memory()
     values = {s.name: values[s.name] for s in chosen}
     meta: dict[str, Any] = {
         "uqcore_version": __version__,

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 import warnings
 
 import numpy as np
@@ -240,7 +242,16 @@ def test_metrics_with_their_own_working_memory_run_first_and_leave_nothing_cache
     rng = np.random.default_rng(3)
     mu, sd = rng.normal(size=500), rng.uniform(0.5, 2.0, 500)
     y = mu + sd * rng.normal(size=500)
-    names = ["mae", "corp_mcb", "crps", "hsic_width_coverage", "corp_dsc", "spearman"]
+    names = [
+        "mae",
+        "corp_mcb",
+        "crps",
+        "crps_skill",
+        "hsic_width_coverage",
+        "corp_dsc",
+        "spearman",
+        "nll_skill",
+    ]
     ran: list[tuple[str, frozenset[str]]] = []
     real = report._run_one
 
@@ -251,10 +262,22 @@ def test_metrics_with_their_own_working_memory_run_first_and_leave_nothing_cache
     monkeypatch.setattr(report, "_run_one", spy)
     got = evaluate(P.Gaussian(mu, sd), y, names)
     order = [name for name, _ in ran]
-    assert order == ["hsic_width_coverage", "corp_mcb", "corp_dsc", "mae", "crps", "spearman"]
+    assert order == [
+        "hsic_width_coverage",
+        "corp_mcb",
+        "corp_dsc",
+        "crps_skill",
+        "nll_skill",
+        "mae",
+        "crps",
+        "spearman",
+    ]
     first_cached = ran[0][1]
+    assert ran[1][1] <= first_cached  # the HSIC's caches dropped before CORP
     assert any(k.startswith("corp") for k in ran[2][1])  # the CORP parts share one fit
-    assert ran[3][1] <= first_cached  # after them: only what was cached before
+    assert ran[3][1] <= first_cached  # dropped after the last CORP part
+    assert any(k.startswith("skill") for k in ran[4][1])  # the skill scores share the sort
+    assert ran[5][1] <= first_cached  # after every group: only what was cached before
     assert list(got) == names
     for name in names:
         alone = metric(name, P.Gaussian(mu, sd), y)
@@ -273,3 +296,28 @@ def test_forget_since_drops_only_what_was_cached_later() -> None:
     batch.forget_since(keys)
     assert batch.cached_keys() == (frozenset({"a"}), frozenset({"b"}))
     assert batch.shared("c", lambda: 5) == 5  # computed again when asked
+
+
+def test_free_heap_memory_is_given_back_where_glibc_can() -> None:
+    """glibc's malloc_trim gives freed heap pages back: the resident set falls after a burst
+    of small arrays is freed (where the allocator is not glibc, nothing is asked)."""
+    import platform
+
+    from uqcore._memory import release_free_memory
+
+    if not (sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"):
+        assert release_free_memory() is False
+        return
+
+    def rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    release_free_memory()
+    held = [np.ones(4096) for _ in range(20_000)]  # 32 KiB each: heap, not mapped
+    keep = np.ones(16)  # allocated last: the heap's top stays in use
+    after_alloc = rss()
+    del held
+    assert release_free_memory() is True
+    assert rss() < after_alloc - 200 * 2**20  # most of the 640 MiB given back
+    del keep

@@ -60,6 +60,34 @@ def test_crps_skill_reference_is_half_the_mean_pair_distance(weighted: bool) -> 
     assert got == pytest.approx(1.0 - _value("crps", pred, y, w) / ref, rel=1e-12)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("chunk", [1, 7, 64])
+def test_climatology_in_chunks_equals_the_reference(
+    weighted: bool, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The references are summed chunk by chunk of the sorted targets (the running weights
+    continued across chunks): with chunks far smaller than N, the brute-force CRPS reference
+    and the best constants' pinball losses, as above."""
+    from uqcore.regression import skill
+
+    pred, y, w = _data(301, 9)
+    nll_whole = _value("nll_skill", pred, y, w if weighted else None)  # one chunk
+    monkeypatch.setattr(skill, "_CHUNK", chunk)
+    assert _value("nll_skill", pred, y, w if weighted else None) == pytest.approx(
+        nll_whole, rel=1e-12
+    )
+    w = w if weighted else np.ones_like(y)
+    p = w / np.sum(w)
+    crps_ref = 0.5 * float(np.sum(p[:, None] * p[None, :] * np.abs(y[:, None] - y[None, :])))
+    got = _value("crps_skill", pred, y, w if weighted else None)
+    assert got == pytest.approx(1.0 - _value("crps", pred, y, w) / crps_ref, rel=1e-12)
+    levels = [0.05, 0.3, 0.5, 0.9]
+    ref = np.mean([_pinball(y, _weighted_quantile(y, w, t), t, w) for t in levels])
+    got = _value("check_score_skill", pred, y, w if weighted else None, levels=levels)
+    model = _value("check_score", pred, y, w, levels=levels)
+    assert got == pytest.approx(1.0 - model / ref, rel=1e-12)
+
+
 @pytest.mark.parametrize("alpha", [0.1, 0.5, 0.77])
 def test_check_score_skill_equals_sklearn_d2_pinball_with_weights(alpha: float) -> None:
     pred, y, w = _data(301, 2)

@@ -63,9 +63,12 @@ class _Rows:
         self.why = None if got is not None else unspanned_why(batch.prediction, self.c)
         if got is None:
             return
-        lo_h, hi_h = to_numpy(got[0]).astype(np.float64), to_numpy(got[1]).astype(np.float64)
+        # no copies where they are float64 already (they are only read: the widths below are
+        # a new array, as the bounds may be the prediction's own)
+        lo_h = to_numpy(got[0]).astype(np.float64, copy=False)
+        hi_h = to_numpy(got[1]).astype(np.float64, copy=False)
         del got
-        y = to_numpy(batch.y).astype(np.float64)
+        y = to_numpy(batch.y).astype(np.float64, copy=False)
         w = None if batch.weights is None else to_numpy(batch.weights).astype(np.float64)
         if w is not None:
             keep = w > 0
@@ -80,8 +83,7 @@ class _Rows:
             if magnitude and y.shape[0]
             else 0.0
         )
-        hi_h -= lo_h
-        self.width = hi_h
+        self.width = hi_h - lo_h
 
     def weights(self) -> FloatArray:
         """The weights, ones when the batch has none."""
@@ -693,7 +695,11 @@ def coverage_pvalue(batch: Batch, *, level: Coverage = 0.9) -> dict[str, Any] | 
     if rows.total > _EXACT_COUNTS:
         undefined("coverage_pvalue", f"the total weight {rows.total:.6g} is no exact count")
         return None
-    k = round(float(np.sum(rows.weights()[rows.covered])))
+    k = round(
+        float(np.count_nonzero(rows.covered))
+        if rows.w is None
+        else float(np.sum(rows.w, where=rows.covered))
+    )
     n = round(rows.total)
     p = float(stats.binomtest(k, n, rows.c).pvalue)
     return {

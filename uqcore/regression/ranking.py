@@ -1005,6 +1005,8 @@ def _ratio_order_stats(batch: Batch, lo: int, hi: int) -> tuple[float, float, fl
         and array_api_compat.is_numpy_namespace(xp)
         and e.dtype == np.float64
         and s.dtype == np.float64
+        and e.flags.c_contiguous  # the layout the kernel was compiled for at start
+        and s.flags.c_contiguous
         and (jit := kernels()) is not None
     ):
         a, b, top = jit.ratio_order_stats(e, s, lo, hi)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -69,42 +70,77 @@ Host = np.ndarray[Any, Any]
 
 
 # -- the climatological reference --------------------------------------------------------
-def _climate(batch: Batch) -> tuple[Host, Host, Host]:
-    """(gaps g_j, F_j, G_j) of the weighted empirical distribution of y, on the host.
+#: Gaps per chunk of :func:`_climate` (its temporaries stay small: no N-long array but the
+#: sorted targets, which the batch caches).
+_CHUNK = 1 << 16
+
+
+def _climate(batch: Batch) -> Iterator[tuple[Host, Host, Host]]:
+    """(gaps g_j, F_j, G_j) of the weighted empirical distribution of y, on the host, chunk by
+    chunk of j (the last chunk first).
 
     The sort order is weight-free and cached; the weights are normalised by their sum
-    (rescaled first where extreme), so every product stays within the data's magnitude."""
+    (rescaled first where extreme), so every product stays within the data's magnitude. F
+    and G are the running sums of the weights from either end, continued from chunk to chunk
+    element by element: the values a cumulative sum of all N gives, bit for bit."""
     y = batch.shared("skill:y_host", lambda: np.asarray(to_numpy(batch.y), dtype=np.float64))
     w, total = batch.mean_weights
+    n = batch.n
     if w is None:  # unweighted: the sorted values suffice, no argsort
         ys = batch.shared("skill:y_sorted", lambda: np.sort(y))
-        p = np.full(batch.n, 1.0 / batch.n)
+        unit = 1.0 / n
+
+        def p(a: int, b: int) -> Host:
+            return np.full(b - a, unit)
+
     else:
         order = batch.shared("skill:y_order", lambda: np.argsort(y))
         ys = batch.shared("skill:y_by_order", lambda: y[order])
-        p = np.asarray(to_numpy(w), dtype=np.float64)[order] / total
-    f = np.cumsum(p)[:-1]
-    g = np.cumsum(p[::-1])[::-1][1:]  # the weight above each gap, summed from the top
-    return np.diff(ys), f, g
+        wh = np.asarray(to_numpy(w), dtype=np.float64)
+
+        def p(a: int, b: int) -> Host:
+            out: Host = wh[order[a:b]] / total
+            return out
+
+    starts = list(range(0, n - 1, _CHUNK))
+    below = []  # F just below each chunk: the forward running sum, kept at the chunk starts
+    carry = 0.0
+    for a in starts:
+        below.append(carry)
+        x = p(a, min(a + _CHUNK, n - 1))
+        x[0] += carry
+        carry = float(np.cumsum(x)[-1])
+    above = 0.0  # G above each chunk: the running sum from the top
+    for a, start_f in zip(reversed(starts), reversed(below), strict=True):
+        b = min(a + _CHUNK, n - 1)
+        x = p(a, b)
+        x[0] += start_f
+        f = np.cumsum(x)
+        r = p(a + 1, b + 1)[::-1].copy()
+        r[0] += above
+        c = np.cumsum(r)
+        above = float(c[-1])
+        yield ys[a + 1 : b + 1] - ys[a:b], f, c[::-1]
 
 
 def climatology_crps(batch: Batch) -> float:
     """CRPS of the weighted empirical distribution of y as the forecast of every row:
     ½ Σ_{i,k} p_i p_k |y_i − y_k| = Σ_j g_j F_j (1 − F_j) with p_i = w_i / Σ w (module doc)."""
-    gaps, f, g = _climate(batch)
-    return float(np.sum(gaps * (f * g)))
+    return math.fsum(float(np.sum(gaps * (f * g))) for gaps, f, g in _climate(batch))
 
 
 def _min_pinball(batch: Batch, taus: Host, coefs: Host) -> float:
     """Σ_k c_k · min_q Σ_i p_i ρ_{τ_k}(y_i − q) = Σ_j g_j Σ_k c_k min((1 − τ_k)F_j, τ_k G_j)."""
-    gaps, f, g = _climate(batch)
     order = np.argsort(taus)
     t, c = taus[order], coefs[order]
     # A(F) = Σ_{τ_k < F} c_k τ_k and B(F) = Σ_{τ_k ≥ F} c_k (1 − τ_k)
     a = np.concatenate([[0.0], np.cumsum(c * t)])
     b = np.concatenate([np.cumsum((c * (1.0 - t))[::-1])[::-1], [0.0]])
-    k = np.searchsorted(t, f, side="left")
-    return float(np.sum(gaps * (g * a[k] + f * b[k])))
+    parts = []
+    for gaps, f, g in _climate(batch):
+        k = np.searchsorted(t, f, side="left")
+        parts.append(float(np.sum(gaps * (g * a[k] + f * b[k]))))
+    return math.fsum(parts)
 
 
 def climatology_check_score(batch: Batch, levels: Any, scaled: bool = True) -> float:
@@ -278,15 +314,32 @@ def climatology_nll(batch: Batch) -> float:
     s = 0. Computed on y divided by max|y| so that no square leaves float64's range."""
     y = batch.shared("skill:y_host", lambda: np.asarray(to_numpy(batch.y), dtype=np.float64))
     w, total = batch.mean_weights
-    p = np.full(batch.n, 1.0 / batch.n) if w is None else np.asarray(to_numpy(w)) / total
-    m = float(np.max(np.abs(y)))
-    live = y if w is None else y[np.asarray(to_numpy(w)) > 0]
-    if m == 0.0 or float(np.min(live)) == float(np.max(live)):
+    wh = None if w is None else np.asarray(to_numpy(w), dtype=np.float64)
+    m = max(abs(float(np.min(y))), abs(float(np.max(y))))
+    if wh is None:
+        lo, hi = float(np.min(y)), float(np.max(y))
+    else:
+        live = wh > 0
+        lo, hi = (
+            float(np.min(y, where=live, initial=np.inf)),
+            float(np.max(y, where=live, initial=-np.inf)),
+        )
+    if m == 0.0 or lo == hi:
         # constant targets, decided exactly: the variance below may round to a tiny s² > 0
         return -math.inf
-    u = y / m
-    d = u - float(np.sum(p * u))
-    var = float(np.sum(p * d * d))
+    n = batch.n
+
+    def weighted_sum(f: Any) -> float:
+        """Σ_i p_i f(u_i) over u = y/m, chunk by chunk (no N-long temporary)."""
+        parts = []
+        for a in range(0, n, _CHUNK):
+            u = y[a : a + _CHUNK] / m
+            p = 1.0 / n if wh is None else wh[a : a + _CHUNK] / total
+            parts.append(float(np.sum(p * f(u))))
+        return math.fsum(parts)
+
+    mean = weighted_sum(lambda u: u)
+    var = weighted_sum(lambda u: (u - mean) * (u - mean))
     if var <= 0.0:
         return -math.inf
     return 0.5 * math.log(2.0 * math.pi) + math.log(m) + 0.5 * math.log(var) + 0.5
