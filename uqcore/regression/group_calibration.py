@@ -17,8 +17,10 @@ indices (Uncertainty Toolbox's procedure).
 from __future__ import annotations
 
 import collections
+import functools
 import math
 import threading
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -181,7 +183,34 @@ _RECENT: collections.OrderedDict[tuple[Any, ...], dict[str, Any]] = collections.
 _RECENT_SIZE = 8
 _RECENT_LOCK = threading.Lock()
 
+_Scores = Callable[..., dict[str, Any]]
 
+
+def _kept(fn: _Scores) -> _Scores:
+    """``fn(cats, expected, **options)``, a function of its inputs alone, with its last few
+    results kept by those inputs and returned again (as copies) for equal ones."""
+
+    @functools.wraps(fn)
+    def kept(cats: np.ndarray[Any, Any], expected: np.ndarray[Any, Any], **options: Any) -> Any:
+        c = np.ascontiguousarray(cats)
+        e = np.ascontiguousarray(expected, dtype=np.float64)
+        key = (c.dtype.str, c.tobytes(), e.tobytes(), *sorted(options.items()))
+        with _RECENT_LOCK:
+            held = _RECENT.get(key)
+            if held is not None:
+                _RECENT.move_to_end(key)
+        if held is None:
+            held = fn(c, e, **options)
+            with _RECENT_LOCK:
+                _RECENT[key] = held
+                while len(_RECENT) > _RECENT_SIZE:
+                    _RECENT.popitem(last=False)
+        return {k: list(v) if isinstance(v, list) else v for k, v in held.items()}
+
+    return kept
+
+
+@_kept
 def group_scores(
     cats: np.ndarray[Any, Any],
     expected: np.ndarray[Any, Any],
@@ -197,56 +226,7 @@ def group_scores(
     """The result of :func:`adversarial_group_calibration` from the category totals ``cats``
     (validated options; also the stability engine's per-resample form, whose totals come from
     cumulative weights along the PIT order). A function of its inputs alone (the draws are
-    seeded): the last few results are kept and returned again (as copies) for equal inputs."""
-    c = np.ascontiguousarray(cats)
-    e = np.ascontiguousarray(expected, dtype=np.float64)
-    key = (
-        c.dtype.str,
-        c.tobytes(),
-        e.tobytes(),
-        cali_type,
-        prop_type,
-        n_bins,
-        trials,
-        draws,
-        bool(draw_with_replacement),
-        int(seed),
-    )
-    with _RECENT_LOCK:
-        held = _RECENT.get(key)
-        if held is not None:
-            _RECENT.move_to_end(key)
-    if held is None:
-        held = _group_scores(
-            c,
-            e,
-            cali_type=cali_type,
-            prop_type=prop_type,
-            n_bins=n_bins,
-            trials=trials,
-            draws=draws,
-            draw_with_replacement=draw_with_replacement,
-            seed=seed,
-        )
-        with _RECENT_LOCK:
-            _RECENT[key] = held
-            while len(_RECENT) > _RECENT_SIZE:
-                _RECENT.popitem(last=False)
-    return {k: list(v) if isinstance(v, list) else v for k, v in held.items()}
-
-
-def _group_scores(
-    cats: np.ndarray[Any, Any],
-    expected: np.ndarray[Any, Any],
-    *,
-    cali_type: CaliType,
-    prop_type: PropType,
-    n_bins: int,
-    trials: int,
-    draws: int,
-    draw_with_replacement: bool,
-    seed: int,
-) -> dict[str, Any]:
+    seeded): the last few results are kept (:func:`_kept`)."""
     n_rows = int(cats.sum())
     rng = np.random.default_rng(seed)
     ratios = np.linspace(0.0, 1.0, n_bins)

@@ -50,14 +50,14 @@ def test_the_curve_reuses_the_draws_of_the_metric(monkeypatch: pytest.MonkeyPatc
     """A job computes the metric and then its curve: the same draws from the same totals and
     seed, done once. The kept result is handed out as copies."""
     pred, y, _, _ = _data(300, 5)
-    real = gc._group_scores
+    real = gc.group_scores.__wrapped__  # type: ignore[attr-defined]
     calls: list[int] = []
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(gc, "_group_scores", counted)
+    monkeypatch.setattr(gc, "group_scores", gc._kept(counted))
     gc._RECENT.clear()
     a = metric(NAME, pred, y, seed=7)
     curve = curves(pred, y, ["group_calibration"], seed=7)["group_calibration"]
