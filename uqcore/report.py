@@ -149,6 +149,9 @@ RUN_FIRST: tuple[tuple[str, ...], ...] = (
     ("check_score_skill", "interval_score_skill", "crps_skill", "nll_skill"),
 )
 _FIRST_GROUP = {name: i for i, group in enumerate(RUN_FIRST) for name in group}
+#: From this many rows on, freed heap pages are given back after each group (below, the
+#: blocks are small and the walk over the heap costs more than it returns).
+_TRIM_ROWS = 1 << 20
 
 
 def _evaluation_order(chosen: list[Any]) -> tuple[list[Any], set[int]]:
@@ -309,7 +312,8 @@ def evaluate(
                 by_estimator[spec.name] = row
             if position in drop_after:
                 batch.forget_since(before)  # a group's working set, before the next one's
-                release_free_memory()
+                if batch.n >= _TRIM_ROWS:
+                    release_free_memory()
     values = {s.name: values[s.name] for s in chosen}
     meta: dict[str, Any] = {
         "uqcore_version": __version__,
