@@ -134,11 +134,11 @@ class Report(Mapping[str, MetricValue]):
 
 #: Metrics whose working memory is their own (the HSIC's kernel passes, CORP's sorted
 #: forecasts and isotonic fit, the intervals' widths and strata, WIS's quantile blocks, the
-#: skill scores' sorted targets): ``evaluate`` runs them first, group by group in this order, and drops what a group
-#: cached before the next one starts, so that their peaks do not add to each other's or to
-#: the arrays the other metrics share (orders, sorted errors, PIT values). The three CORP
-#: parts share one fit, the skill scores the sorted targets. Their values, and the others', do
-#: not depend on the order.
+#: skill scores' sorted targets): ``evaluate`` runs them first, group by group in this order,
+#: and drops what a group cached before the next one starts, so that their peaks do not add
+#: to each other's or to the arrays the other metrics share (orders, sorted errors, PIT
+#: values). The three CORP parts share one fit, the skill scores the sorted targets. Their
+#: values, and the others', do not depend on the order.
 RUN_FIRST: tuple[tuple[str, ...], ...] = (
     ("hsic_width_coverage",),
     ("corp_mcb", "corp_dsc", "corp_unc"),
