@@ -56,6 +56,7 @@ import numpy as np
 from scipy.optimize import isotonic_regression
 
 from uqcore._compiled import kernels
+from uqcore._stats import chunks
 
 __all__ = ["Corp", "Functional", "corp", "corp_events", "isotonic_fit", "pinball"]
 
@@ -311,15 +312,10 @@ def _squared_deviation(ys: NDArray, f: NDArray | float, ws: NDArray | None) -> f
     """Σ w_i (y_i − f_i)² (f an array like ys, or one value), chunk by chunk: no N-long
     temporary."""
     total = 0.0
-    n = ys.shape[0]
-    for a in range(0, n, _CHUNK):
-        d = ys[a : a + _CHUNK] - (f if isinstance(f, float) else f[a : a + _CHUNK])
-        total += float(np.dot(d, d)) if ws is None else float(np.dot(ws[a : a + _CHUNK], d * d))
+    for sl in chunks(np, ys.shape[0]):
+        d = ys[sl] - (f if isinstance(f, float) else f[sl])
+        total += float(np.dot(d, d)) if ws is None else float(np.dot(ws[sl], d * d))
     return total
-
-
-#: Rows per chunk of :func:`_squared_deviation` (its temporaries stay in the CPU cache).
-_CHUNK = 1 << 16
 
 
 def corp(

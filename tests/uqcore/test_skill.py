@@ -68,11 +68,11 @@ def test_climatology_in_chunks_equals_the_reference(
     """The references are summed chunk by chunk of the sorted targets (the running weights
     continued across chunks): with chunks far smaller than N, the brute-force CRPS reference
     and the best constants' pinball losses, as above."""
-    from uqcore.regression import skill
+    from uqcore import _stats
 
     pred, y, w = _data(301, 9)
     nll_whole = _value("nll_skill", pred, y, w if weighted else None)  # one chunk
-    monkeypatch.setattr(skill, "_CHUNK", chunk)
+    monkeypatch.setattr(_stats, "CHUNK_ROWS", chunk)
     assert _value("nll_skill", pred, y, w if weighted else None) == pytest.approx(
         nll_whole, rel=1e-12
     )

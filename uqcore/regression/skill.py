@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from uqcore._backend import to_numpy
+from uqcore._stats import chunks
 from uqcore.batch import Batch
 from uqcore.options import Coverage, CoverageLevels, OpenLevels
 from uqcore.registry import UndefinedMetricWarning, get, register, undefined
@@ -70,11 +71,6 @@ Host = np.ndarray[Any, Any]
 
 
 # -- the climatological reference --------------------------------------------------------
-#: Gaps per chunk of :func:`_climate` (its temporaries stay small: no N-long array but the
-#: sorted targets, which the batch caches).
-_CHUNK = 1 << 16
-
-
 def _climate(batch: Batch) -> Iterator[tuple[Host, Host, Host]]:
     """(gaps g_j, F_j, G_j) of the weighted empirical distribution of y, on the host, chunk by
     chunk of j (the last chunk first).
@@ -102,17 +98,19 @@ def _climate(batch: Batch) -> Iterator[tuple[Host, Host, Host]]:
             out: Host = wh[order[a:b]] / total
             return out
 
-    starts = list(range(0, n - 1, _CHUNK))
+    # the gaps j = 0..N−2 in chunks (:func:`~uqcore._stats.chunks`: no N-long temporary but
+    # the sorted targets, which the batch caches)
+    rows = list(chunks(np, n - 1))
     below = []  # F just below each chunk: the forward running sum, kept at the chunk starts
     carry = 0.0
-    for a in starts:
+    for sl in rows:
         below.append(carry)
-        x = p(a, min(a + _CHUNK, n - 1))
+        x = p(sl.start, sl.stop)
         x[0] += carry
         carry = float(np.cumsum(x)[-1])
     above = 0.0  # G above each chunk: the running sum from the top
-    for a, start_f in zip(reversed(starts), reversed(below), strict=True):
-        b = min(a + _CHUNK, n - 1)
+    for sl, start_f in zip(reversed(rows), reversed(below), strict=True):
+        a, b = sl.start, sl.stop
         x = p(a, b)
         x[0] += start_f
         f = np.cumsum(x)
@@ -315,15 +313,12 @@ def climatology_nll(batch: Batch) -> float:
     y = batch.shared("skill:y_host", lambda: np.asarray(to_numpy(batch.y), dtype=np.float64))
     w, total = batch.mean_weights
     wh = None if w is None else np.asarray(to_numpy(w), dtype=np.float64)
-    m = max(abs(float(np.min(y))), abs(float(np.max(y))))
-    if wh is None:
-        lo, hi = float(np.min(y)), float(np.max(y))
-    else:
+    lo, hi = float(np.min(y)), float(np.max(y))
+    m = max(abs(lo), abs(hi))
+    if wh is not None:  # constancy over the rows of positive weight
         live = wh > 0
-        lo, hi = (
-            float(np.min(y, where=live, initial=np.inf)),
-            float(np.max(y, where=live, initial=-np.inf)),
-        )
+        lo = float(np.min(y, where=live, initial=np.inf))
+        hi = float(np.max(y, where=live, initial=-np.inf))
     if m == 0.0 or lo == hi:
         # constant targets, decided exactly: the variance below may round to a tiny s² > 0
         return -math.inf
@@ -332,9 +327,9 @@ def climatology_nll(batch: Batch) -> float:
     def weighted_sum(f: Any) -> float:
         """Σ_i p_i f(u_i) over u = y/m, chunk by chunk (no N-long temporary)."""
         parts = []
-        for a in range(0, n, _CHUNK):
-            u = y[a : a + _CHUNK] / m
-            p = 1.0 / n if wh is None else wh[a : a + _CHUNK] / total
+        for sl in chunks(np, n):
+            u = y[sl] / m
+            p = 1.0 / n if wh is None else wh[sl] / total
             parts.append(float(np.sum(p * f(u))))
         return math.fsum(parts)
 

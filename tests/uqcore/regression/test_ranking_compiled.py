@@ -33,6 +33,14 @@ def _ratios(e: np.ndarray, s: np.ndarray) -> np.ndarray:
         return np.where(s > 0, e / np.where(s > 0, s, 1.0), np.where(e > 0, np.inf, 0.0))
 
 
+def _gaussian(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(μ, σ, y) of a calibrated Gaussian with σ ~ U(0.5, 2)."""
+    rng = np.random.default_rng(seed)
+    mu = rng.normal(size=n)
+    s = rng.uniform(0.5, 2.0, n)
+    return mu, s, mu + s * rng.normal(size=n)
+
+
 def _cases(rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
     out = []
     for n in (1, 2, 3, 7, 100, 3000):
@@ -108,11 +116,7 @@ def test_merci_and_nmerci_equal_the_formula(method: str, alpha: float) -> None:
 @pytest.mark.usefixtures("path")
 def test_nmerci_at_scale_equals_the_formula() -> None:
     """Above the size threshold of the radix select, with the paper's defaults."""
-    rng = np.random.default_rng(3)
-    n = 70_001
-    mu = rng.normal(size=n)
-    s = rng.uniform(0.5, 2.0, n)
-    y = mu + s * rng.normal(size=n)
+    mu, s, y = _gaussian(70_001, 3)
     got = uqcore.evaluate(P.Gaussian(mu, s), y, metrics=["merci", "nmerci"])
     e = np.abs(y - mu)
     lam = float(np.percentile(e / s, 95))
@@ -155,11 +159,8 @@ def test_prefix_mean_sum_of_the_sparsification_curve() -> None:
 @pytest.mark.usefixtures("path")
 def test_ause_at_scale_equals_the_sparsification_areas() -> None:
     """AUSE (left rule, exact grid) against the curves built row by row from the formula."""
-    rng = np.random.default_rng(5)
     n = 20_000
-    mu = rng.normal(size=n)
-    s = rng.uniform(0.5, 2.0, n)
-    y = mu + s * rng.normal(size=n)
+    mu, s, y = _gaussian(n, 5)
     e = np.abs(y - mu)
     by_u = e[np.argsort(s, kind="stable")]
     by_e = np.sort(e)
