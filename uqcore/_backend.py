@@ -25,13 +25,17 @@ __all__ = [
     "Array",
     "Namespace",
     "Special",
+    "argsort_host",
     "bincount",
     "flip_is_view",
     "float_dtype",
     "from_numpy",
     "namespace",
+    "radix_argsort",
+    "radix_sort",
     "scatter",
     "select",
+    "sort_host",
     "special",
     "take_descending",
     "to_numpy",
@@ -91,6 +95,73 @@ def scatter(xp: Namespace, index: Array, values: Array) -> Array:
 def flip_is_view(xp: Namespace) -> bool:
     """Whether ``xp.flip`` of a 1-D array is a view (numpy, CuPy); torch copies."""
     return not array_api_compat.is_torch_namespace(xp)
+
+
+#: The sizes sorted by the compiled radix sort (:func:`radix_argsort`, :func:`radix_sort`):
+#: from 256 values (below, numpy's call is as cheap) to 2²⁵, where its temporaries (16 bytes
+#: per row beyond the results, which numpy's sorts do not need) reach 512 MiB; larger arrays
+#: take numpy's sorts, whose memory the 10⁸-row budget was measured with.
+RADIX_SORT_MIN = 1 << 8
+RADIX_SORT_MAX = 1 << 25
+
+
+def _radix_kernels(xp: Namespace, x: Array) -> Any:
+    """The compiled kernels where ``x`` is a 1-D float64 numpy array of a size the radix sort
+    takes (:data:`RADIX_SORT_MIN` to :data:`RADIX_SORT_MAX`), else ``None``."""
+    if not (
+        array_api_compat.is_numpy_namespace(xp)
+        and isinstance(x, np.ndarray)
+        and x.ndim == 1
+        and x.dtype == np.float64
+        and RADIX_SORT_MIN <= x.shape[0] <= RADIX_SORT_MAX
+    ):
+        return None
+    from uqcore._compiled import kernels
+
+    return kernels()
+
+
+def radix_argsort(xp: Namespace, x: Array) -> tuple[Array, Array] | None:
+    """The ascending argsort of ``x`` and ``x`` sorted, both from one radix sort
+    (:func:`uqcore._jit.radix_sort`: O(N), 2–5× numpy's ``argsort`` followed by ``take``),
+    where it applies (a 1-D float64 numpy array of :data:`RADIX_SORT_MIN` to
+    :data:`RADIX_SORT_MAX` values, numba available); ``None`` otherwise, for the caller's own
+    sort. The order is exactly ``numpy.argsort(x, kind="stable")`` (ties in index order, NaN
+    last); the sorted values equal ``numpy.sort(x)`` (−0.0 written as +0.0)."""
+    jit = _radix_kernels(xp, x)
+    if jit is None:
+        return None
+    n = int(x.shape[0])
+    out, order = np.empty(n), np.empty(n, dtype=np.int64)
+    jit.radix_sort(x.view(np.uint64), out.view(np.uint64), order)
+    return order, out
+
+
+def radix_sort(xp: Namespace, x: Array) -> Array | None:
+    """``x`` sorted ascending by the radix sort (:func:`radix_argsort` without the order: 3–4×
+    numpy's ``sort``), where it applies; ``None`` otherwise."""
+    jit = _radix_kernels(xp, x)
+    if jit is None:
+        return None
+    out = np.empty(int(x.shape[0]))
+    jit.radix_sort(x.view(np.uint64), out.view(np.uint64), np.empty(0, dtype=np.int64))
+    return out
+
+
+def sort_host(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``numpy.sort(x)`` of a numpy array, by the radix sort where it applies."""
+    got = radix_sort(np, x)
+    return np.sort(x) if got is None else got
+
+
+def argsort_host(x: np.ndarray[Any, Any], *, stable: bool = False) -> np.ndarray[Any, Any]:
+    """``numpy.argsort(x)`` of a numpy array (``kind="stable"`` with ``stable=True``), by the
+    radix sort where it applies (whose order is numpy's stable one)."""
+    got = radix_argsort(np, x)
+    if got is None:
+        return np.argsort(x, kind="stable" if stable else None)
+    order: np.ndarray[Any, Any] = got[0]
+    return order
 
 
 def take_descending(xp: Namespace, values: Array, descending: Array) -> Array:

@@ -48,7 +48,8 @@ def _load_kernels() -> Any:
 def _warm(jit: Any) -> None:
     """Compile every kernel for the types uqcore passes (float64 throughout; the WIS rows also
     for float32 quantiles; AUSE's prefix sums also along a reversed view; the rank sums for
-    byte counts and int32 cumulative counts), so that no job compiles."""
+    byte counts and int32 cumulative counts; the radix sort along contiguous and reversed
+    arrays, with and without the order), so that no job compiles."""
     one, start = np.ones(2), np.zeros(1, dtype=np.intp)
     jit.quantile_isotonic(one, one, start, 0.5)
     jit.lower_quantile(one, one, 0.5)
@@ -67,3 +68,8 @@ def _warm(jit: Any) -> None:
     order = np.arange(2, dtype=np.intp)
     jit.rank_sums(counts, cum, counts, order, order, one, one, np.ones(3), np.ones(3))
     jit.pav_unit(one)
+    bits = np.ones(3).view(np.uint64)
+    into, rows = np.empty(3, dtype=np.uint64), np.empty(3, dtype=np.int64)
+    for src in (bits, bits[::-1]):  # contiguous, and a reversed view
+        jit.radix_sort(src, into, rows)
+        jit.radix_sort(src, into, rows[:0])

@@ -55,6 +55,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy.optimize import isotonic_regression
 
+from uqcore._backend import argsort_host
 from uqcore._compiled import kernels
 from uqcore._stats import chunks
 
@@ -333,7 +334,7 @@ def corp(
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if order is None:
-        order = np.argsort(x)
+        order = argsort_host(x)
     if w is not None:
         w = np.asarray(w, dtype=np.float64)
         if not bool(np.all(w > 0)):
@@ -416,7 +417,7 @@ def corp_events(x: NDArray, o: NDArray, w: NDArray | None, *, order: NDArray | N
         ws: NDArray | None = None
     else:
         if order is None:
-            order = np.argsort(x)
+            order = argsort_host(x)
         if w is not None:
             w = np.asarray(w, dtype=np.float64)
             if not bool(np.all(w > 0)):

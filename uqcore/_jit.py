@@ -4,7 +4,8 @@ the fit's three pinball sums, the three parts of the weighted interval score, th
 statistics of n-MeRCI's ratios without an array of them, the sum of AUSE's prefix means, and
 the tabulated location-scale scores (check and interval scores) row by row, and the sums of
 the bootstrap's rank block paths (Spearman's ρ, AUSE, AURG) in one pass along each order, and
-the unit-weight isotonic (PAV) fit of CORP in bounded memory.
+the unit-weight isotonic (PAV) fit of CORP in bounded memory, and a radix sort of float64
+values that yields their ascending order along with them.
 
 Imported only through :func:`uqcore._compiled.kernels`, which compiles them on first use (or
 loads them from numba's cache) and falls back to the numpy algorithms when numba is missing or
@@ -24,6 +25,7 @@ __all__ = [
     "pinball_sums",
     "prefix_mean_sum",
     "quantile_isotonic",
+    "radix_sort",
     "rank_sums",
     "ratio_order_stats",
     "scaled_table",
@@ -452,3 +454,121 @@ def pav_unit(y: NDArray) -> NDArray:
             out[pos + k] = v
         pos += counts[b]
     return out
+
+
+_SIGN = np.uint64(1 << 63)
+_MAGNITUDE = np.uint64((1 << 63) - 1)
+_INF_BITS = np.uint64(0x7FF0000000000000)
+_NAN_BITS = np.uint64(0x7FF8000000000000)
+_DIGIT = np.uint64(255)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sortable(k: Any) -> Any:
+    """The bits of a float64 as an unsigned key in the float order: the sign bit set on
+    non-negative values, every bit flipped on negative ones. −0.0 is keyed as +0.0 and NaN (any
+    payload, either sign) as the positive quiet NaN, which sorts after +inf: keys are equal
+    exactly where numpy's sorts see equal values, so a stable sort by them is numpy's."""
+    if (k & _MAGNITUDE) > _INF_BITS:
+        k = _NAN_BITS
+    elif k == _SIGN:  # −0.0
+        k = np.uint64(0)
+    if k & _SIGN:
+        return ~k
+    return k | _SIGN
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _float_bits(k: Any) -> Any:
+    """The float64 bits of a key of :func:`_sortable` (its inverse but for −0.0, read as +0.0,
+    and NaN payloads)."""
+    if k & _SIGN:
+        return k ^ _SIGN
+    return ~k
+
+
+@njit(cache=True, nogil=True)
+def _radix_pass(
+    src: NDArray,
+    idx: NDArray,
+    dst: NDArray,
+    dst_idx: NDArray,
+    pos: NDArray,
+    d: int,
+    first: bool,
+    last: bool,
+) -> None:
+    """One stable counting pass of :func:`radix_sort` on digit ``d``: the keys ``src`` (the
+    float bits themselves on the ``first`` pass) go to ``dst`` at the running positions
+    ``pos`` of their digit, as float bits on the ``last`` pass, and their indices (``idx``, or
+    the row on the first pass) to ``dst_idx`` where it has N entries."""
+    n = src.shape[0]
+    with_order = dst_idx.shape[0] == n
+    shift = np.uint64(8 * d)
+    for i in range(n):
+        k = _sortable(src[i]) if first else src[i]
+        b = (k >> shift) & _DIGIT
+        j = pos[b]
+        pos[b] = j + 1
+        dst[j] = _float_bits(k) if last else k
+        if with_order:
+            dst_idx[j] = i if first else idx[i]
+
+
+@njit(cache=True, nogil=True)
+def radix_sort(bits: NDArray, out: NDArray, order: NDArray) -> None:
+    """Sort the float64 values whose bits are ``bits`` (uint64, any stride; N < 2³¹) ascending
+    into ``out`` (uint64, the bits of the sorted values), and, where ``order`` has N entries,
+    their ascending order into ``order`` (int64: ``out`` = ``bits[order]``).
+
+    Least-significant-digit radix sort (Knuth, TAOCP vol. 3, §5.2.5) on byte digits of the
+    keys of :func:`_sortable`: one pass counts all eight digits' histograms, then each digit
+    that not all keys share is one stable counting pass (:func:`_radix_pass`); a digit every
+    key shares (the top byte of data within a binade or two, say) is skipped. Stable, and
+    equal keys are equal values: ``order`` is exactly numpy's ``argsort(values,
+    kind="stable")``, and ``out`` is ``sort(values)`` (NaN last; −0.0 written as +0.0). The keys alternate between ``out`` and one
+    temporary so that the last pass lands in ``out`` (8 bytes per row); the indices between
+    two int32 temporaries until the last pass writes ``order`` (8 bytes per row). O(N) for N
+    values, against numpy's O(N log N) comparison sorts."""
+    n = bits.shape[0]
+    with_order = order.shape[0] == n
+    hist = np.zeros((8, 256), dtype=np.int64)
+    for i in range(n):
+        k = _sortable(bits[i])
+        for d in range(8):
+            hist[d, (k >> np.uint64(8 * d)) & _DIGIT] += 1
+    digits = np.empty(8, dtype=np.int64)
+    m = 0
+    for d in range(8):
+        for b in range(256):
+            if hist[d, b] != 0:
+                if hist[d, b] != n:  # not a digit every key shares
+                    digits[m] = d
+                    m += 1
+                break
+    none = np.empty(0, dtype=np.int32)
+    if m == 0:  # every key equal, or N = 0
+        for i in range(n):
+            out[i] = _float_bits(_sortable(bits[i]))
+            if with_order:
+                order[i] = i
+        return
+    tk = np.empty(n if m > 1 else 0, dtype=np.uint64)
+    ia = np.empty(n if m > 1 and with_order else 0, dtype=np.int32)
+    ib = np.empty(n if m > 2 and with_order else 0, dtype=np.int32)
+    pos = np.empty(256, dtype=np.int64)
+    into_out = m % 2 == 1  # the keys' first pass writes to out when the count is odd
+    for q in range(m):
+        d = digits[q]
+        total = 0
+        for b in range(256):
+            pos[b] = total
+            total += hist[d, b]
+        dk = out if into_out else tk
+        sk = bits if q == 0 else (tk if into_out else out)
+        si = none if q == 0 else (ia if q % 2 == 1 else ib)
+        if q == m - 1:
+            _radix_pass(sk, si, dk, order, pos, d, q == 0, True)
+        else:
+            _radix_pass(sk, si, dk, ia if q % 2 == 0 else ib, pos, d, q == 0, False)
+        into_out = not into_out

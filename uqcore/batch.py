@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import array_api_compat
 import numpy as np
 
-from uqcore._backend import Array, Namespace, flip_is_view
+from uqcore._backend import Array, Namespace, flip_is_view, radix_argsort
 from uqcore._scaling import exponent, max_abs, rescaled, squares_in_range
 from uqcore._stats import chunks, sum_of_products
 from uqcore._validation import (
@@ -302,13 +302,28 @@ class Batch(_Caches):
     def order(self, key: str, values: Callable[[], Array], *, descending: bool = False) -> Array:
         """Argsort of a weight-independent per-row array, cached under ``key``.
 
-        The sort is not stable (the fastest one the backend has): tied values come in an
+        The sort is the fastest one the backend has: for numpy float64 arrays the radix sort
+        (:func:`~uqcore._backend.radix_argsort`, which also caches the sorted values under
+        ``"stats:sorted:<key>"``), else an unstable argsort. Tied values come in an
         unspecified order, so every consumer must give the same result for any order of ties
         (they do: ties are merged into blocks or only the sorted values are used).
         """
         xp = self.xp
         if not descending:
-            return self.shared(f"order:{key}:asc", lambda: xp.argsort(values(), stable=False))
+
+            def ascending() -> Array:
+                v = values()
+                got = radix_argsort(xp, v)
+                if got is None:
+                    return xp.argsort(v, stable=False)
+                order, sorted_values = got
+                # the radix sort yields the sorted values with the order: cached as
+                # _stats.sorted_values(self, key, ...) would cache them, for the gathers along
+                # this order that every consumer of it makes
+                self.shared(f"stats:sorted:{key}", lambda: sorted_values)
+                return order
+
+            return self.shared(f"order:{key}:asc", ascending)
 
         def reversed_order() -> Array:
             # the reversed view of the ascending argsort where that is free (numpy, CuPy): one

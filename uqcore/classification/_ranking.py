@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from uqcore._backend import argsort_host
 from uqcore._scaling import exponent, rescaled
 from uqcore._stats import weighted_midranks, weighted_pearson
 
@@ -44,7 +45,7 @@ def cached_order(batch: Any, key: str, values: Callable[[], NDArray]) -> NDArray
     Orders do not depend on the weights, so re-weighted copies of the batch (bootstrap
     resamples) share them, and every metric of one estimator sorts it once.
     """
-    return batch.shared(f"order:{key}", lambda: np.argsort(values(), kind="stable"))  # type: ignore[no-any-return]
+    return batch.shared(f"order:{key}", lambda: argsort_host(values(), stable=True))  # type: ignore[no-any-return]
 
 
 def estimate_order(batch: Any, name: str) -> NDArray:
@@ -59,7 +60,7 @@ def blocks(
     ``order`` is the stable argsort of ``score`` when the caller has it."""
     w = np.ones(score.shape[0]) if weights is None else weights
     if order is None:
-        order = np.argsort(score, kind="stable")
+        order = argsort_host(score, stable=True)
     s = score[order]
     new = np.empty(s.shape[0], dtype=bool)
     new[:1] = True
@@ -116,7 +117,7 @@ def spearman(
     ``scipy.stats.spearmanr``; ``None`` when either variable is constant. ``orders`` are the
     stable argsorts of ``a`` and ``b`` when the caller has them."""
     if orders is None:
-        orders = (np.argsort(a, kind="stable"), np.argsort(b, kind="stable"))
+        orders = (argsort_host(a, stable=True), argsort_host(b, stable=True))
     ra = weighted_midranks(np, a, weights, orders[0])
     rb = weighted_midranks(np, b, weights, orders[1])
     return weighted_pearson(np, ra, rb, weights)

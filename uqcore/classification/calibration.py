@@ -62,6 +62,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from uqcore._backend import argsort_host
 from uqcore._validation import UQValidationError
 from uqcore.batch import ClassificationBatch, make_batch
 from uqcore.options import Bins
@@ -141,7 +142,7 @@ def width_bins(values: NDArray, n_bins: int, bins_closed: BinsClosed = "right") 
 def mass_bins(values: NDArray, weights: NDArray | None, n_bins: int) -> NDArray:
     """Equal-mass bin index: ⌊B · W(< v) / W + 1e-9⌋ capped at B − 1 (ties share a bin)."""
     w = np.ones(values.shape[0]) if weights is None else weights
-    order = np.argsort(values, kind="stable")
+    order = argsort_host(values, stable=True)
     s = values[order]
     ws = w[order]
     new = np.empty(s.shape[0], dtype=bool)
@@ -168,7 +169,7 @@ def split_mass_tally(
     """
     keep = weights > 0
     v, o, w = values[keep], outcome[keep], weights[keep]
-    order = np.argsort(v, kind="stable")
+    order = argsort_host(v, stable=True)
     v, o, w = v[order], o[order], w[order]
     new = np.empty(v.shape[0], dtype=bool)
     new[:1] = True

@@ -32,7 +32,7 @@ from typing import Annotated, Any, Literal
 import array_api_compat
 import numpy as np
 
-from uqcore._backend import Array, to_numpy
+from uqcore._backend import Array, argsort_host, to_numpy
 from uqcore._compiled import kernels
 from uqcore._isotonic import Corp, corp
 from uqcore._scaling import exponent, max_abs, rescaled
@@ -89,7 +89,7 @@ def _forecast(batch: Batch, functional: Functional, level: float) -> tuple[Any, 
             except UQValidationError as exc:
                 return str(exc)
         x = np.asarray(x, dtype=np.float64)
-        return x, np.argsort(x)
+        return x, argsort_host(x)
 
     return batch.shared(f"corp-x:{functional}:{level!r}", compute)
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from scipy import stats
 
-from uqcore._backend import to_numpy
+from uqcore._backend import argsort_host, sort_host, to_numpy
 from uqcore.batch import Batch
 from uqcore.options import Coverage, Range
 from uqcore.registry import IntegerWeights, register, undefined
@@ -201,7 +201,7 @@ def _unweighted_quantile_strata(
     count(widths ≤ u) ≤ (k + 1 + 1e-9)·N/bins above those of stratum k − 1 (the rule of
     :func:`_quantile_strata` with F(u) = count/N), and a row's stratum is the first whose
     largest width is >= its own."""
-    ws = np.sort(width)
+    ws = sort_host(width)
     n = ws.shape[0]
     tops: list[float] = []
     for k in range(bins):
@@ -234,7 +234,7 @@ def _unweighted_mapie_strata(
     v = sorted[s] are those of width below v, and, of the rows of width v, the first s − L(v)
     in row order (the stable sort's tie order; L(v) the rows below v)."""
     n = width.shape[0]
-    ws = np.sort(width)
+    ws = sort_host(width)
     m = min(bins, n)  # non-empty parts of numpy.array_split
     sizes = np.full(m, n // bins, dtype=np.int64)
     sizes[: n % bins] += 1
@@ -249,7 +249,7 @@ def _unweighted_mapie_strata(
     tie = np.flatnonzero(left != right)  # rows equal to some v_k, in row order
     if tie.shape[0]:
         tv = width[tie]
-        o = np.argsort(tv, kind="stable")
+        o = argsort_host(tv, stable=True)
         tv = tv[o]
         prefix = np.concatenate(([0.0], np.cumsum(covered[tie[o]])))
         g0 = np.searchsorted(tv, v, side="left")
@@ -315,7 +315,7 @@ def size_stratified_coverage(
     elif batch.weights is None:
         cov, weight, lo, hi = _unweighted_mapie_strata(width, covered, bins)
     else:
-        order = np.argsort(width, kind="stable")
+        order = argsort_host(width, stable=True)
         ws, ws_w = width[order], rows.weights()[order]
         if strata == "mapie":
             codes = _mapie_strata(ws.shape[0], bins)

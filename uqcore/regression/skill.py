@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from uqcore._backend import to_numpy
+from uqcore._backend import argsort_host, sort_host, to_numpy
 from uqcore._stats import chunks
 from uqcore.batch import Batch
 from uqcore.options import Coverage, CoverageLevels, OpenLevels
@@ -83,14 +83,14 @@ def _climate(batch: Batch) -> Iterator[tuple[Host, Host, Host]]:
     w, total = batch.mean_weights
     n = batch.n
     if w is None:  # unweighted: the sorted values suffice, no argsort
-        ys = batch.shared("skill:y_sorted", lambda: np.sort(y))
+        ys = batch.shared("skill:y_sorted", lambda: sort_host(y))
         unit = 1.0 / n
 
         def p(a: int, b: int) -> Host:
             return np.full(b - a, unit)
 
     else:
-        order = batch.shared("skill:y_order", lambda: np.argsort(y))
+        order = batch.shared("skill:y_order", lambda: argsort_host(y))
         ys = batch.shared("skill:y_by_order", lambda: y[order])
         wh = np.asarray(to_numpy(w), dtype=np.float64)
 

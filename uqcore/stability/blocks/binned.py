@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from uqcore._backend import to_numpy
+from uqcore._backend import argsort_host, to_numpy
 from uqcore._scaling import exponent, max_abs, rescaled
 from uqcore.stability.blocks import tuning
 from uqcore.stability.blocks.context import BlockContext, BlockEvaluator, FloatArray, IntArray, Keys
@@ -56,7 +56,7 @@ def binned_by_sigma(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEv
         if shared:
             return keys.order_u()
         return keys.get(  # type: ignore[no-any-return]
-            "order_sigma", lambda: np.argsort(sigma, kind="stable").astype(np.int64)
+            "order_sigma", lambda: argsort_host(sigma, stable=True).astype(np.int64)
         )
 
     r = np.asarray(to_numpy(b.residual), np.float64)

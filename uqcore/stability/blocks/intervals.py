@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from uqcore._backend import to_numpy
+from uqcore._backend import argsort_host, to_numpy
 from uqcore._validation import UQValidationError
 from uqcore.regression._intervals import interval_at, nominal_level
 from uqcore.stability.blocks.context import BlockContext, BlockEvaluator, FloatArray, Keys
@@ -58,7 +58,7 @@ def interval_sums(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEval
     width = hi - lo
     col_width = keys.column(f"intervals:width:{c!r}", lambda: width)
     eta = float(params.get("eta", 50.0))
-    order = keys.get("skill:order_y", lambda: np.argsort(y, kind="stable").astype(np.int64))
+    order = keys.get("skill:order_y", lambda: argsort_host(y, stable=True).astype(np.int64))
     y_sorted = keys.get("intervals:y_sorted", lambda: y[order])
 
     def run(ctx: BlockContext) -> FloatArray:

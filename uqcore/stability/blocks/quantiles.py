@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from uqcore._backend import argsort_host
 from uqcore.stability.blocks.context import BlockContext, BlockEvaluator, FloatArray, Keys
 from uqcore.stability.blocks.search import check_method, weighted_quantiles
 
@@ -46,7 +47,7 @@ def merci(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | 
     u, e = keys.u(), keys.e()
     if not bool(np.all(u > 0)):
         return None
-    order_r = keys.get("order_ratio", lambda: np.argsort(e / u, kind="stable").astype(np.int64))
+    order_r = keys.get("order_ratio", lambda: argsort_host(e / u, stable=True).astype(np.int64))
     r_sorted = keys.get("ratio_sorted", lambda: (e / u)[order_r])
     col_u = keys.column("u", lambda: u)
     col_e = keys.column("e", lambda: e)

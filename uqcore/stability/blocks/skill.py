@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from uqcore._backend import to_numpy
+from uqcore._backend import argsort_host, to_numpy
 from uqcore._validation import UQValidationError
 from uqcore.registry import NO_TERMS, get
 from uqcore.regression import scoring
@@ -133,7 +133,7 @@ def skill(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | 
         return None
     col = keys.column(f"skill:{name}:{sorted(params.items())!r}", lambda: terms)
     y = np.asarray(to_numpy(batch.y), dtype=np.float64)
-    order = keys.get("skill:order_y", lambda: np.argsort(y, kind="stable").astype(np.int64))
+    order = keys.get("skill:order_y", lambda: argsort_host(y, stable=True).astype(np.int64))
     gaps = keys.get("skill:gaps", lambda: np.diff(y[order]))
     if name == "nll_skill":
         return _nll(keys, col, y, order, gaps)

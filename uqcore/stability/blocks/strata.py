@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from uqcore._backend import argsort_host
 from uqcore.stability.blocks.context import BlockContext, BlockEvaluator, FloatArray, Keys
 from uqcore.stability.blocks.intervals import interval_arrays
 
@@ -34,7 +35,7 @@ def size_stratified(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEv
         return None
     lo, hi, y = got
     width = hi - lo
-    order = keys.get("ssc:order", lambda: np.argsort(width, kind="stable").astype(np.int64))
+    order = keys.get("ssc:order", lambda: argsort_host(width, stable=True).astype(np.int64))
     ws = width[order]
     n = ws.shape[0]
     covered = ((y >= lo) & (y <= hi))[order].astype(np.float64)
