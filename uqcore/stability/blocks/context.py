@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from uqcore._backend import to_numpy
+from uqcore._backend import sort_host, to_numpy
 from uqcore.batch import Batch
 from uqcore.stability.blocks import tuning
 from uqcore.stability.blocks.background import Deferred
@@ -38,7 +38,7 @@ def rows_per_block(n: int) -> int:
 
 def has_ties(values: FloatArray) -> bool:
     """Whether two of ``values`` are equal."""
-    s = np.sort(values)
+    s = sort_host(values)
     return bool(s.shape[0] > 1 and np.any(s[1:] == s[:-1]))
 
 
