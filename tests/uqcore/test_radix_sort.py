@@ -192,19 +192,20 @@ def test_metrics_agree_on_the_radix_and_numpy_sorts(
         _assert_close(radix[name], plain[name], name)
 
 
-def _assert_close(a: object, b: object, where: str) -> None:
-    """Equal structure; numbers within 1e-12 relative (NaN where NaN)."""
+def _assert_close(a: object, b: object, where: str, rtol: float = 1e-12) -> None:
+    """Equal structure; numbers within ``rtol`` relative (0: equal), NaN where NaN."""
     if isinstance(a, dict):
         assert isinstance(b, dict) and a.keys() == b.keys(), where
         for k in a:
-            _assert_close(a[k], b[k], f"{where}.{k}")
+            _assert_close(a[k], b[k], f"{where}.{k}", rtol)
     elif isinstance(a, (list, tuple, np.ndarray)):
         assert isinstance(b, (list, tuple, np.ndarray)) and len(a) == len(b), where
         for i, (u, v) in enumerate(zip(a, b, strict=True)):
-            _assert_close(u, v, f"{where}[{i}]")
+            _assert_close(u, v, f"{where}[{i}]", rtol)
     elif isinstance(a, (float, np.floating)):
         assert isinstance(b, (float, np.floating)), where
-        np.testing.assert_allclose(float(a), float(b), rtol=1e-12, atol=1e-15, err_msg=where)
+        atol = 1e-15 if rtol else 0.0
+        np.testing.assert_allclose(float(a), float(b), rtol=rtol, atol=atol, err_msg=where)
     else:
         assert a == b, where
 
@@ -228,20 +229,4 @@ def test_classification_metrics_are_identical_on_both_sorts(
         plain = uqcore.evaluate(P.Probs(p), labels, sample_weight=w)
     assert radix.keys() == plain.keys() and len(radix) > 10
     for name in radix:
-        _assert_identical(radix[name], plain[name], name)
-
-
-def _assert_identical(a: object, b: object, where: str) -> None:
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), where
-        for k in a:
-            _assert_identical(a[k], b[k], f"{where}.{k}")
-    elif isinstance(a, (list, tuple, np.ndarray)):
-        assert isinstance(b, (list, tuple, np.ndarray)) and len(a) == len(b), where
-        for i, (u, v) in enumerate(zip(a, b, strict=True)):
-            _assert_identical(u, v, f"{where}[{i}]")
-    elif isinstance(a, (float, np.floating)):
-        assert isinstance(b, (float, np.floating)), where
-        assert float(a) == float(b) or (np.isnan(a) and np.isnan(b)), where
-    else:
-        assert a == b, where
+        _assert_close(radix[name], plain[name], name, rtol=0.0)
