@@ -49,27 +49,39 @@ def _warm(jit: Any) -> None:
     """Compile every kernel for the types uqcore passes (float64 throughout; the WIS rows also
     for float32 quantiles; AUSE's prefix sums also along a reversed view; the rank sums for
     byte counts and int32 cumulative counts; the radix sort along contiguous and reversed
-    arrays, with and without the order), so that no job compiles."""
+    arrays, with and without the order; read-only inputs wherever a kernel reads the
+    prediction's or the targets' own arrays), so that no job compiles."""
     one, start = np.ones(2), np.zeros(1, dtype=np.intp)
+    # a worker's inputs may be read-only memory maps, passed on as they are: the kernels that
+    # read inputs (rather than arrays uqcore made) are compiled for them too
+    frozen = np.ones(2)
+    frozen.setflags(write=False)
     jit.quantile_isotonic(one, one, start, 0.5)
     jit.lower_quantile(one, one, 0.5)
     jit.pinball_sums(one, one, one, start, one[:1], 0.0, 0.5)
     cols, coef = np.zeros(1, dtype=np.intp), np.ones(1)
     for dtype in (np.float64, np.float32):
         q = np.ones((2, 1), dtype=dtype)
+        fixed = q.copy()
+        fixed.setflags(write=False)
         out = [np.empty(2, dtype=dtype) for _ in range(3)]
-        jit.wis_rows(q, one, 0, cols, coef, coef, coef, *out)
-    jit.ratio_order_stats(one, one, 0, 1)
+        for quantiles, y in ((q, one), (q, frozen), (fixed, frozen)):
+            jit.wis_rows(quantiles, y, 0, cols, coef, coef, coef, *out)
+    for s in (one, frozen):
+        jit.ratio_order_stats(one, s, 0, 1)
     for err in (one, one[::-1]):  # contiguous, and a reversed view
         jit.prefix_mean_sum(err)
-    jit.scaled_table(one, one, one, 0.0, 1.0, 1.0, start, one, one, one)
+    for x in (one, frozen):
+        jit.scaled_table(x, x, x, 0.0, 1.0, 1.0, start, one, one, one)
     counts = np.ones((1, 2), dtype=np.uint8)
     cum = np.array([[1, 2]], dtype=np.int32)
     order = np.arange(2, dtype=np.intp)
     jit.rank_sums(counts, cum, counts, order, order, one, one, np.ones(3), np.ones(3))
     jit.pav_unit(one)
     bits = np.ones(3).view(np.uint64)
+    fixed_bits = bits.copy()
+    fixed_bits.setflags(write=False)
     into, rows = np.empty(3, dtype=np.uint64), np.empty(3, dtype=np.int64)
-    for src in (bits, bits[::-1]):  # contiguous, and a reversed view
+    for src in (bits, bits[::-1], fixed_bits, fixed_bits[::-1]):  # contiguous, and reversed
         jit.radix_sort(src, into, rows)
         jit.radix_sort(src, into, rows[:0])
