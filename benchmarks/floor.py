@@ -97,6 +97,14 @@ def floor_parts(mu: Any, sd: Any, y: Any) -> dict[str, Callable[[], Any]]:
     }
 
 
+#: Each numpy sort of the floor and the radix sort that replaces it in the second floor.
+RADIX_PART = {
+    "argsort σ": "radix argsort σ",
+    "argsort |e|": "radix argsort |e|",
+    "sort PIT": "radix sort PIT",
+}
+
+
 def radix_parts(mu: Any, sd: Any, y: Any) -> dict[str, Callable[[], Any]]:
     """The floor's three sorts done by uqcore's radix sort (:func:`uqcore._backend.radix_argsort`,
     order and sorted values in one; :func:`~uqcore._backend.radix_sort`, values only), as
@@ -164,9 +172,7 @@ def bench_evaluate(sizes: list[int], tg: Targets) -> list[str]:
             f"| {p10(n)} | {fmt_s(t['evaluate'])} | {fmt_s(floor)} | {cells} | {ratio:.2f} "
             f"| {ratio_sorts:.2f} | {fmt_s(t['all'])} ({len(every)}) | {t['all'] / sorts:.2f} |",
         )
-        sorted_by = {"argsort σ": "radix argsort σ", "argsort |e|": "radix argsort |e|"}
-        sorted_by["sort PIT"] = "radix sort PIT"
-        floor_own = sum(t[sorted_by.get(k, k)] for k in parts)
+        floor_own = sum(t[RADIX_PART.get(k, k)] for k in parts)
         emit(
             own,
             f"| {p10(n)} | {' | '.join(fmt_s(t[k]) for k in radix)} | {fmt_s(floor_own)} "

@@ -526,10 +526,12 @@ def radix_sort(bits: NDArray, out: NDArray, order: NDArray) -> None:
     that not all keys share is one stable counting pass (:func:`_radix_pass`); a digit every
     key shares (the top byte of data within a binade or two, say) is skipped. Stable, and
     equal keys are equal values: ``order`` is exactly numpy's ``argsort(values,
-    kind="stable")``, and ``out`` is ``sort(values)`` (NaN last; −0.0 written as +0.0). The keys alternate between ``out`` and one
-    temporary so that the last pass lands in ``out`` (8 bytes per row); the indices between
-    two int32 temporaries until the last pass writes ``order`` (8 bytes per row). O(N) for N
-    values, against numpy's O(N log N) comparison sorts."""
+    kind="stable")``, and ``out`` is ``sort(values)`` (NaN last; −0.0 written as +0.0).
+
+    The keys alternate between ``out`` and one temporary so that the last pass lands in
+    ``out`` (8 bytes per row); the indices between two int32 temporaries until the last pass
+    writes ``order`` (8 bytes per row). O(N) for N values, against numpy's O(N log N)
+    comparison sorts."""
     n = bits.shape[0]
     with_order = order.shape[0] == n
     hist = np.zeros((8, 256), dtype=np.int64)
