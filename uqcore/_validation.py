@@ -9,6 +9,7 @@ facts travel as its attributes ``argument``, ``index`` and ``value``.
 from __future__ import annotations
 
 import math
+import mmap
 from typing import Any
 
 import array_api_compat
@@ -145,9 +146,12 @@ def as_float_array(
                 f"{name} must hold real numbers, found dtype {np_x.dtype} ({type(x).__name__})",
                 argument=name,
             )
-        arr = xp.asarray(
-            np_x if np_x.dtype == np.float64 else np_x.astype(np.float64), device=device
-        )
+        if np_x.dtype == np.float64:
+            host = np_x
+        else:
+            mapping = _file_mapping(x)
+            host = np_x.astype(np.float64) if mapping is None else _converted(np_x, mapping)
+        arr = xp.asarray(host, device=device)
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else ndim
         if arr.ndim not in allowed:
@@ -156,6 +160,58 @@ def as_float_array(
                 f"{name} must be {want}, found shape {tuple(arr.shape)}", argument=name
             )
     return arr
+
+
+#: Elements converted per step by :func:`_converted` (8 MiB of float64).
+_CONVERT_CHUNK = 1 << 20
+
+
+def _file_mapping(x: Any) -> mmap.mmap | None:
+    """The shared file mapping that holds ``x``: a numpy memmap opened ``"r"``, ``"r+"`` or
+    ``"w+"`` (as ``np.load(..., mmap_mode="r")`` opens a file), or a view of one (what
+    ``np.asarray`` makes of it), else None. A copy-on-write map (``"c"``) is left out: its
+    pages may hold changes that exist nowhere else."""
+    for _ in range(8):  # views of views: a short chain of bases
+        if isinstance(x, np.memmap) or not isinstance(x, np.ndarray):
+            break
+        x = x.base
+    if not isinstance(x, np.memmap) or x.mode not in ("r", "r+", "w+"):
+        return None
+    mapping = getattr(x, "_mmap", None)
+    if not isinstance(mapping, mmap.mmap) or not hasattr(mapping, "madvise"):
+        return None
+    return mapping
+
+
+def _converted(x: np.ndarray[Any, Any], mapping: mmap.mmap) -> np.ndarray[Any, Any]:
+    """``x.astype(np.float64)`` for an array memory-mapped from a file (a blob read by a
+    worker), converted chunk by chunk; the pages of each converted chunk are handed back to the
+    kernel (``MADV_DONTNEED``; a later read maps them again from the file). Without it, the
+    source pages a conversion touched stay in the process's resident memory beside the float64
+    copy: a float32 input adds half its copy's size to every later peak."""
+    if not x.flags.c_contiguous or x.size == 0:
+        return x.astype(np.float64)
+    src = x.reshape(-1)
+    out = np.empty(src.shape, np.float64)
+    view = np.frombuffer(mapping, np.uint8)  # the mapping's first byte, to place x within it
+    start = src.ctypes.data - view.ctypes.data
+    del view
+    size = len(mapping)
+    if start < 0 or start + src.nbytes > size:  # not inside this mapping after all
+        return x.astype(np.float64)
+    page = mmap.PAGESIZE
+    item = src.itemsize
+    done = start - start % page  # pages before this are not released
+    for i in range(0, src.shape[0], _CONVERT_CHUNK):
+        j = min(i + _CONVERT_CHUNK, src.shape[0])
+        out[i:j] = src[i:j]
+        end = start + j * item
+        # the page that the next chunk starts in is kept until that chunk is converted
+        upto = min(end + (-end) % page, size) if j == src.shape[0] else end - end % page
+        if upto > done:
+            mapping.madvise(mmap.MADV_DONTNEED, done, upto - done)
+            done = upto
+    return out.reshape(x.shape)
 
 
 def check_finite(x: Array, name: str, xp: Namespace) -> None:

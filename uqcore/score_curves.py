@@ -184,6 +184,11 @@ def corp_reliability(
     )
 
 
+#: Rows per step of :func:`elementary_scores` (its per-row temporaries, about 100 bytes a
+#: row, stay bounded; up to this many rows it is one step).
+_SCORE_CHUNK = 1 << 20
+
+
 def elementary_scores(
     x: NDArray, y: NDArray, w: NDArray | None, thetas: NDArray, functional: str, level: float
 ) -> NDArray:
@@ -200,37 +205,56 @@ def elementary_scores(
     row's own score or a slope times a grid step, so no large centred sums cancel; where no
     row of nonzero weight is active the mean is exactly 0, as the direct sum.
     """
-    ww = np.ones_like(y) if w is None else w
-    total = float(np.sum(ww))
+    total = float(y.shape[0]) if w is None else float(np.sum(w))
     grid, where = np.unique(thetas, return_inverse=True)
     k = grid.shape[0]
-    below = y < x
-    lo, hi = np.minimum(x, y), np.maximum(x, y)
-    first = np.searchsorted(grid, lo, side="left")  # the first θ >= lo is the first active
-    stop = np.searchsorted(grid, hi, side="left")  # the first θ >= hi is the first inactive
-    # c per row: (1 − α) or α for the quantile, (1 − τ) or τ for the expectile
-    c = np.where(below, ww * (1.0 - level), ww * level)
-    c[first >= stop] = 0.0  # x = y, or no θ in [lo, hi): the row scores 0 everywhere
     m = k + 1
-    live = c != 0.0
-    active = np.cumsum(
-        np.bincount(first, weights=live, minlength=m) - np.bincount(stop, weights=live, minlength=m)
-    )[:k]
-    step: NDArray  # float64: bincount with weights
-    if functional == "quantile":
-        step = np.bincount(first, weights=c, minlength=m)
-        step -= np.bincount(stop, weights=c, minlength=m)
-    else:
+    expectile = functional != "quantile"
+    # per-threshold sums over the rows, accumulated chunk by chunk (bounded temporaries at
+    # any N): rows live from / to each θ, and (quantile) c or (expectile) slope, entering and
+    # leaving values by their first active and first inactive θ
+    live_in, live_out, rate_in, rate_out, enter_at, leave_at = (np.zeros(m) for _ in range(6))
+    n = int(y.shape[0])
+    for a in range(0, n, _SCORE_CHUNK):
+        rows = slice(a, min(a + _SCORE_CHUNK, n))
+        xr, yr = x[rows], y[rows]
+        below = yr < xr
+        lo, hi = np.minimum(xr, yr), np.maximum(xr, yr)
+        first = np.searchsorted(grid, lo, side="left")  # the first θ >= lo is the first active
+        stop = np.searchsorted(grid, hi, side="left")  # the first θ >= hi is the first inactive
+        del lo, hi
+        # c per row: (1 − α) or α for the quantile, (1 − τ) or τ for the expectile
+        wr = 1.0 if w is None else w[rows]
+        c = np.where(below, wr * (1.0 - level), wr * level)
+        c[first >= stop] = 0.0  # x = y, or no θ in [lo, hi): the row scores 0 everywhere
+        live = c != 0.0
+        live_in += np.bincount(first, weights=live, minlength=m)
+        live_out += np.bincount(stop, weights=live, minlength=m)
+        del live
+        if not expectile:
+            rate_in += np.bincount(first, weights=c, minlength=m)
+            rate_out += np.bincount(stop, weights=c, minlength=m)
+            continue
         at = np.minimum(first, k - 1)
-        enter = c * np.abs(grid[at] - y)  # its value at its first active θ
-        leave = c * np.abs(grid[np.maximum(stop - 1, 0)] - y)  # at its last active θ
+        enter = c * np.abs(grid[at] - yr)  # its value at its first active θ
+        enter_at += np.bincount(first, weights=enter, minlength=m)
+        del enter
+        np.maximum(stop - 1, 0, out=at)
+        leave = c * np.abs(grid[at] - yr)  # at its last active θ
+        leave_at += np.bincount(stop, weights=leave, minlength=m)
+        del leave, at
         slope = np.where(below, c, -c)  # d/dθ of c |θ − y| on the active range
-        starts = np.bincount(first, weights=slope, minlength=m)
-        ongoing = np.cumsum(starts - np.bincount(stop, weights=slope, minlength=m))[:k] - starts[:k]
+        rate_in += np.bincount(first, weights=slope, minlength=m)
+        rate_out += np.bincount(stop, weights=slope, minlength=m)
+    active = np.cumsum(live_in - live_out)[:k]
+    step: NDArray  # float64: bincount with weights
+    if not expectile:
+        step = rate_in - rate_out
+    else:
+        ongoing = np.cumsum(rate_in - rate_out)[:k] - rate_in[:k]
         move = np.zeros(k)
         move[1:] = np.diff(grid) * ongoing[1:]
-        step = np.bincount(first, weights=enter, minlength=m)
-        step -= np.bincount(stop, weights=leave, minlength=m)
+        step = enter_at - leave_at
         step[:k] = step[:k] + move
     sums = np.cumsum(step[:k])
     sums[active == 0] = 0.0

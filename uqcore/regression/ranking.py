@@ -476,6 +476,57 @@ def _curve_at(b: _Blocks, removed: Array, root: bool) -> Array:
     return xp.sqrt(out) if root else out
 
 
+def _unit_curve(
+    xp: Namespace, err: Array, ties: Array | None, removed: Array, root: bool
+) -> tuple[Array, float]:
+    """``_curve_at(_blocks(xp, err, None, ties), removed, root)`` and the total error, for unit
+    weights, without the blocks' N-long arrays: only the blocks that the G points fall in are
+    looked at, their prefix sums taken from one chunked pass (:func:`_run_prefix_sums`, the
+    values of one cumulative sum bit for bit), and every operation on them is the one
+    :func:`_blocks` and :func:`_curve_at` do, so the values are the same bits.
+
+    With unit weights a block b (rows start_b .. end_b − 1 in ascending key order) ends, in
+    removal order, after W − start_b units of weight; the point r falls in the last block with
+    W − start_b > r, that is start_b < W − ⌊r⌋ (integers, exact). ``ties``: the key's tie
+    starts, or ``None`` (every row a block)."""
+    n = int(err.shape[0])
+    total_w = float(n)
+    # the block of each point: the last start below W − ⌊r⌋ (rows are their own starts)
+    bound = n - xp.astype(xp.floor(removed), xp.int64)
+    if ties is None:
+        start = xp.clip(bound - 1, min=0)
+        end = start + 1
+    else:
+        nb = int(ties.shape[0])
+        b = xp.clip(xp.searchsorted(ties, xp.astype(bound, ties.dtype)) - 1, min=0, max=nb - 1)
+        start = xp.astype(xp.take(ties, b), xp.int64)
+        nxt = xp.clip(b + 1, max=nb - 1)
+        end = xp.where(b + 1 < nb, xp.astype(xp.take(ties, nxt), xp.int64), n)
+    # prefix sums Σ_{i<p} err_i at the blocks' starts and ends (0 first, n by the total)
+    inner = xp.sort(xp.unique_values(xp.concat([xp.zeros((1,), dtype=xp.int64), start, end])))
+    inner = inner[inner < n]
+    pre = _run_prefix_sums(xp, err, inner)
+    total_err = float(pre[-1])
+
+    def prefix(p: Array) -> Array:  # pre: the prefix at each of ``inner``, then at n
+        return xp.take(pre, xp.searchsorted(inner, p))  # p = n finds the last entry
+
+    rem_err = prefix(end)
+    end_w = xp.astype(end, xp.float64)
+    mass = end_w - xp.astype(start, xp.float64)
+    single = (end - start) == 1
+    block_err = xp.where(single, xp.take(err, start), rem_err - prefix(start))
+    mean_err = block_err / xp.where(single, 1.0, mass)
+    before = total_w - end_w
+    j = removed - before
+    num = rem_err - j * mean_err
+    den = end_w - j
+    num = xp.clip(num, min=0.0)
+    den = xp.where(den > 0, den, 1.0)
+    out = num / den
+    return (xp.sqrt(out) if root else out), total_err
+
+
 def _integer_weights(batch: Batch) -> None:
     xp = batch.xp
     w = batch.weights
@@ -758,10 +809,22 @@ def sparsification_curve(
             f"{batch.prediction.kind} prediction does not provide"
         )
     xp = batch.xp
+    root = error == "rmse"
+    e = _error_exponent(batch, error)
+    if grid != "exact" and batch.weights is None:
+        # a few points of unit-weight curves: no N-long blocks (their memory is the
+        # curve's peak at large N)
+        fractions = xp.arange(grid, dtype=xp.float64) / grid
+        r = fractions * float(batch.n)
+        m, total_err = _unit_curve(xp, _errors_by_u(batch, error), _u_key(batch).ties, r, root)
+        o, _ = _unit_curve(xp, _errors_by_error(batch, error), None, r, root)
+        full = total_err / float(batch.n)
+        full = math.ldexp(math.sqrt(full) if root else full, e)
+        m, o = rescaled(m, -e), rescaled(o, -e)
+        return SparsificationCurve(fractions, m, o, xp.full_like(m, full), error, grid)
     model = _model_blocks(batch, error)
     oracle = _oracle_blocks(batch, error)
     total_w = model.total_w
-    root = error == "rmse"
     if grid == "exact":
         if root:
             _integer_weights(batch)
@@ -771,7 +834,6 @@ def sparsification_curve(
     else:
         fractions = xp.arange(grid, dtype=xp.float64) / grid
         r = fractions * total_w
-    e = _error_exponent(batch, error)
     m = rescaled(_curve_at(model, r, root), -e)
     o = rescaled(_curve_at(oracle, r, root), -e)
     full = model.total_err / total_w

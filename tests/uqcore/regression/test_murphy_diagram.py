@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from uqcore import predictions as P
+from uqcore import score_curves
 from uqcore.score_curves import elementary_scores, murphy_diagram
 
 
@@ -38,7 +39,14 @@ def _close(got: np.ndarray, ref: np.ndarray, x: np.ndarray, y: np.ndarray) -> No
 
 @pytest.mark.parametrize("functional", ["mean", "quantile"])
 @pytest.mark.parametrize("seed", range(40))
-def test_binned_scores_equal_the_direct_sum(functional: str, seed: int) -> None:
+@pytest.mark.parametrize("chunk", [None, 7])
+def test_binned_scores_equal_the_direct_sum(
+    functional: str, seed: int, chunk: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The binned scores equal the direct sum of the formulas; also with the rows taken in
+    chunks of 7 (the sums over the thresholds accumulated chunk by chunk, as for large N)."""
+    if chunk is not None:
+        monkeypatch.setattr(score_curves, "_SCORE_CHUNK", chunk)
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 50))
     offset = [0.0, 1e6, -3e3, 1e-8][seed % 4]

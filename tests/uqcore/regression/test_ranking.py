@@ -325,6 +325,57 @@ def test_grid_100_matches_fregu856_convention() -> None:
         assert close(ause(pred, y, error=error, grid=100, rule="trapezoid"), trapz)
 
 
+def _tied_curve_reference(u: np.ndarray, err: np.ndarray, removed: float) -> float:
+    """Mean error of what is kept after removing ``removed`` rows, the most uncertain first,
+    a block of tied uncertainties removed pro rata (each removed unit takes the block's mean
+    error): written directly from that definition."""
+    kept = len(u) - removed
+    count = total = 0.0
+    for value in np.unique(u):  # blocks in ascending uncertainty
+        block = err[u == value]
+        if count + len(block) >= kept:
+            return (total + (kept - count) * float(np.mean(block))) / kept
+        count += len(block)
+        total += float(np.sum(block))
+    raise AssertionError("nothing kept")
+
+
+@pytest.mark.parametrize("grid", [7, 100])
+def test_grid_curve_with_tied_uncertainty_matches_the_definition(grid: int) -> None:
+    rng = np.random.default_rng(12)
+    n = 1003  # not divisible by the grid: fractional removals
+    p = rng.normal(size=n)
+    u = rng.integers(1, 40, n).astype(np.float64)
+    y = p + u * rng.normal(size=n)
+    err = np.abs(y - p)
+    curve = sparsification_curve(P.PointUncertainty(p, u), y, grid=grid)
+    fractions = np.arange(grid) / grid
+    want = [_tied_curve_reference(u, err, f * n) for f in fractions]
+    np.testing.assert_allclose(np.asarray(curve.model), want, rtol=1e-12)
+    oracle = [_tied_curve_reference(err, err, f * n) for f in fractions]
+    np.testing.assert_allclose(np.asarray(curve.oracle), oracle, rtol=1e-12)
+
+
+@pytest.mark.parametrize("error", ["mae", "rmse"])
+def test_unit_weight_grid_curve_is_the_weighted_curve_bit_for_bit(error: str) -> None:
+    """The unweighted grid curve reads only the blocks its points fall in (no N-long block
+    arrays); with weights of one the curve takes the general block path: the same bits,
+    across chunks of the prefix sums and with ties."""
+    from uqcore._stats import CHUNK_ROWS
+
+    rng = np.random.default_rng(13)
+    n = 2 * CHUNK_ROWS + 777
+    p = rng.normal(size=n)
+    for u in (rng.lognormal(size=n), rng.integers(1, 500, n).astype(np.float64)):
+        y = p + u * rng.normal(size=n)
+        pred = P.PointUncertainty(p, u)
+        for grid in (3, 100, 997):
+            a = sparsification_curve(pred, y, error=error, grid=grid)
+            b = sparsification_curve(pred, y, error=error, grid=grid, sample_weight=np.ones(n))
+            for name in ("fractions", "model", "oracle", "random"):
+                np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
 def test_constant_uncertainty_is_random_minus_oracle_and_perfect_is_zero() -> None:
     rng = np.random.default_rng(3)
     n = 60
