@@ -76,7 +76,9 @@ def _warm(jit: Any) -> None:
     counts = np.ones((1, 2), dtype=np.uint8)
     cum = np.array([[1, 2]], dtype=np.int32)
     order = np.arange(2, dtype=np.intp)
-    jit.rank_sums(counts, cum, counts, order, order, one, one, np.ones(3), np.ones(3))
+    jit.rank_sums(
+        counts, cum, counts, order, order, one, one, np.ones(3), np.ones(3), np.empty_like(cum)
+    )
     jit.pav_unit(one)
     bits = np.ones(3).view(np.uint64)
     fixed_bits = bits.copy()

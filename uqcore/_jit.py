@@ -366,6 +366,7 @@ def rank_sums(
     step_e: NDArray,
     h: NDArray,
     g: NDArray,
+    ce: NDArray,
 ) -> tuple[NDArray, NDArray, NDArray, NDArray]:
     """Per resample (row of the b × N integer weights): the sums of the bootstrap's rank block
     paths (``uqcore.stability.blocks.ranks``) in two passes, one along each order:
@@ -378,7 +379,9 @@ def rank_sums(
     with m and R the weights and cumulative weights along the uncertainty (``m_u``, ``r_u``),
     C^e the cumulative weights along |e| (from ``w`` in row order and ``order_e``; below
     2^31), π = ``perm`` the |e| position of each uncertainty position, e = ``e_u`` the errors
-    along the uncertainty, H and G = k·H_k the harmonic tables. Float sums are two-level
+    along the uncertainty, H and G = k·H_k the harmonic tables. C^e is written into ``ce``
+    (b × N int32): the block's cumulative weights along |e|, which its weighted quantiles of
+    |e| then search instead of summing windows of them again. Float sums are two-level
     (:data:`_SUM_BLOCK`). (Gathering m and R inside the pass along u, where numpy's gather
     and cumulative sum make them now, was measured slower: the running sum then waits on
     each scattered read.)"""
@@ -387,7 +390,6 @@ def rank_sums(
     s1 = np.zeros(b)
     s2 = np.zeros(b)
     s3 = np.zeros(b)
-    ce = np.empty(n, dtype=np.int32)
     last = _SUM_BLOCK - 1
     for row in range(b):
         c = np.int64(0)
@@ -395,7 +397,7 @@ def rank_sums(
         part = 0.0
         for j in range(n):
             c += np.int64(w[row, order_e[j]])
-            ce[j] = c
+            ce[row, j] = c
             part += g[c] * step_e[j]
             if (j & last) == last:
                 total += part
@@ -409,7 +411,7 @@ def rank_sums(
         for k in range(n):
             m = np.int64(m_u[row, k])
             r = np.int64(r_u[row, k])
-            x += m * (2 * r - m) * (2 * np.int64(ce[perm[k]]) - m)
+            x += m * (2 * r - m) * (2 * np.int64(ce[row, perm[k]]) - m)
             e = e_u[k]
             hp = h[r - m]
             p1 += m * e * hp

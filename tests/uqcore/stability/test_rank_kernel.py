@@ -110,3 +110,44 @@ def test_bootstrap_values_do_not_depend_on_the_kernel(monkeypatch: pytest.Monkey
     off = bootstrap(pred, y, NAMES, n_resamples=40, seed=2, keep_values=True)
     for name in NAMES:
         np.testing.assert_allclose(on[name]["values"], off[name]["values"], rtol=1e-12)
+
+
+def test_quantiles_of_the_errors_search_the_kernels_cumulative_counts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Beside the rank metrics (which run first in a block), the weighted quantiles of |e|
+    (MdAE's median, n-MeRCI's Q_α) search the cumulative counts along |e| that the kernel wrote
+    for the block, where alone they sum windows of the counts: the same searches, so the same
+    values, and the metric on each explicit resample."""
+    from uqcore.stability.blocks import quantiles
+
+    n = 400
+    pred, y = _data(n, 5)
+    counts = Resampler(n).block(5, range(6), out=np.empty((6, n), dtype=np.uint8))
+    quants = ["mdae", "nmerci"]
+    searched: list[tuple[str, bool]] = []
+    real = quantiles.weighted_quantiles
+
+    def spy(ctx: Any, name: str, *args: Any) -> Any:
+        searched.append((name, ctx.cached_cum(name) is not None))
+        return real(ctx, name, *args)
+
+    monkeypatch.setattr(quantiles, "weighted_quantiles", spy)
+
+    def values(names: list[str]) -> Any:
+        chosen, _ = select_metrics([pred], names, None)
+        engine = Engine(Batch(pred, y), chosen)
+        assert set(quants) <= set(engine._fast)
+        return engine.values([Resample(row) for row in counts])
+
+    beside = values([*quants, *NAMES])
+    assert searched and all(had for name, had in searched if name == "e")
+    searched.clear()
+    alone = values(quants)
+    assert searched and not any(had for name, had in searched if name == "e")
+    for name in quants:
+        np.testing.assert_array_equal(beside[name], alone[name], err_msg=name)
+        for i, row in enumerate(counts):
+            idx = counts_to_indices(row.astype(np.int64))
+            expect = metric(name, pred.take(idx), y[idx])
+            assert beside[name][i] == pytest.approx(expect, rel=1e-12, abs=1e-14), (name, i)

@@ -2,8 +2,9 @@
 
 - ``mdae``, ``merci``, ``nmerci`` (``variant="paper"``, every σ > 0): weighted quantiles
   (:func:`~uqcore._stats.weighted_quantile`) from searches in the cumulative weights along the
-  |e| and |e|/σ orders (:class:`~uqcore.stability.blocks.search.Local` where they were not
-  computed); mean σ and MAE as weighted row sums.
+  |e| and |e|/σ orders (along |e| those the rank metrics' kernel writes where they run first
+  in the block; :class:`~uqcore.stability.blocks.search.Local` where they were not computed);
+  mean σ and MAE as weighted row sums.
 """
 
 from __future__ import annotations

@@ -92,6 +92,7 @@ def _compiled_sums(keys: Keys, ctx: BlockContext) -> tuple[Any, ...] | None:
             and all(a.flags.c_contiguous for a in (m_u, r_u, w, order_e, perm))
         ):
             return None
+        ce = ctx.scratch("cum:e", np.int32)  # ctx.cum("e")'s buffer: int32 as r_u here
         out: tuple[Any, ...] = jit.rank_sums(
             m_u,
             r_u,
@@ -102,7 +103,12 @@ def _compiled_sums(keys: Keys, ctx: BlockContext) -> tuple[Any, ...] | None:
             _e_steps(keys),
             ctx.harmonic(ctx.top),
             ctx.harmonic_times(ctx.top),
+            ce,
         )
+        # the kernel's cumulative weights along |e| are ctx.cum("e"), the same integers: the
+        # weighted quantiles of |e| (MdAE, n-MeRCI), which run after the rank metrics
+        # (table.FIRST), search them instead of summing windows of the counts again
+        ctx.get("cum:e", lambda: ce)
         return out
 
     return ctx.get("ranks:compiled", compute)  # type: ignore[no-any-return]
