@@ -366,7 +366,7 @@ def rank_sums(
     step_e: NDArray,
     h: NDArray,
     g: NDArray,
-    ce: NDArray,
+    ce: NDArray | None = None,
 ) -> tuple[NDArray, NDArray, NDArray, NDArray]:
     """Per resample (row of the b × N integer weights): the sums of the bootstrap's rank block
     paths (``uqcore.stability.blocks.ranks``) in two passes, one along each order:
@@ -380,8 +380,9 @@ def rank_sums(
     C^e the cumulative weights along |e| (from ``w`` in row order and ``order_e``; below
     2^31), π = ``perm`` the |e| position of each uncertainty position, e = ``e_u`` the errors
     along the uncertainty, H and G = k·H_k the harmonic tables. C^e is written into ``ce``
-    (b × N int32): the block's cumulative weights along |e|, which its weighted quantiles of
-    |e| then search instead of summing windows of them again. Float sums are two-level
+    (b × N int32; a new array when ``None``): the block's cumulative weights along |e|, which
+    its weighted quantiles of |e| then search instead of summing windows of them again. Float
+    sums are two-level
     (:data:`_SUM_BLOCK`). (Gathering m and R inside the pass along u, where numpy's gather
     and cumulative sum make them now, was measured slower: the running sum then waits on
     each scattered read.)"""
@@ -390,6 +391,8 @@ def rank_sums(
     s1 = np.zeros(b)
     s2 = np.zeros(b)
     s3 = np.zeros(b)
+    if ce is None:
+        ce = np.empty((b, n), dtype=np.int32)
     last = _SUM_BLOCK - 1
     for row in range(b):
         c = np.int64(0)
