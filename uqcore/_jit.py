@@ -382,10 +382,9 @@ def rank_sums(
     along the uncertainty, H and G = k·H_k the harmonic tables. C^e is written into ``ce``
     (b × N int32; a new array when ``None``): the block's cumulative weights along |e|, which
     its weighted quantiles of |e| then search instead of summing windows of them again. Float
-    sums are two-level
-    (:data:`_SUM_BLOCK`). (Gathering m and R inside the pass along u, where numpy's gather
-    and cumulative sum make them now, was measured slower: the running sum then waits on
-    each scattered read.)"""
+    sums are two-level (:data:`_SUM_BLOCK`). (Gathering m and R inside the pass along u,
+    where numpy's gather and cumulative sum make them now, was measured slower: the running
+    sum then waits on each scattered read.)"""
     b, n = m_u.shape
     cross = np.zeros(b, dtype=np.int64)
     s1 = np.zeros(b)

@@ -814,29 +814,28 @@ def sparsification_curve(
     if grid != "exact" and batch.weights is None:
         # a few points of unit-weight curves: no N-long blocks (their memory is the
         # curve's peak at large N)
-        fractions = xp.arange(grid, dtype=xp.float64) / grid
-        r = fractions * float(batch.n)
-        m, total_err = _unit_curve(xp, _errors_by_u(batch, error), _u_key(batch).ties, r, root)
-        o, _ = _unit_curve(xp, _errors_by_error(batch, error), None, r, root)
-        full = total_err / float(batch.n)
-        full = math.ldexp(math.sqrt(full) if root else full, e)
-        m, o = rescaled(m, -e), rescaled(o, -e)
-        return SparsificationCurve(fractions, m, o, xp.full_like(m, full), error, grid)
-    model = _model_blocks(batch, error)
-    oracle = _oracle_blocks(batch, error)
-    total_w = model.total_w
-    if grid == "exact":
-        if root:
-            _integer_weights(batch)
-        steps = math.ceil(total_w - 1e-12 * total_w)
-        r = xp.arange(steps, dtype=xp.float64)
-        fractions = r / total_w
-    else:
+        total_w = float(batch.n)
         fractions = xp.arange(grid, dtype=xp.float64) / grid
         r = fractions * total_w
-    m = rescaled(_curve_at(model, r, root), -e)
-    o = rescaled(_curve_at(oracle, r, root), -e)
-    full = model.total_err / total_w
+        m, total_err = _unit_curve(xp, _errors_by_u(batch, error), _u_key(batch).ties, r, root)
+        o, _ = _unit_curve(xp, _errors_by_error(batch, error), None, r, root)
+    else:
+        model = _model_blocks(batch, error)
+        oracle = _oracle_blocks(batch, error)
+        total_w, total_err = model.total_w, model.total_err
+        if grid == "exact":
+            if root:
+                _integer_weights(batch)
+            steps = math.ceil(total_w - 1e-12 * total_w)
+            r = xp.arange(steps, dtype=xp.float64)
+            fractions = r / total_w
+        else:
+            fractions = xp.arange(grid, dtype=xp.float64) / grid
+            r = fractions * total_w
+        m, o = _curve_at(model, r, root), _curve_at(oracle, r, root)
+    m = rescaled(m, -e)
+    o = rescaled(o, -e)
+    full = total_err / total_w
     full = math.ldexp(math.sqrt(full) if root else full, e)
     return SparsificationCurve(fractions, m, o, xp.full_like(m, full), error, grid)
 
