@@ -75,10 +75,11 @@ def _warm(jit: Any) -> None:
         jit.scaled_table(x, x, x, 0.0, 1.0, 1.0, start, one, one, one)
     counts = np.ones((1, 2), dtype=np.uint8)
     cum = np.array([[1, 2]], dtype=np.int32)
-    order = np.arange(2, dtype=np.intp)
-    jit.rank_sums(
-        counts, cum, counts, order, order, one, one, np.ones(3), np.ones(3), np.empty_like(cum)
-    )
+    for index in (np.int32, np.intp):  # int32 orders below 2^31 rows
+        order = np.arange(2, dtype=index)
+        jit.rank_sums(
+            counts, cum, counts, order, order, one, one, np.ones(3), np.ones(3), np.empty_like(cum)
+        )
     jit.pav_unit(one)
     bits = np.ones(3).view(np.uint64)
     fixed_bits = bits.copy()

@@ -151,3 +151,44 @@ def test_quantiles_of_the_errors_search_the_kernels_cumulative_counts(
             idx = counts_to_indices(row.astype(np.int64))
             expect = metric(name, pred.take(idx), y[idx])
             assert beside[name][i] == pytest.approx(expect, rel=1e-12, abs=1e-14), (name, i)
+
+
+@pytest.mark.parametrize("index", [np.int32, np.intp])
+def test_rank_sums_against_the_formulas(index: Any) -> None:
+    """The kernel's five sums, written out from their definitions in numpy (int64 and plain
+    float sums), on byte counts with zeros, for int32 and intp orders; and C^e written."""
+    jit = _compiled.kernels()
+    assert jit is not None
+    rng = np.random.default_rng(11)
+    b, n = 3, 1000  # > 256 rows: the two-level float sums take several blocks
+    e = np.abs(rng.normal(size=n))
+    u = e + rng.uniform(0.0, 1.0, n)
+    order_e = np.argsort(e, kind="stable")
+    order_u = np.argsort(u, kind="stable")
+    where_e = np.empty(n, dtype=np.intp)
+    where_e[order_e] = np.arange(n)
+    perm = where_e[order_u]
+    w = rng.poisson(1.0, size=(b, n)).astype(np.uint8)
+    w[0, :5] = 7
+    m_u = np.ascontiguousarray(w[:, order_u])
+    r_u = np.cumsum(m_u, axis=1, dtype=np.int32)
+    e_u = e[order_u]
+    e_sorted = e[order_e]
+    step_e = e_sorted - np.append(e_sorted[1:], 0.0)
+    top = int(w.sum(axis=1).max())
+    h = np.concatenate([[0.0], np.cumsum(1.0 / np.arange(1, top + 2))])
+    g = np.arange(h.shape[0]) * h
+    ce = np.full((b, n), -1, dtype=np.int32)
+    cross, s1, s2, s3, cubes = jit.rank_sums(
+        m_u, r_u, w, order_e.astype(index), perm.astype(index), e_u, step_e, h, g, ce
+    )
+    for row in range(b):
+        m = m_u[row].astype(np.int64)
+        r = r_u[row].astype(np.int64)
+        c_e = np.cumsum(w[row, order_e].astype(np.int64))
+        np.testing.assert_array_equal(ce[row], c_e)
+        assert cross[row] == int(np.sum(m * (2 * r - m) * (2 * c_e[perm] - m)))
+        assert cubes[row] == int(np.sum(w[row].astype(np.int64) ** 3))
+        assert s1[row] == pytest.approx(np.sum(m * e_u * h[r - m]), rel=1e-13)
+        assert s2[row] == pytest.approx(np.sum(r * e_u * (h[r] - h[r - m])), rel=1e-13)
+        assert s3[row] == pytest.approx(np.sum(g[c_e] * step_e), rel=1e-13)

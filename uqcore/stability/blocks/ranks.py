@@ -56,6 +56,17 @@ def _perm(keys: Keys) -> IntArray:
     return keys.get("perm_e_to_u", positions)  # type: ignore[no-any-return]
 
 
+def _narrow(keys: Keys, name: str, index: Callable[[], IntArray]) -> IntArray:
+    """An index array as int32 when N fits (kept in the keys): the rank kernel's passes read
+    half the bytes."""
+
+    def narrowed() -> IntArray:
+        full = index()
+        return full.astype(np.int32) if keys.n < 2**31 else full
+
+    return keys.get(f"{name}:narrow", narrowed)  # type: ignore[no-any-return]
+
+
 def _e_u(keys: Keys) -> FloatArray:
     """|e| along the ascending uncertainty."""
     return keys.get("e_by_u", lambda: keys.e()[keys.order_u()])  # type: ignore[no-any-return]
@@ -69,9 +80,10 @@ def _e_steps(keys: Keys) -> FloatArray:
 
 
 def _compiled_sums(keys: Keys, ctx: BlockContext) -> tuple[Any, ...] | None:
-    """(cross, s1, s2, s3) of :func:`uqcore._jit.rank_sums` for the block (one pass along each
-    order instead of a dozen numpy passes), or ``None`` where the kernel does not apply: no
-    numba, weights that are not byte counts, or totals beyond the exact integer cross term."""
+    """(cross, s1, s2, s3, cubes) of :func:`uqcore._jit.rank_sums` for the block (two passes
+    along each order instead of a dozen numpy passes), or ``None`` where the kernel does not
+    apply: no numba, weights that are not byte counts, or totals beyond the exact integer
+    cross term."""
     if not ctx.integer or ctx.top >= _EXACT_TOP:
         return None
 
@@ -82,13 +94,14 @@ def _compiled_sums(keys: Keys, ctx: BlockContext) -> tuple[Any, ...] | None:
         m_u = ctx.by("u", keys.order_u)  # shared with the binned block paths (ENCE, UCE)
         r_u = ctx.cum("u", keys.order_u)
         w = ctx.small()
-        order_e, perm = keys.order_e(), _perm(keys)
+        order_e = _narrow(keys, "order_e", keys.order_e)
+        perm = _narrow(keys, "perm_e_to_u", lambda: _perm(keys))
         if not (
             m_u.dtype == np.uint8
             and w.dtype == np.uint8
             and r_u.dtype == np.int32
-            and order_e.dtype == np.intp
-            and perm.dtype == np.intp
+            and order_e.dtype.kind == "i"
+            and perm.dtype.kind == "i"
             and all(a.flags.c_contiguous for a in (m_u, r_u, w, order_e, perm))
         ):
             return None
@@ -124,9 +137,12 @@ def spearman(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator
         if not in_safe_range(float(np.max(ctx.total)), float(np.min(ctx.total))):
             return None  # W³ would leave float64's range: per resample (scale-free) instead
         top = 2.0 * ctx.top
-        saa = (ctx.total**3 - ctx.power_sum(3)) / 3.0
-        ok = (ctx.positive_rows >= 2) & (saa > 0)
         fused = _compiled_sums(keys, ctx)
+        # Σ w³ from the kernel's pass when it ran (the same exact integers), else a pass of
+        # its own
+        cubes = ctx.power_sum(3) if fused is None else fused[4].astype(np.float64)
+        saa = (ctx.total**3 - cubes) / 3.0
+        ok = (ctx.positive_rows >= 2) & (saa > 0)
         if fused is not None:
             total = np.rint(ctx.total).astype(np.int64)
             sab = (fused[0] - total**3).astype(np.float64)
