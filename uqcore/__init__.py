@@ -10,7 +10,7 @@
 from uqcore import predictions
 from uqcore._backend import to_numpy
 from uqcore._validation import UQValidationError
-from uqcore.batch import Batch
+from uqcore.batch import Batch, reusing_batches
 from uqcore.registry import UndefinedMetricWarning
 from uqcore.report import Report, evaluate, metric
 from uqcore.skill import skill, skill_from_values
@@ -26,6 +26,7 @@ __all__ = [
     "evaluate",
     "metric",
     "predictions",
+    "reusing_batches",
     "skill",
     "skill_from_values",
     "to_numpy",

@@ -9,8 +9,10 @@ reuses one batch's orderings for every resample.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import array_api_compat
@@ -27,7 +29,14 @@ from uqcore._validation import (
 )
 from uqcore.predictions.regression import RegressionPrediction
 
-__all__ = ["Batch", "ClassificationBatch", "host_weights", "make_batch"]
+__all__ = [
+    "Batch",
+    "ClassificationBatch",
+    "host_weights",
+    "is_reused",
+    "make_batch",
+    "reusing_batches",
+]
 
 T = TypeVar("T")
 
@@ -477,11 +486,59 @@ def make_batch(
     """The batch type of ``prediction``'s task: :class:`Batch` (regression) or
     :class:`ClassificationBatch`. ``ood`` and ``soft_labels`` are classification targets;
     ``defer_finite``: a regression batch checks ``y`` finite on first use (see :class:`Batch`)."""
+    scope: _Reuse | None = getattr(_REUSE, "scope", None)
+    given = (prediction, y, sample_weight, ood, soft_labels)
+    if scope is not None:
+        for inputs, held in scope.batches:
+            if all(a is b for a, b in zip(inputs, given, strict=True)):
+                return held
+    batch: Batch | ClassificationBatch
     if getattr(prediction, "task", "regression") == "classification":
-        return ClassificationBatch(prediction, y, sample_weight, ood=ood, soft_labels=soft_labels)
-    if ood is not None or soft_labels is not None:
+        batch = ClassificationBatch(prediction, y, sample_weight, ood=ood, soft_labels=soft_labels)
+    elif ood is not None or soft_labels is not None:
         raise UQValidationError(
             "ood and soft_labels apply to classification predictions only",
             argument="ood" if ood is not None else "soft_labels",
         )
-    return Batch(prediction, y, sample_weight, defer_finite=defer_finite)
+    else:
+        batch = Batch(prediction, y, sample_weight, defer_finite=defer_finite)
+    if scope is not None and batch.n < scope.max_rows:
+        scope.batches.append((given, batch))
+    return batch
+
+
+class _Reuse:
+    """The batches :func:`make_batch` made within one :func:`reusing_batches` block."""
+
+    def __init__(self, max_rows: int) -> None:
+        self.max_rows = max_rows
+        self.batches: list[tuple[tuple[Any, ...], Batch | ClassificationBatch]] = []
+
+
+_REUSE = threading.local()
+
+
+@contextlib.contextmanager
+def reusing_batches(max_rows: int = 1 << 17) -> Iterator[None]:
+    """Within the block (in this thread), :func:`make_batch` returns the batch it made before
+    for the same objects (prediction, ``y``, ``sample_weight``, ``ood``, ``soft_labels``, by
+    identity) instead of a new one, caches included: ``evaluate`` and then the curves of one
+    prediction (or several metric calls) sort, compute PIT values and errors once. Only
+    batches of fewer than ``max_rows`` rows are kept (their caches live until the block
+    ends; ``evaluate`` then keeps every cached array of such a batch instead of dropping
+    each group's working set, see :func:`is_reused`). An inner block is part of the outer
+    one (its batches and ``max_rows``)."""
+    if getattr(_REUSE, "scope", None) is not None:
+        yield
+        return
+    _REUSE.scope = _Reuse(max_rows)
+    try:
+        yield
+    finally:
+        _REUSE.scope = None
+
+
+def is_reused(batch: Any) -> bool:
+    """Whether ``batch`` is kept by the enclosing :func:`reusing_batches` block."""
+    scope: _Reuse | None = getattr(_REUSE, "scope", None)
+    return scope is not None and any(held is batch for _, held in scope.batches)

@@ -166,6 +166,13 @@ class MetricSpec:
     #: check it at 1e±300 for every metric and prediction kind; values of any magnitude are
     #: computed without overflow or underflow (:mod:`uqcore._scaling`).
     scaling: ScalingLaw | None = None
+    #: ``start(batch, **options)``, when given: does what needs the batch (validation, the
+    #: shared arrays it reads) and returns the callable that finishes the metric, whose
+    #: remaining work (N-independent, without the GIL) may run meanwhile in a helper thread
+    #: (:mod:`uqcore._background`); ``evaluate`` calls it in the metric's turn and the
+    #: callable after the other metrics. The value is ``impl``'s, which stays the one path of
+    #: a single call.
+    start: Callable[..., Callable[[], MetricValue]] | None = field(default=None, repr=False)
 
     def why_not(
         self,
@@ -360,6 +367,7 @@ def register(
     row_options: Iterable[str] = (),
     integer_weights: IntegerWeights | None = None,
     scaling: ScalingLaw | None = None,
+    start: Callable[..., Callable[[], MetricValue]] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``impl(batch, *, options...)`` under ``name`` and return its public function.
 
@@ -372,7 +380,8 @@ def register(
     a metric that applies only to integer sample weights (:attr:`MetricSpec.integer_weights`);
     ``scaling`` how the value changes with the units of the data (:attr:`MetricSpec.scaling`,
     required for regression metrics); ``row_options`` names the options that may be given per
-    row (:attr:`MetricSpec.row_options`).
+    row (:attr:`MetricSpec.row_options`); ``start`` lets ``evaluate`` finish the metric after
+    the others (:attr:`MetricSpec.start`).
 
     Each option's domain is read from its annotation (:mod:`uqcore.options`);
     ``check_options(resolved)`` checks what spans several options.
@@ -432,6 +441,7 @@ def register(
             row_options=per_row,
             integer_weights=integer_weights,
             scaling=scaling,
+            start=start,
         )
         _REGISTRY[(task, name)] = spec
 

@@ -3,10 +3,11 @@ warnings and provenance, and return a JSON-serialisable :class:`Report`."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ import numpy as np
 from uqcore import registry
 from uqcore._memory import release_free_memory
 from uqcore._validation import UQValidationError
-from uqcore.batch import make_batch
+from uqcore.batch import is_reused, make_batch, reusing_batches
 from uqcore.registry import MetricValue
 
 __all__ = ["Report", "estimator_names", "evaluate", "json_safe", "metric"]
@@ -166,6 +167,11 @@ _FIRST_GROUP = {name: (i, j) for i, group in enumerate(RUN_FIRST) for j, name in
 #: From this many rows on, freed heap pages are given back after each group (below, the
 #: blocks are small and the walk over the heap costs more than it returns).
 _TRIM_ROWS = 1 << 20
+#: Below this many rows ``evaluate`` starts the metrics that have a start before the others
+#: (see :attr:`uqcore.registry.MetricSpec.start`); from it on, in their turn, so that what
+#: they share (the PIT values of adversarial group calibration) is not held under the peaks
+#: of the groups that run first.
+_EARLY_START_ROWS = 1 << 20
 
 
 def _evaluation_order(chosen: list[Any]) -> tuple[list[Any], set[int]]:
@@ -184,18 +190,44 @@ def _evaluation_order(chosen: list[Any]) -> tuple[list[Any], set[int]]:
 
 
 def _run_one(
-    spec: registry.MetricSpec, batch: Any, params: dict[str, Any], caught: list[Any]
+    spec: registry.MetricSpec,
+    batch: Any,
+    params: dict[str, Any],
+    caught: list[Any],
+    run: Callable[..., MetricValue] | None = None,
 ) -> tuple[MetricValue, list[str]]:
     """One metric's value and notes; ``caught`` is the list that the caller's
     ``warnings.catch_warnings(record=True)`` (filter "always") records into: the warnings
     this metric raises are taken from its end (one context for all the metrics of a call,
-    not one each: a context costs as much as a small metric)."""
+    not one each: a context costs as much as a small metric). ``run(batch, **params)``
+    replaces ``spec.impl`` (the callable that finishes a started metric)."""
     start = len(caught)
-    value = spec.impl(batch, **params)
-    notes = [str(w.message) for w in caught[start:]]
-    del caught[start:]
+    value = (run or spec.impl)(batch, **params)
+    notes = _notes_since(caught, start)
     value = json_safe(value, spec.name, notes)
     return value, notes
+
+
+def _start_one(
+    spec: registry.MetricSpec, batch: Any, params: dict[str, Any], caught: list[Any]
+) -> tuple[Callable[[], MetricValue], list[str]]:
+    """``spec.start``'s callable that finishes the metric, and the notes of its start."""
+    assert spec.start is not None
+    start = len(caught)
+    finish = spec.start(batch, **params)
+    return finish, _notes_since(caught, start)
+
+
+def _finisher(finish: Callable[[], MetricValue]) -> Callable[..., MetricValue]:
+    """``finish`` as a ``run`` of :func:`_run_one` (which passes the batch)."""
+    return lambda _batch: finish()
+
+
+def _notes_since(caught: list[Any], start: int) -> list[str]:
+    """The messages of the warnings recorded from ``start`` on, taken out of ``caught``."""
+    notes = [str(w.message) for w in caught[start:]]
+    del caught[start:]
+    return notes
 
 
 def evaluate(
@@ -255,107 +287,144 @@ def evaluate(
     """
     from uqcore import __version__
 
-    batch = make_batch(prediction, y, sample_weight, ood=ood, soft_labels=soft_labels)
-    task = str(getattr(prediction, "task", "regression"))
-    targets: frozenset[str] = getattr(batch, "targets", frozenset())
-    est_names = estimator_names(prediction, estimators)
-    params = dict(params or {})
-    not_applicable: dict[str, str] = {}
-    if isinstance(metrics, str):
-        if metrics != "all":
-            raise UQValidationError(
-                f"metrics must be 'all' or a list of metric names, found {metrics!r}",
-                argument="metrics",
-                value=metrics,
-            )
-        chosen = []
-        for spec in registry.specs(task):
-            reason = spec.why_not(prediction, targets, batch.weights, params.get(spec.name))
-            if reason is None:
-                chosen.append(spec)
-            else:
-                not_applicable[spec.name] = reason
-    else:
-        if len(metrics) == 0:
-            raise UQValidationError("metrics must name at least one metric", argument="metrics")
-        chosen = []
-        listed = list(metrics)
-        for name in dict.fromkeys(listed):
-            spec = registry.get(name, task)
-            reason = spec.why_not(prediction, targets, batch.weights, params.get(name))
-            if reason is not None:
+    # with curves, one batch (its sorts, PIT values, errors) serves the metrics and the curves
+    with reusing_batches() if curves is not False else contextlib.nullcontext():
+        batch = make_batch(prediction, y, sample_weight, ood=ood, soft_labels=soft_labels)
+        task = str(getattr(prediction, "task", "regression"))
+        targets: frozenset[str] = getattr(batch, "targets", frozenset())
+        est_names = estimator_names(prediction, estimators)
+        params = dict(params or {})
+        not_applicable: dict[str, str] = {}
+        if isinstance(metrics, str):
+            if metrics != "all":
                 raise UQValidationError(
-                    reason, argument="metrics", index=listed.index(name), value=name
+                    f"metrics must be 'all' or a list of metric names, found {metrics!r}",
+                    argument="metrics",
+                    value=metrics,
                 )
-            chosen.append(spec)
-    chosen_names = {s.name for s in chosen}
-    stray = sorted(set(params) - chosen_names - set(not_applicable))
-    if stray:
-        raise UQValidationError(
-            f"params given for metric(s) not requested: {', '.join(map(repr, stray))}",
-            argument="params",
-            value=stray[0],
-        )
-    batch.plan = frozenset(chosen_names)
-    values: dict[str, MetricValue] = {}
-    by_estimator: dict[str, dict[str, MetricValue]] = {}
-    used: dict[str, dict[str, Any]] = {}
-    timings: dict[str, float] = {}
-    notes: list[str] = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        order, drop_after = _evaluation_order(chosen)
-        before = batch.cached_keys()
-        for position, spec in enumerate(order):
-            resolved = spec.resolve_params(params.get(spec.name))
-            start = time.perf_counter()
-            value, msgs = _run_one(spec, batch, resolved, caught)
-            timings[spec.name] = time.perf_counter() - start
-            values[spec.name] = value
-            used[spec.name] = json_safe(resolved, spec.name, [])
-            notes.extend(msgs)
-            if est_names and "estimator" in spec.defaults:
-                row: dict[str, MetricValue] = {}
-                for est in est_names:
-                    if est == resolved["estimator"]:
-                        row[est] = value
-                        continue
-                    v, msgs = _run_one(spec, batch, {**resolved, "estimator": est}, caught)
-                    row[est] = v
-                    notes.extend(f"[{est}] {m}" for m in msgs)
-                by_estimator[spec.name] = row
-            if position in drop_after:
-                batch.forget_since(before)  # a group's working set, before the next one's
-                if batch.n >= _TRIM_ROWS:
-                    release_free_memory()
-    values = {s.name: values[s.name] for s in chosen}
-    meta: dict[str, Any] = {
-        "uqcore_version": __version__,
-        "task": task,
-        "prediction_kind": prediction.kind,
-        "n": batch.n,
-        "weighted": batch.weights is not None,
-        # Wall time per metric, in evaluation order: shared work (sorts, PIT values) is
-        # charged to the first metric that needs it.
-        "timings_s": timings,
-    }
-    if est_names:
-        meta["estimators"] = est_names
-        meta["by_estimator"] = by_estimator
-    held: dict[str, Any] = {}
-    if curves is not False:
-        from uqcore.curves import curves as compute_curves
+            chosen = []
+            for spec in registry.specs(task):
+                reason = spec.why_not(prediction, targets, batch.weights, params.get(spec.name))
+                if reason is None:
+                    chosen.append(spec)
+                else:
+                    not_applicable[spec.name] = reason
+        else:
+            if len(metrics) == 0:
+                raise UQValidationError("metrics must name at least one metric", argument="metrics")
+            chosen = []
+            listed = list(metrics)
+            for name in dict.fromkeys(listed):
+                spec = registry.get(name, task)
+                reason = spec.why_not(prediction, targets, batch.weights, params.get(name))
+                if reason is not None:
+                    raise UQValidationError(
+                        reason, argument="metrics", index=listed.index(name), value=name
+                    )
+                chosen.append(spec)
+        chosen_names = {s.name for s in chosen}
+        stray = sorted(set(params) - chosen_names - set(not_applicable))
+        if stray:
+            raise UQValidationError(
+                f"params given for metric(s) not requested: {', '.join(map(repr, stray))}",
+                argument="params",
+                value=stray[0],
+            )
+        batch.plan = frozenset(chosen_names)
+        values: dict[str, MetricValue] = {}
+        by_estimator: dict[str, dict[str, MetricValue]] = {}
+        used: dict[str, dict[str, Any]] = {}
+        timings: dict[str, float] = {}
+        notes: list[str] = []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            order, drop_after = _evaluation_order(chosen)
+            # Metrics with a start (MetricSpec.start) are finished after the others; below
+            # _EARLY_START_ROWS they are started before them (what they share stays cached
+            # meanwhile: a few MB), so that their helper thread's work overlaps all the others.
+            startable = {
+                s.name
+                for s in order
+                if s.start is not None and not (est_names and "estimator" in s.defaults)
+            }
+            started: list[tuple[registry.MetricSpec, Callable[[], MetricValue]]] = []
 
-        held = compute_curves(
-            prediction,
-            y,
-            "all" if curves is True else list(curves),
-            sample_weight=sample_weight,
-            groups=groups,
-            ood=ood,
-            seed=seed,
-        )
-    return Report(values, used, not_applicable, notes, meta, held)
+            def begin(spec: registry.MetricSpec, resolved: dict[str, Any]) -> None:
+                start = time.perf_counter()
+                finish, msgs = _start_one(spec, batch, resolved, caught)
+                started.append((spec, finish))
+                timings[spec.name] = time.perf_counter() - start
+                notes.extend(msgs)
+
+            early = batch.n < _EARLY_START_ROWS
+            if early:
+                for spec in order:
+                    if spec.name in startable:
+                        begin(spec, spec.resolve_params(params.get(spec.name)))
+            before = batch.cached_keys()
+            # a batch that a reusing_batches block keeps for later calls keeps its caches
+            reused = is_reused(batch)
+            for position, spec in enumerate(order):
+                resolved = spec.resolve_params(params.get(spec.name))
+                value = None
+                if spec.name in startable:
+                    if not early:
+                        begin(spec, resolved)
+                else:
+                    start = time.perf_counter()
+                    value, msgs = _run_one(spec, batch, resolved, caught)
+                    timings[spec.name] = time.perf_counter() - start
+                    notes.extend(msgs)
+                values[spec.name] = value
+                used[spec.name] = json_safe(resolved, spec.name, [])
+                if est_names and "estimator" in spec.defaults:
+                    row: dict[str, MetricValue] = {}
+                    for est in est_names:
+                        if est == resolved["estimator"]:
+                            row[est] = value
+                            continue
+                        v, msgs = _run_one(spec, batch, {**resolved, "estimator": est}, caught)
+                        row[est] = v
+                        notes.extend(f"[{est}] {m}" for m in msgs)
+                    by_estimator[spec.name] = row
+                if position in drop_after and not reused:
+                    batch.forget_since(before)  # a group's working set, before the next one's
+                    if batch.n >= _TRIM_ROWS:
+                        release_free_memory()
+            for spec, finish in started:
+                start = time.perf_counter()
+                done = _finisher(finish)
+                values[spec.name], msgs = _run_one(spec, batch, {}, caught, run=done)
+                timings[spec.name] += time.perf_counter() - start
+                notes.extend(msgs)
+        values = {s.name: values[s.name] for s in chosen}
+        meta: dict[str, Any] = {
+            "uqcore_version": __version__,
+            "task": task,
+            "prediction_kind": prediction.kind,
+            "n": batch.n,
+            "weighted": batch.weights is not None,
+            # Wall time per metric, in evaluation order: shared work (sorts, PIT values) is
+            # charged to the first metric that needs it.
+            "timings_s": timings,
+        }
+        if est_names:
+            meta["estimators"] = est_names
+            meta["by_estimator"] = by_estimator
+        held: dict[str, Any] = {}
+        if curves is not False:
+            from uqcore.curves import curves as compute_curves
+
+            held = compute_curves(
+                prediction,
+                y,
+                "all" if curves is True else list(curves),
+                sample_weight=sample_weight,
+                groups=groups,
+                ood=ood,
+                seed=seed,
+            )
+        return Report(values, used, not_applicable, notes, meta, held)
 
 
 def estimator_names(prediction: Any, estimators: str | Sequence[str] | None) -> list[str]:

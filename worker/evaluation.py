@@ -247,6 +247,7 @@ def compute(
     origin: Origin = "submission",
     sub_id: str | None = None,
     split: SplitBootstrap | None = None,
+    given: Inputs | None = None,
 ) -> dict[str, Any]:
     """The result document of one submission.
 
@@ -268,7 +269,8 @@ def compute(
     :func:`service.plots.submission_plots`). ``split(prediction, y, options, progress)``, when
     given, may compute the bootstrap values elsewhere (:mod:`worker.fanout`): it returns them
     (:func:`uqcore.stability.bootstrap_values` of every resample, combined) or None to let
-    :func:`uqcore.stability.bootstrap` resample here.
+    :func:`uqcore.stability.bootstrap` resample here. ``given``: the :func:`inputs` of
+    ``arrays`` when the caller built them already (to use the same prediction object after).
     """
     start = time.perf_counter()
     task = task_of(kind)
@@ -277,7 +279,8 @@ def compute(
     hidden = origin == "benchmark"
     classification = kind in CLASSIFICATION_KINDS
     tname = target_field(kind)
-    given = inputs(kind, arrays, backend)
+    if given is None:
+        given = inputs(kind, arrays, backend)
     pred, y, weights, dev = given.prediction, given.y, given.sample_weight, given.arrays
     extra = dict(given.extra)
     estimators = analyses.estimators

@@ -33,15 +33,15 @@ from typing import Any
 import numpy as np
 from celery.exceptions import SoftTimeLimitExceeded
 
-from service.kinds import target_field, task_of
+from service.kinds import CLASSIFICATION_KINDS, target_field, task_of
 from service.memory import SETTING, enforced, estimate_job, format_bytes, over_budget
 from service.rest_text import Origin, rest_text
 from service.settings import Settings
 from service.store import Store, StoreUnavailable
-from uqcore import UQValidationError
+from uqcore import UQValidationError, reusing_batches
 from worker.backend import Backend
 from worker.comparisons import run_comparison
-from worker.evaluation import compute
+from worker.evaluation import compute, inputs
 from worker.fanout import Enqueue, SplitJob
 from worker.leaderboard import ranking
 from worker.plots import keep_curves
@@ -232,6 +232,7 @@ def run_job(
     interrupter = Interrupter()
     heartbeat = JobHeartbeat(store, settings, sub_id, token, interrupter)
     heartbeat.start()
+    reuse = contextlib.ExitStack()
     try:
         record = store.get_submission(sub_id)
         if record is None:
@@ -293,11 +294,32 @@ def run_job(
             check=heartbeat.check,
         )
 
+        tname = target_field(record.kind)
+        rows = int(np.shape(arrays[tname])[0]) if tname in arrays else 0
+        keep = record.benchmark is None
+        # Before the result, so that a succeeded submission's plots find them; for a large
+        # batch after it (they take about as long as the metrics: the client need not wait
+        # for them, and its plots are drawn from the arrays, still stored, meanwhile).
+        later = keep and rows >= CURVES_AFTER_RESULT_ROWS
+        # A small batch's curves, kept before the result, read the metrics' batch (its sorts
+        # and PIT values): one prediction object for both, in one reusing_batches block.
+        shared = (
+            keep
+            and not later
+            and backend.name == "numpy"
+            and record.kind not in CLASSIFICATION_KINDS
+            and rows < SHARED_BATCH_ROWS
+        )
+        if shared:
+            reuse.enter_context(reusing_batches(SHARED_BATCH_ROWS))
+        given = None
         try:
             try:
                 interrupter.arm()
                 heartbeat.check()
                 with enforced(memory_budget) if memory_budget is not None else _unlimited():
+                    if shared:
+                        given = inputs(record.kind, arrays, backend)
                     doc = compute(
                         record.kind,
                         arrays,
@@ -309,6 +331,7 @@ def run_job(
                         origin=origin,
                         sub_id=sub_id,
                         split=split,
+                        given=given,
                     )
                     if private is not None:
                         # Sealed: stored under its own key, read by no route while open.
@@ -385,15 +408,10 @@ def run_job(
         # puts them on the boards only if the submission is public then (its visibility can
         # change at any time, also while this job runs).
         entries = ranking(record, doc)
-        tname = target_field(record.kind)
-        rows = int(np.shape(arrays[tname])[0]) if tname in arrays else 0
-        keep = record.benchmark is None
-        # Before the result, so that a succeeded submission's plots find them; for a large
-        # batch after it (they take about as long as the metrics: the client need not wait
-        # for them, and its plots are drawn from the arrays, still stored, meanwhile).
-        later = keep and rows >= CURVES_AFTER_RESULT_ROWS
         if keep and not later:
-            keep_curves(store, sub_id, record.kind, arrays, doc, record.analyses.seed)
+            pred = None if given is None else given.prediction
+            keep_curves(store, sub_id, record.kind, arrays, doc, record.analyses.seed, pred)
+        reuse.close()  # the metrics' batch and its caches
         if private is not None:
             store.put_private_result(sub_id, sealed)
         outcome = store.finish(sub_id, doc, time.perf_counter() - t_start, record.queue, entries)
@@ -408,6 +426,7 @@ def run_job(
                 store.drop_private_result(sub_id)
         return outcome
     finally:
+        reuse.close()
         interrupter.disarm_now()
         heartbeat.stop()
 
@@ -428,6 +447,9 @@ def heartbeat_check(heartbeat: JobHeartbeat) -> Callable[[float], None]:
 
 #: From this many rows a job keeps its curves after writing its result (see :func:`run_job`).
 CURVES_AFTER_RESULT_ROWS = 1_000_000
+#: Below this many rows the curves a job keeps share the metrics' batch and its caches
+#: (``uqcore.reusing_batches``): a few MB held for the curves' few milliseconds.
+SHARED_BATCH_ROWS = 1 << 17
 
 
 @contextlib.contextmanager

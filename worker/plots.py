@@ -26,6 +26,8 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from service.kinds import ESTIMATE_PREFIX, KIND_FIELDS, build_prediction, target_field, task_of
 from service.plots import (
     FORMATS,
@@ -61,14 +63,18 @@ def _curves_json(
     seed: int,
     names: list[str] | str = "all",
     spec: PlotSpec | None = None,
+    prediction: Any = None,
 ) -> dict[str, Any]:
-    """The JSON (NaN-free) of curves ``names`` of the prediction in ``arrays``."""
-    fields = {
-        f: v
-        for f, v in arrays.items()
-        if f in KIND_FIELDS.get(kind, ()) and not f.startswith(ESTIMATE_PREFIX)
-    }
-    pred = build_prediction(kind, fields)
+    """The JSON (NaN-free) of curves ``names`` of the prediction in ``arrays`` (``prediction``:
+    that prediction, built already from them)."""
+    if prediction is None:
+        fields = {
+            f: v
+            for f, v in arrays.items()
+            if f in KIND_FIELDS.get(kind, ()) and not f.startswith(ESTIMATE_PREFIX)
+        }
+        prediction = build_prediction(kind, fields)
+    pred = prediction
     if spec is not None:
         available = frozenset(k for k in ("groups", "ood") if k in arrays)
         why = curve_plot_why_not(spec, pred, available)
@@ -100,16 +106,19 @@ def keep_curves(
     arrays: Mapping[str, Any],
     result: Mapping[str, Any],
     seed: int,
+    prediction: Any = None,
 ) -> None:
     """At the end of a job: keep every curve that applies (compressed) when the result does
     not hold them, so that the submission's curve plots can be drawn after its raw arrays
     expire. Curves are thinned (at most a few thousand points each): tens of kB per
-    submission. A failure here never fails the job; the plots then fall back to the arrays."""
+    submission. A failure here never fails the job; the plots then fall back to the arrays.
+    ``prediction``: the job's prediction of ``arrays`` (host arrays, the kind's fields), whose
+    batch the job's ``uqcore.reusing_batches`` block may still hold with its caches."""
     if result.get("curves"):
         return
     try:
-        drawn = _curves_json(kind, arrays, seed)
-        doc = json.dumps(drawn, separators=(",", ":")).encode()
+        drawn = _curves_json(kind, arrays, seed, prediction=prediction)
+        doc = orjson.dumps(drawn)  # NaN-free already (json_safe); the same values as json
         store.put_curves(sub_id, zlib.compress(doc, CURVES_ZLIB_LEVEL))
     except StoreUnavailable:
         raise
@@ -124,7 +133,7 @@ def _curve_source(store: Store, record: Any, result: Mapping[str, Any], spec: Pl
         return result
     kept = store.get_curves(record.id)
     if kept is not None:
-        stored = json.loads(zlib.decompress(kept))
+        stored = orjson.loads(zlib.decompress(kept))
         if all(name in stored for name in spec.curves):
             return {**result, "curves": {**held, **stored}}
     # The one loader: a benchmark submission's curves are drawn on the public rows only.

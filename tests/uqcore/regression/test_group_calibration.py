@@ -146,3 +146,58 @@ def test_bad_options() -> None:
         metric(NAME, pred, y, cali_type="max")
     with pytest.raises(UQValidationError, match="num_trials"):
         metric(NAME, pred, y, num_trials=0)
+
+
+def test_evaluate_finishes_it_after_the_others_with_the_same_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """evaluate starts the metric in its turn and takes the random groups from the helper
+    thread after the other metrics: the value of a direct call, in the same place of the
+    report, whether the helper thread is on or off."""
+    from uqcore import _background, evaluate
+
+    pred, y, _, _ = _data(500, 11)
+    threads: list[str] = []
+    real = gc.group_scores
+
+    def where(*args: Any, **kwargs: Any) -> Any:
+        import threading
+
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gc, "group_scores", where)
+    gc._RECENT.clear()
+    on = evaluate(pred, y, params={NAME: {"seed": 5}})
+    assert threads and threads[0].startswith("uqcore-bg")
+    monkeypatch.setattr(_background, "ENABLED", False)
+    gc._RECENT.clear()
+    off = evaluate(pred, y, params={NAME: {"seed": 5}})
+    assert threads[-1] == "MainThread"
+    gc._RECENT.clear()
+    direct = metric(NAME, pred, y, seed=5)
+    assert on[NAME] == off[NAME] == direct
+    assert list(on.to_dict()["values"]) == list(off.to_dict()["values"])  # the same order
+    assert on.meta["timings_s"][NAME] > 0
+
+
+def test_evaluate_reports_its_undefined_value_and_raises_its_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the start finds (too many rows to draw from: None and the reason) and what the
+    helper thread raises reach evaluate's report and caller as in a direct call."""
+    from uqcore import evaluate
+
+    pred, y, _, _ = _data(50, 12)
+    w = np.ones(50)
+    w[0] = 2e9  # a total weight of 10^9 rows or more: numpy's sampler cannot draw groups
+    report = evaluate(pred, y, [NAME, "ece"], sample_weight=w)
+    assert report[NAME] is None
+    assert any("10^9 rows" in note for note in report.warnings)
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("drawn badly")
+
+    monkeypatch.setattr(gc, "group_scores", broken)
+    with pytest.raises(RuntimeError, match="drawn badly"):
+        evaluate(pred, y, [NAME, "ece"])
