@@ -277,7 +277,7 @@ def run_job(
         def rest(exc: UQValidationError) -> str:
             return rest_text(str(exc), task=task, origin=origin, metrics=asked)
 
-        progress = ProgressWriter(lambda p: store.set_progress(sub_id, p))
+        progress = ProgressWriter(lambda p: store.set_progress(sub_id, p), delay_s=PROGRESS_DELAY_S)
 
         def checkpoint(value: float) -> None:
             heartbeat.check()
@@ -447,6 +447,8 @@ def heartbeat_check(heartbeat: JobHeartbeat) -> Callable[[float], None]:
 
 #: From this many rows a job keeps its curves after writing its result (see :func:`run_job`).
 CURVES_AFTER_RESULT_ROWS = 1_000_000
+#: A job writes no progress in its first this many seconds (see :class:`ProgressWriter`).
+PROGRESS_DELAY_S = 0.1
 #: Below this many rows the curves a job keeps share the metrics' batch and its caches
 #: (``uqcore.reusing_batches``): a few MB held for the curves' few milliseconds.
 SHARED_BATCH_ROWS = 1 << 17
@@ -563,7 +565,9 @@ class ProgressWriter:
     """Writes a running job's progress through ``write``, throttled: a value is written when
     it is at least ``step`` percent above the last one written, or ``interval_s`` seconds
     after it (uqcore reports after every block of resamples, which may be thousands of
-    small blocks); a value that is not above the last one written is dropped."""
+    small blocks); a value that is not above the last one written is dropped, and so is
+    every value reported within ``delay_s`` of the writer's creation (a job that ends
+    sooner goes from running to its end without progress writes: a Redis round trip each)."""
 
     def __init__(
         self,
@@ -571,6 +575,7 @@ class ProgressWriter:
         *,
         step: float = 1.0,
         interval_s: float = 0.25,
+        delay_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._write = write
@@ -579,11 +584,14 @@ class ProgressWriter:
         self._clock = clock
         self._last = -1.0
         self._at = -float("inf")
+        self._quiet_until = clock() + delay_s
 
     def __call__(self, progress: float) -> None:
         if progress <= self._last:
             return
         now = self._clock()
+        if now < self._quiet_until:
+            return
         if progress - self._last < self._step and now - self._at < self._interval_s:
             return
         self._write(progress)

@@ -574,3 +574,17 @@ def test_progress_writes_are_throttled() -> None:
         now[0] = at
         write(value)
     assert written == [5.0, 6.0, 6.3, 99.0]
+
+
+def test_progress_is_not_written_in_a_jobs_first_moments() -> None:
+    """Within ``delay_s`` of its creation the writer drops every value (a short job writes
+    none); after it the throttle above applies."""
+    from worker.execution import ProgressWriter
+
+    now = [10.0]
+    written: list[float] = []
+    write = ProgressWriter(written.append, delay_s=0.1, clock=lambda: now[0])
+    for value, at in [(5.0, 10.0), (50.0, 10.05), (60.0, 10.1), (60.5, 10.15), (70.0, 10.2)]:
+        now[0] = at
+        write(value)
+    assert written == [60.0, 70.0]
