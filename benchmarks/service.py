@@ -662,8 +662,8 @@ def profile_read(stack: Stack, calls: int) -> dict[str, Any]:
     return {"calls": calls, "per_call": per_call, "trips": trips, "size": len(body)}
 
 
-def throughput(stack: Stack, jobs: int, n: int) -> dict[str, Any]:
-    bodies = [npz_body(n, seed=100 + i, metrics="all") for i in range(jobs)]
+def throughput(stack: Stack, jobs: int, n: int, metrics: list[str] | str = "all") -> dict[str, Any]:
+    bodies = [npz_body(n, seed=100 + i, metrics=metrics) for i in range(jobs)]
     ids: list[str] = []
     with httpx.Client(base_url=stack.base, timeout=60.0) as client:
         # Warm every worker (imports, caches) with one untimed job each.

@@ -4,11 +4,12 @@ side by side in one run.
 The throughput phase of ``benchmarks/service.py`` on its own: M jobs (N = 10^4 Gaussian,
 ``metrics: "all"``, NPZ bodies) posted back to back by one client while the workers drain the
 queue, on a fresh ``uqeval serve --workers W`` (default settings), W = 1 and 2 alternated for
-``--rounds`` rounds (each with a warm-up job per worker). Jobs per minute from the first POST
+``--rounds`` rounds (each with a warm-up job per worker); and the same with the 28 metrics the
+previous run's figures were set with (:data:`CONFIGS`). Jobs per minute from the first POST
 to the last finish, and between the first and the last finish; the median of the rounds
 against the previous run's figures (:data:`PREVIOUS`).
 
-    python benchmarks/throughput.py                  # M = 200, 2 rounds (about 5 minutes)
+    python benchmarks/throughput.py                  # M = 200, 2 rounds (about 3 minutes)
     python benchmarks/throughput.py --jobs 40 --rounds 1
 
 Writes the "Service throughput" section of ``benchmarks/RESULTS.md`` (``--no-write``: print
@@ -39,18 +40,35 @@ PREVIOUS = {1: 2946.0, 2: 3775.0}
 N = 10_000
 
 
-def rounds(jobs: int, count: int) -> dict[int, list[dict[str, Any]]]:
-    out: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
+#: The runs of a round: (worker processes, metrics). "previous" posts the metrics the previous
+#: run's figures were set with (those "all" selects for a Gaussian but the ones added since,
+#: :data:`benchmarks.floor.ADDED_LATER`), for a like-for-like comparison.
+CONFIGS: tuple[tuple[int, str], ...] = ((1, "all"), (2, "all"), (1, "previous"), (2, "previous"))
+
+
+def previous_metrics() -> list[str]:
+    """The 28 metrics of the previous run's figures."""
+    from benchmarks.bootstrap_speed import target_metrics
+
+    return target_metrics()
+
+
+def rounds(jobs: int, count: int) -> dict[tuple[int, str], list[dict[str, Any]]]:
+    out: dict[tuple[int, str], list[dict[str, Any]]] = {c: [] for c in CONFIGS}
+    chosen: dict[str, list[str] | str] = {"all": "all", "previous": previous_metrics()}
     with tempfile.TemporaryDirectory(prefix="uqeval-throughput-") as tmp:
         index = 0
         for r in range(count):
-            for workers in (1, 2):
+            for workers, which in CONFIGS:
                 stack = Stack(workers, Path(tmp), index=index)
                 index += 1
-                print(f"round {r + 1}: {workers} worker(s) (load {loadavg()})", flush=True)
+                print(
+                    f"round {r + 1}: {workers} worker(s), metrics {which} (load {loadavg()})",
+                    flush=True,
+                )
                 with stack:
-                    got = throughput(stack, jobs, N)
-                out[workers].append(got)
+                    got = throughput(stack, jobs, N, chosen[which])
+                out[(workers, which)].append(got)
                 print(
                     f"  {got['per_min']:.0f} jobs/min, {got['succeeded']}/{jobs} succeeded",
                     flush=True,
@@ -58,33 +76,37 @@ def rounds(jobs: int, count: int) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
-def report(res: dict[int, list[dict[str, Any]]], args: argparse.Namespace, minutes: float) -> str:
+def report(
+    res: dict[tuple[int, str], list[dict[str, Any]]], args: argparse.Namespace, minutes: float
+) -> str:
     lines = [
         f"`python benchmarks/throughput.py --jobs {args.jobs} --rounds {args.rounds}` "
         f"({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {minutes:.1f} min; {platform.machine()}, "
         f"{os.cpu_count()} cores shared with other work, load at the end {loadavg()}). "
-        f"{args.jobs} jobs of N = {N:,} (Gaussian, all metrics, NPZ) posted back to back by one "
-        "client to a fresh `uqeval serve --workers W`; W = 1 and 2 alternated. Median of the "
-        "rounds.",
+        f"{args.jobs} jobs of N = {N:,} (Gaussian, NPZ) posted back to back by one client to a "
+        "fresh `uqeval serve --workers W`, each job with all metrics (the target's setting) "
+        f"or with the {len(previous_metrics())} metrics the previous run's figures were set "
+        "with; the four runs alternated in each round. Median of the rounds. Every job also "
+        "computes and keeps the curves of its plots (a submission outside a benchmark).",
         "",
-        "| worker processes | jobs/min (first POST → last finish) | jobs/min (first → last "
-        "finish) | previous run | ratio to previous | succeeded | rounds |",
-        "|---|---|---|---|---|---|---|",
+        "| worker processes | metrics | jobs/min (first POST → last finish) | jobs/min (first → "
+        "last finish) | previous run | ratio to previous | succeeded | rounds |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for workers in (1, 2):
-        runs = res[workers]
+    for (workers, which), runs in res.items():
         per_min = statistics.median(r["per_min"] for r in runs)
         steady = statistics.median(r["steady_per_min"] for r in runs)
         ok = sum(r["succeeded"] for r in runs)
         each = ", ".join(f"{r['per_min']:.0f}" for r in runs)
+        label = "all" if which == "all" else f"the previous run's {len(previous_metrics())}"
         lines.append(
-            f"| {workers} | {per_min:.0f} | {steady:.0f} | {PREVIOUS[workers]:.0f} | "
+            f"| {workers} | {label} | {per_min:.0f} | {steady:.0f} | {PREVIOUS[workers]:.0f} | "
             f"{per_min / PREVIOUS[workers]:.2f}× | {ok}/{args.jobs * len(runs)} | "
             f"{each} |"
         )
-    two = statistics.median(r["per_min"] for r in res[2])
-    one = statistics.median(r["per_min"] for r in res[1])
-    lines += ["", f"2 workers / 1 worker: {two / one:.2f}×."]
+    two = statistics.median(r["per_min"] for r in res[(2, "all")])
+    one = statistics.median(r["per_min"] for r in res[(1, "all")])
+    lines += ["", f"2 workers / 1 worker (all metrics): {two / one:.2f}×."]
     metrics_s, curves_s, count = in_process()
     per_job = 60.0 / one
     lines += [
@@ -94,11 +116,11 @@ def report(res: dict[int, list[dict[str, Any]]], args: argparse.Namespace, minut
         f"a job outside a benchmark computes and keeps for its plots, against {per_job * 1e3:.1f} "
         "ms per job with one worker (the rest: the API receiving, checking and storing the "
         "upload, the queue, the worker loading the arrays, packing its curves and storing the "
-        "result, on the same two cores). The previous run's figures were set with 28 metrics "
-        "and no curves. Of the metrics' time about 8 ms is the adversarial group calibration's "
-        "random groups (9 group sizes × 100 draws of 100 category counts from numpy's "
-        "multivariate hypergeometric sampler, the same at any N): the ≥ 2× target would need "
-        "that metric and the curves off a job's path.",
+        "result, on the same two cores). About 6 ms of the metrics' CPU time is adversarial "
+        "group calibration's random groups (9 group sizes × 100 draws of 100 category counts "
+        "from numpy's multivariate hypergeometric sampler, the same at any N), which `evaluate` "
+        "draws in a helper thread beside the other metrics (wall time above; "
+        'docs/performance.md, "What a small batch shares").',
     ]
     return "\n".join(lines)
 

@@ -35,6 +35,7 @@ __all__ = [
     "host_weights",
     "is_reused",
     "make_batch",
+    "reusing",
     "reusing_batches",
 ]
 
@@ -536,6 +537,11 @@ def reusing_batches(max_rows: int = 1 << 17) -> Iterator[None]:
         yield
     finally:
         _REUSE.scope = None
+
+
+def reusing() -> bool:
+    """Whether a :func:`reusing_batches` block is open in this thread."""
+    return getattr(_REUSE, "scope", None) is not None
 
 
 def is_reused(batch: Any) -> bool:

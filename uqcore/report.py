@@ -3,7 +3,6 @@ warnings and provenance, and return a JSON-serialisable :class:`Report`."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 import warnings
@@ -15,7 +14,7 @@ import numpy as np
 from uqcore import registry
 from uqcore._memory import release_free_memory
 from uqcore._validation import UQValidationError
-from uqcore.batch import is_reused, make_batch, reusing_batches
+from uqcore.batch import is_reused, make_batch, reusing, reusing_batches
 from uqcore.registry import MetricValue
 
 __all__ = ["Report", "estimator_names", "evaluate", "json_safe", "metric"]
@@ -287,144 +286,158 @@ def evaluate(
     """
     from uqcore import __version__
 
-    # with curves, one batch (its sorts, PIT values, errors) serves the metrics and the curves
-    with reusing_batches() if curves is not False else contextlib.nullcontext():
-        batch = make_batch(prediction, y, sample_weight, ood=ood, soft_labels=soft_labels)
-        task = str(getattr(prediction, "task", "regression"))
-        targets: frozenset[str] = getattr(batch, "targets", frozenset())
-        est_names = estimator_names(prediction, estimators)
-        params = dict(params or {})
-        not_applicable: dict[str, str] = {}
-        if isinstance(metrics, str):
-            if metrics != "all":
-                raise UQValidationError(
-                    f"metrics must be 'all' or a list of metric names, found {metrics!r}",
-                    argument="metrics",
-                    value=metrics,
-                )
-            chosen = []
-            for spec in registry.specs(task):
-                reason = spec.why_not(prediction, targets, batch.weights, params.get(spec.name))
-                if reason is None:
-                    chosen.append(spec)
-                else:
-                    not_applicable[spec.name] = reason
-        else:
-            if len(metrics) == 0:
-                raise UQValidationError("metrics must name at least one metric", argument="metrics")
-            chosen = []
-            listed = list(metrics)
-            for name in dict.fromkeys(listed):
-                spec = registry.get(name, task)
-                reason = spec.why_not(prediction, targets, batch.weights, params.get(name))
-                if reason is not None:
-                    raise UQValidationError(
-                        reason, argument="metrics", index=listed.index(name), value=name
-                    )
-                chosen.append(spec)
-        chosen_names = {s.name for s in chosen}
-        stray = sorted(set(params) - chosen_names - set(not_applicable))
-        if stray:
-            raise UQValidationError(
-                f"params given for metric(s) not requested: {', '.join(map(repr, stray))}",
-                argument="params",
-                value=stray[0],
-            )
-        batch.plan = frozenset(chosen_names)
-        values: dict[str, MetricValue] = {}
-        by_estimator: dict[str, dict[str, MetricValue]] = {}
-        used: dict[str, dict[str, Any]] = {}
-        timings: dict[str, float] = {}
-        notes: list[str] = []
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            order, drop_after = _evaluation_order(chosen)
-            # Metrics with a start (MetricSpec.start) are finished after the others; below
-            # _EARLY_START_ROWS they are started before them (what they share stays cached
-            # meanwhile: a few MB), so that their helper thread's work overlaps all the others.
-            startable = {
-                s.name
-                for s in order
-                if s.start is not None and not (est_names and "estimator" in s.defaults)
-            }
-            started: list[tuple[registry.MetricSpec, Callable[[], MetricValue]]] = []
-
-            def begin(spec: registry.MetricSpec, resolved: dict[str, Any]) -> None:
-                start = time.perf_counter()
-                finish, msgs = _start_one(spec, batch, resolved, caught)
-                started.append((spec, finish))
-                timings[spec.name] = time.perf_counter() - start
-                notes.extend(msgs)
-
-            early = batch.n < _EARLY_START_ROWS
-            if early:
-                for spec in order:
-                    if spec.name in startable:
-                        begin(spec, spec.resolve_params(params.get(spec.name)))
-            before = batch.cached_keys()
-            # a batch that a reusing_batches block keeps for later calls keeps its caches
-            reused = is_reused(batch)
-            for position, spec in enumerate(order):
-                resolved = spec.resolve_params(params.get(spec.name))
-                value = None
-                if spec.name in startable:
-                    if not early:
-                        begin(spec, resolved)
-                else:
-                    start = time.perf_counter()
-                    value, msgs = _run_one(spec, batch, resolved, caught)
-                    timings[spec.name] = time.perf_counter() - start
-                    notes.extend(msgs)
-                values[spec.name] = value
-                used[spec.name] = json_safe(resolved, spec.name, [])
-                if est_names and "estimator" in spec.defaults:
-                    row: dict[str, MetricValue] = {}
-                    for est in est_names:
-                        if est == resolved["estimator"]:
-                            row[est] = value
-                            continue
-                        v, msgs = _run_one(spec, batch, {**resolved, "estimator": est}, caught)
-                        row[est] = v
-                        notes.extend(f"[{est}] {m}" for m in msgs)
-                    by_estimator[spec.name] = row
-                if position in drop_after and not reused:
-                    batch.forget_since(before)  # a group's working set, before the next one's
-                    if batch.n >= _TRIM_ROWS:
-                        release_free_memory()
-            for spec, finish in started:
-                start = time.perf_counter()
-                done = _finisher(finish)
-                values[spec.name], msgs = _run_one(spec, batch, {}, caught, run=done)
-                timings[spec.name] += time.perf_counter() - start
-                notes.extend(msgs)
-        values = {s.name: values[s.name] for s in chosen}
-        meta: dict[str, Any] = {
-            "uqcore_version": __version__,
-            "task": task,
-            "prediction_kind": prediction.kind,
-            "n": batch.n,
-            "weighted": batch.weights is not None,
-            # Wall time per metric, in evaluation order: shared work (sorts, PIT values) is
-            # charged to the first metric that needs it.
-            "timings_s": timings,
-        }
-        if est_names:
-            meta["estimators"] = est_names
-            meta["by_estimator"] = by_estimator
-        held: dict[str, Any] = {}
-        if curves is not False:
-            from uqcore.curves import curves as compute_curves
-
-            held = compute_curves(
+    if curves is not False and not reusing():
+        # one batch (its sorts, PIT values, errors) for the metrics and the curves
+        with reusing_batches():
+            return evaluate(
                 prediction,
                 y,
-                "all" if curves is True else list(curves),
+                metrics,
+                params=params,
                 sample_weight=sample_weight,
-                groups=groups,
+                estimators=estimators,
                 ood=ood,
+                soft_labels=soft_labels,
+                groups=groups,
+                curves=curves,
                 seed=seed,
             )
-        return Report(values, used, not_applicable, notes, meta, held)
+    batch = make_batch(prediction, y, sample_weight, ood=ood, soft_labels=soft_labels)
+    task = str(getattr(prediction, "task", "regression"))
+    targets: frozenset[str] = getattr(batch, "targets", frozenset())
+    est_names = estimator_names(prediction, estimators)
+    params = dict(params or {})
+    not_applicable: dict[str, str] = {}
+    if isinstance(metrics, str):
+        if metrics != "all":
+            raise UQValidationError(
+                f"metrics must be 'all' or a list of metric names, found {metrics!r}",
+                argument="metrics",
+                value=metrics,
+            )
+        chosen = []
+        for spec in registry.specs(task):
+            reason = spec.why_not(prediction, targets, batch.weights, params.get(spec.name))
+            if reason is None:
+                chosen.append(spec)
+            else:
+                not_applicable[spec.name] = reason
+    else:
+        if len(metrics) == 0:
+            raise UQValidationError("metrics must name at least one metric", argument="metrics")
+        chosen = []
+        listed = list(metrics)
+        for name in dict.fromkeys(listed):
+            spec = registry.get(name, task)
+            reason = spec.why_not(prediction, targets, batch.weights, params.get(name))
+            if reason is not None:
+                raise UQValidationError(
+                    reason, argument="metrics", index=listed.index(name), value=name
+                )
+            chosen.append(spec)
+    chosen_names = {s.name for s in chosen}
+    stray = sorted(set(params) - chosen_names - set(not_applicable))
+    if stray:
+        raise UQValidationError(
+            f"params given for metric(s) not requested: {', '.join(map(repr, stray))}",
+            argument="params",
+            value=stray[0],
+        )
+    batch.plan = frozenset(chosen_names)
+    values: dict[str, MetricValue] = {}
+    by_estimator: dict[str, dict[str, MetricValue]] = {}
+    used: dict[str, dict[str, Any]] = {}
+    timings: dict[str, float] = {}
+    notes: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        order, drop_after = _evaluation_order(chosen)
+        # Metrics with a start (MetricSpec.start) are finished after the others; below
+        # _EARLY_START_ROWS they are started before them (what they share stays cached
+        # meanwhile: a few MB), so that their helper thread's work overlaps all the others.
+        startable = {
+            s.name
+            for s in order
+            if s.start is not None and not (est_names and "estimator" in s.defaults)
+        }
+        started: list[tuple[registry.MetricSpec, Callable[[], MetricValue]]] = []
+
+        def begin(spec: registry.MetricSpec, resolved: dict[str, Any]) -> None:
+            start = time.perf_counter()
+            finish, msgs = _start_one(spec, batch, resolved, caught)
+            started.append((spec, finish))
+            timings[spec.name] = time.perf_counter() - start
+            notes.extend(msgs)
+
+        early = batch.n < _EARLY_START_ROWS
+        if early:
+            for spec in order:
+                if spec.name in startable:
+                    begin(spec, spec.resolve_params(params.get(spec.name)))
+        before = batch.cached_keys()
+        # a batch that a reusing_batches block keeps for later calls keeps its caches
+        reused = is_reused(batch)
+        for position, spec in enumerate(order):
+            resolved = spec.resolve_params(params.get(spec.name))
+            value = None
+            if spec.name in startable:
+                if not early:
+                    begin(spec, resolved)
+            else:
+                start = time.perf_counter()
+                value, msgs = _run_one(spec, batch, resolved, caught)
+                timings[spec.name] = time.perf_counter() - start
+                notes.extend(msgs)
+            values[spec.name] = value
+            used[spec.name] = json_safe(resolved, spec.name, [])
+            if est_names and "estimator" in spec.defaults:
+                row: dict[str, MetricValue] = {}
+                for est in est_names:
+                    if est == resolved["estimator"]:
+                        row[est] = value
+                        continue
+                    v, msgs = _run_one(spec, batch, {**resolved, "estimator": est}, caught)
+                    row[est] = v
+                    notes.extend(f"[{est}] {m}" for m in msgs)
+                by_estimator[spec.name] = row
+            if position in drop_after and not reused:
+                batch.forget_since(before)  # a group's working set, before the next one's
+                if batch.n >= _TRIM_ROWS:
+                    release_free_memory()
+        for spec, finish in started:
+            start = time.perf_counter()
+            done = _finisher(finish)
+            values[spec.name], msgs = _run_one(spec, batch, {}, caught, run=done)
+            timings[spec.name] += time.perf_counter() - start
+            notes.extend(msgs)
+    values = {s.name: values[s.name] for s in chosen}
+    meta: dict[str, Any] = {
+        "uqcore_version": __version__,
+        "task": task,
+        "prediction_kind": prediction.kind,
+        "n": batch.n,
+        "weighted": batch.weights is not None,
+        # Wall time per metric, in evaluation order: shared work (sorts, PIT values) is
+        # charged to the first metric that needs it.
+        "timings_s": timings,
+    }
+    if est_names:
+        meta["estimators"] = est_names
+        meta["by_estimator"] = by_estimator
+    held: dict[str, Any] = {}
+    if curves is not False:
+        from uqcore.curves import curves as compute_curves
+
+        held = compute_curves(
+            prediction,
+            y,
+            "all" if curves is True else list(curves),
+            sample_weight=sample_weight,
+            groups=groups,
+            ood=ood,
+            seed=seed,
+        )
+    return Report(values, used, not_applicable, notes, meta, held)
 
 
 def estimator_names(prediction: Any, estimators: str | Sequence[str] | None) -> list[str]:
