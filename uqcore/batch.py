@@ -35,6 +35,7 @@ __all__ = [
     "host_weights",
     "is_reused",
     "make_batch",
+    "regression_batch",
     "reusing",
     "reusing_batches",
 ]
@@ -487,12 +488,10 @@ def make_batch(
     """The batch type of ``prediction``'s task: :class:`Batch` (regression) or
     :class:`ClassificationBatch`. ``ood`` and ``soft_labels`` are classification targets;
     ``defer_finite``: a regression batch checks ``y`` finite on first use (see :class:`Batch`)."""
-    scope: _Reuse | None = getattr(_REUSE, "scope", None)
     given = (prediction, y, sample_weight, ood, soft_labels)
-    if scope is not None:
-        for inputs, held in scope.batches:
-            if all(a is b for a, b in zip(inputs, given, strict=True)):
-                return held
+    held = _held(given)
+    if held is not None:
+        return held
     batch: Batch | ClassificationBatch
     if getattr(prediction, "task", "regression") == "classification":
         batch = ClassificationBatch(prediction, y, sample_weight, ood=ood, soft_labels=soft_labels)
@@ -503,9 +502,38 @@ def make_batch(
         )
     else:
         batch = Batch(prediction, y, sample_weight, defer_finite=defer_finite)
+    _keep(given, batch)
+    return batch
+
+
+def regression_batch(prediction: Any, y: Any, sample_weight: Any = None) -> Batch:
+    """``Batch(prediction, y, sample_weight)`` for a function that takes a regression
+    prediction only (the curves): within a :func:`reusing_batches` block, the batch made
+    before for these objects (by identity)."""
+    given = (prediction, y, sample_weight, None, None)
+    held = _held(given)
+    if isinstance(held, Batch):
+        return held
+    batch = Batch(prediction, y, sample_weight)
+    _keep(given, batch)
+    return batch
+
+
+def _held(given: tuple[Any, ...]) -> Batch | ClassificationBatch | None:
+    """The batch the open :func:`reusing_batches` block holds for the objects ``given``."""
+    scope: _Reuse | None = getattr(_REUSE, "scope", None)
+    if scope is not None:
+        for inputs, held in scope.batches:
+            if all(a is b for a, b in zip(inputs, given, strict=True)):
+                return held
+    return None
+
+
+def _keep(given: tuple[Any, ...], batch: Batch | ClassificationBatch) -> None:
+    """Hold ``batch`` for the objects ``given`` in the open block, if any and small enough."""
+    scope: _Reuse | None = getattr(_REUSE, "scope", None)
     if scope is not None and batch.n < scope.max_rows:
         scope.batches.append((given, batch))
-    return batch
 
 
 class _Reuse:

@@ -15,7 +15,7 @@ import numpy as np
 
 from uqcore import registry
 from uqcore._validation import UQValidationError
-from uqcore.batch import Batch
+from uqcore.batch import Batch, regression_batch
 
 __all__ = ["uncertainty_toolbox_metrics"]
 
@@ -76,7 +76,7 @@ def uncertainty_toolbox_metrics(
         raise UQValidationError(f"num_bins must be an integer >= 2, found {num_bins!r}")
     if isinstance(resolution, bool) or not isinstance(resolution, int) or resolution < 1:
         raise UQValidationError(f"resolution must be an integer >= 1, found {resolution!r}")
-    batch = Batch(prediction, y, sample_weight)
+    batch = regression_batch(prediction, y, sample_weight)
     grid = [float(v) for v in np.linspace(0.0, 1.0, num_bins)]
     score_levels = [float(v) for v in np.linspace(0.01, 0.99, resolution)]
     cal = {"compat": _UT, "levels": grid}

@@ -40,7 +40,7 @@ import numpy as np
 
 from uqcore._backend import to_numpy
 from uqcore._validation import UQValidationError
-from uqcore.batch import Batch, make_batch
+from uqcore.batch import make_batch, regression_batch
 
 __all__ = ["CorpReliability", "MurphyDiagram", "corp_reliability", "murphy_diagram"]
 
@@ -280,7 +280,7 @@ def murphy_diagram(
     >>> d.score
     (0.0, 0.5, 0.0)
     """
-    batch = Batch(prediction, y, sample_weight)
+    batch = regression_batch(prediction, y, sample_weight)
     if functional == "mean":
         x = to_numpy(batch.point)
         lv = 0.5

@@ -106,3 +106,28 @@ def test_curves_after_evaluate_in_one_block_equal_separate_ones(
     assert together_curves == alone_curves
     with_curves = uqcore.evaluate(pred, y, sample_weight=sw, curves=True)
     assert _json(with_curves.curves) == alone_curves
+
+
+def test_every_curve_reads_the_batch_of_the_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each regression curve function takes its batch through ``make_batch`` or
+    ``regression_batch``: in one block, evaluate and every curve of a Gaussian make one batch
+    in all; outside a block, each curve makes its own. (The curve by groups makes a batch of
+    each group's rows, other objects.)"""
+    from uqcore import batch as batch_module
+
+    pred, y, _ = _data(seed=4)
+    made: list[int] = []
+    real = batch_module.Batch.__init__
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(1)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(batch_module.Batch, "__init__", counted)
+    with uqcore.reusing_batches():
+        uqcore.evaluate(pred, y)
+        found = curves(pred, y)
+    assert len(found) >= 8 and len(made) == 1
+    made.clear()
+    curves(pred, y)
+    assert len(made) >= 5

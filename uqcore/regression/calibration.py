@@ -50,7 +50,7 @@ from uqcore._kolmogorov import ks_sf
 from uqcore._scaling import exponent, format_scaled, rescaled
 from uqcore._stats import chunks, sorted_values, sorted_weights, sum_of_products
 from uqcore._validation import UQValidationError
-from uqcore.batch import Batch
+from uqcore.batch import Batch, regression_batch
 from uqcore.options import Bins, CurveLevels
 from uqcore.predictions.regression import Mixture, Samples, _LocationScale
 from uqcore.registry import register, undefined
@@ -441,7 +441,7 @@ def calibration_curve(
             "calibration_curve needs a prediction with a CDF or quantiles, found "
             f"{getattr(prediction, 'kind', type(prediction).__name__)}"
         )
-    batch = Batch(prediction, y, sample_weight)
+    batch = regression_batch(prediction, y, sample_weight)
     t = _tally(batch, prop_type, levels, compat)
     return CalibrationCurve(
         expected=tuple(float(v) for v in t.expected),

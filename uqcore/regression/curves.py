@@ -20,7 +20,7 @@ import scipy.stats
 from uqcore import registry
 from uqcore._backend import to_numpy
 from uqcore._validation import UQValidationError
-from uqcore.batch import Batch
+from uqcore.batch import regression_batch
 from uqcore.curves import CurveSpec, register_curve
 from uqcore.regression import ranking
 from uqcore.regression.calibration import (
@@ -395,7 +395,7 @@ def interval_width_curve(
     ranking._check_alpha(alpha)
     if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 1:
         raise UQValidationError(f"max_points must be an integer >= 1, found {max_points!r}")
-    batch = Batch(prediction, y, sample_weight)
+    batch = regression_batch(prediction, y, sample_weight)
     caps = batch.prediction.capabilities
     if not {"point", "uncertainty"} <= caps:
         raise UQValidationError(

@@ -81,7 +81,7 @@ from uqcore._stats import (
     weighted_quantile,
 )
 from uqcore._validation import UQValidationError, first_bad
-from uqcore.batch import Batch
+from uqcore.batch import Batch, regression_batch
 from uqcore.options import MAX_GRID, Range
 from uqcore.registry import IntegerWeights, register, undefined
 
@@ -802,7 +802,7 @@ def sparsification_curve(
     """
     _check_error(error)
     _check_grid(grid)
-    batch = Batch(prediction, y, sample_weight)
+    batch = regression_batch(prediction, y, sample_weight)
     if "uncertainty" not in batch.prediction.capabilities:
         raise UQValidationError(
             f"sparsification_curve needs a scalar uncertainty, which a "

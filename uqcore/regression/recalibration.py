@@ -35,7 +35,7 @@ from uqcore._validation import (
     check_finite,
     check_in_open_unit,
 )
-from uqcore.batch import Batch
+from uqcore.batch import Batch, regression_batch
 from uqcore.predictions.regression import (
     Gaussian,
     Laplace,
@@ -67,7 +67,7 @@ _NEED_WORDS = {"cdf": "a CDF", "logpdf": "a density"}
 
 
 def _fit_batch(prediction: Any, y: Any, sample_weight: Any, need: str) -> Batch:
-    batch = Batch(prediction, y, sample_weight)
+    batch = regression_batch(prediction, y, sample_weight)
     if need not in prediction.capabilities:
         raise UQValidationError(
             f"prediction must provide {_NEED_WORDS[need]} for this recalibration; a "
