@@ -90,8 +90,9 @@ def report(
         "computes and keeps the curves of its plots (a submission outside a benchmark).",
         "",
         "| worker processes | metrics | jobs/min (first POST → last finish) | jobs/min (first → "
-        "last finish) | previous run | ratio to previous | succeeded | rounds |",
-        "|---|---|---|---|---|---|---|---|",
+        "last finish) | previous run | ratio to previous | posting the jobs took | CPU ms per "
+        "job: workers / API / Redis | succeeded | rounds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (workers, which), runs in res.items():
         per_min = statistics.median(r["per_min"] for r in runs)
@@ -99,10 +100,15 @@ def report(
         ok = sum(r["succeeded"] for r in runs)
         each = ", ".join(f"{r['per_min']:.0f}" for r in runs)
         label = "all" if which == "all" else f"the previous run's {len(previous_metrics())}"
+        posting = statistics.median(r["posting"] for r in runs)
+        cpu = " / ".join(
+            f"{1e3 * statistics.median(r['cpu'].get(role, 0.0) for r in runs) / args.jobs:.1f}"
+            for role in ("workers", "api", "redis")
+        )
         lines.append(
             f"| {workers} | {label} | {per_min:.0f} | {steady:.0f} | {PREVIOUS[workers]:.0f} | "
-            f"{per_min / PREVIOUS[workers]:.2f}× | {ok}/{args.jobs * len(runs)} | "
-            f"{each} |"
+            f"{per_min / PREVIOUS[workers]:.2f}× | {posting:.2f} s | {cpu} | "
+            f"{ok}/{args.jobs * len(runs)} | {each} |"
         )
     two = statistics.median(r["per_min"] for r in res[(2, "all")])
     one = statistics.median(r["per_min"] for r in res[(1, "all")])
