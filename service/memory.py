@@ -26,7 +26,10 @@ so its working width is C) and E the number of elements of the arrays sent, the 
   ``8N · 4·b_j`` with ``b_j = min(100, 2**23 // N, 256)``;
 - stability: ``8N · (c + 3.5·b_s + W)`` with ``b_s = min(repeats, 2**23 // N, 256)``, plus
   16 MiB (the gathered small subsets and the per-size tables);
-- curves: ``8N · (12 + W)``;
+- curves: ``8N · (4 + W)`` (the curves read the batch's sorts and PIT values: a sparsification
+  curve on its grid and a Murphy diagram by chunks need no N-long block of their own; measured
+  below the metrics' peak, ``benchmarks/RESULTS.md``, "Memory estimate" and "Large
+  submission");
 - bins: ``64 · n_bins · max(b, 1)`` for each binned metric (per-bin tallies of a block);
 - estimators (classification): ``8N · (4 + 8·[B > 0])`` per estimator beyond the metric's own;
 - a fixed ``32 MiB`` per job (thread stacks, interpreter objects, the result document).
@@ -196,7 +199,7 @@ def estimate_job(
         block = max(block, s_block)
         parts["stability.repeats × N"] = int(row * (columns + 3.5 * s_block + width)) + (16 << 20)
     if analyses.curves:
-        parts["curves × N"] = row * (12 + width)
+        parts["curves × N"] = row * (4 + width)
     bins = _bins(kind, analyses)
     if bins:
         parts["n_bins of the binned metrics"] = 64 * bins * max(block, 1)
