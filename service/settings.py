@@ -211,6 +211,15 @@ class Settings(BaseSettings):
         description="A job whose bootstrap has N * B at least this large splits its resamples "
         "into parts that idle workers compute with it (bit-identical to one worker).",
     )
+    split_bootstrap_min_idle_cores: float = Field(
+        default=1.0,
+        ge=0.0,
+        description="A worker takes a part of another job's split bootstrap only while at least "
+        "this many cores of its machine are free for it (idle, or used by the worker itself, "
+        "over the last 0.1 s or since its last part): a bootstrap already runs on about 1.5 "
+        "cores through its helper threads, so a second worker on the same small machine would "
+        "slow it down. 0: take parts whatever the machine's load.",
+    )
     job_memory_budget_bytes: int | None = Field(
         default=None,
         gt=0,

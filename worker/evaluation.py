@@ -202,9 +202,11 @@ class EstimatedProgress(threading.Thread):
             self.join()
 
 
-#: Seconds per row of ``uqcore.evaluate`` of all regression metrics (about 2.5 s at 10^7 on
-#: one core, measured): the time scale of :class:`EstimatedProgress`.
-EVALUATE_S_PER_ROW = 2.5e-7
+#: Seconds per row of ``uqcore.evaluate`` of all regression metrics, the time scale of
+#: :class:`EstimatedProgress`: measured 7.6 s at 10^7 (float64, every metric but group
+#: calibration; ``benchmarks/RESULTS.md``, "Distance to the floor") and 176 s at 10^8
+#: (float32, memory-mapped; "Large submission") on this project's 2-core machine.
+EVALUATE_S_PER_ROW = 1e-6
 #: Batches from this many rows get estimated progress during ``uqcore.evaluate``.
 MIN_ROWS = 1_000_000
 #: Seconds between two estimated progress reports.

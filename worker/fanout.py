@@ -56,6 +56,7 @@ from worker.evaluation import bootstrap_options, inputs
 
 __all__ = [
     "MAX_PARTS",
+    "FreeCores",
     "PartLost",
     "SplitBoard",
     "SplitJob",
@@ -344,6 +345,55 @@ class ClaimKeeper(threading.Thread):
         self.stopped.set()
 
 
+#: The shortest window over which :class:`FreeCores` measures the machine's load (s).
+FREE_CORES_WINDOW_S = 0.1
+
+
+def _cpu_times() -> tuple[float, float, int] | None:
+    """(idle jiffies, all jiffies, CPUs) of the machine from ``/proc/stat``; None elsewhere."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    head = lines[0].split() if lines else []
+    if not head or head[0] != "cpu" or len(head) < 6:
+        return None
+    ticks = [float(v) for v in head[1:]]
+    cpus = sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit())
+    return ticks[3] + ticks[4], sum(ticks), max(cpus, 1)  # idle + iowait
+
+
+class FreeCores:
+    """The cores of this machine free for this process: idle, or busy with this process
+    itself (what it frees when it stops), over the window since the last reading (at least
+    :data:`FREE_CORES_WINDOW_S`). ``None`` where ``/proc/stat`` cannot be read."""
+
+    def __init__(
+        self,
+        times: Callable[[], tuple[float, float, int] | None] = _cpu_times,
+        own: Callable[[], float] = time.process_time,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._times, self._own, self._clock, self._sleep = times, own, clock, sleep
+        self._last = (times(), own(), clock())
+
+    def __call__(self) -> float | None:
+        then, own_then, at = self._last
+        left = FREE_CORES_WINDOW_S - (self._clock() - at)
+        if left > 0:
+            self._sleep(left)
+        now, own_now, at_now = self._times(), self._own(), self._clock()
+        self._last = (now, own_now, at_now)
+        if then is None or now is None or now[1] <= then[1]:
+            return None
+        cpus = now[2]
+        idle = (now[0] - then[0]) / (now[1] - then[1]) * cpus
+        mine = (own_now - own_then) / max(at_now - at, 1e-9)
+        return min(float(cpus), idle + mine)
+
+
 def _claimed(
     board: SplitBoard,
     sub_id: str,
@@ -353,12 +403,17 @@ def _claimed(
     keeper: ClaimKeeper,
     *,
     wait: Callable[[], None] | None,
+    free: Callable[[], float | None] | None = None,
 ) -> Iterator[tuple[int, int]]:
     """The ranges this process claims, one at a time. With ``wait`` (the job), when every
     part left is held by another claimant it calls ``wait()`` and tries again until all
-    are done; without (a part task) it stops."""
+    are done; without (a part task) it stops, and it also stops before a claim when
+    ``free()`` (:class:`FreeCores`) finds fewer free cores than
+    ``split_bootstrap_min_idle_cores``."""
     count = len(split.parts)
     while True:
+        if free is not None and not _enough(free(), settings):
+            return
         part = board.claim(sub_id, split.token, claimant, count, settings.heartbeat_ttl_s)
         if part == -2:
             return
@@ -369,6 +424,11 @@ def _claimed(
         if wait is None or board.done(sub_id) >= count:
             return
         wait()
+
+
+def _enough(free: float | None, settings: Settings) -> bool:
+    """Whether ``free`` cores (None: unknown) let a worker take a part of another's job."""
+    return free is None or free >= settings.split_bootstrap_min_idle_cores
 
 
 def run_parts(
@@ -383,18 +443,21 @@ def run_parts(
     *,
     wait: Callable[[], None] | None = None,
     progress: Callable[[float], None] | None = None,
+    free: Callable[[], float | None] | None = None,
 ) -> int:
     """Claim and compute parts of ``split`` until none is left to claim; returns how many
     this process computed. ``progress(fraction)`` after each block (also where the caller
-    stops a cancelled job); ``wait`` as in :func:`_claimed`. A part whose claim is lost meanwhile
-    is abandoned (:class:`PartLost`) and claiming goes on."""
+    stops a cancelled job); ``wait`` and ``free`` as in :func:`_claimed`. A part whose claim
+    is lost meanwhile is abandoned (:class:`PartLost`) and claiming goes on."""
     keeper = ClaimKeeper(board, sub_id, split.token, claimant, settings)
     keeper.start()
     count = len(split.parts)
     computed = [0]
     try:
         while True:
-            ranges = _claimed(board, sub_id, split, claimant, settings, keeper, wait=wait)
+            ranges = _claimed(
+                board, sub_id, split, claimant, settings, keeper, wait=wait, free=free
+            )
 
             def report(start: int, stop: int, fraction: float) -> None:
                 keeper.check()
@@ -537,7 +600,9 @@ def run_part_job(
     until none is left to claim; returns what happened (for logs and tests).
 
     Ends at once ("skipped:...") when the split is gone (the job ended, was cancelled, or a
-    later delivery of it started) or every part is done or held, before loading anything.
+    later delivery of it started), every part is done or held, or the machine has fewer free
+    cores than ``split_bootstrap_min_idle_cores`` (the job's own threads may be using them),
+    before loading anything; it stops taking parts when the free cores fall below that.
     """
     board = SplitBoard(store)
     split = board.read(sub_id)
@@ -545,6 +610,10 @@ def run_part_job(
         return "skipped:gone"
     if not board.free(sub_id, len(split.parts)):
         return "skipped:nothing-left"
+    free = FreeCores()
+    if not _enough(free(), settings):
+        log.info("split bootstrap of %s: no part taken, no free core here", sub_id)
+        return "skipped:no-free-core"
     record = store.get_submission(sub_id)
     # The job's own loader: the public rows of a benchmark (the job splits only those).
     arrays = None if record is None else store.load_part(record, "public")
@@ -555,7 +624,15 @@ def run_part_job(
     claimant = claimant_name(worker_name)
     with enforced(memory_budget) if memory_budget is not None else contextlib.nullcontext():
         computed = run_parts(
-            board, sub_id, split, claimant, settings, given.prediction, given.y, options
+            board,
+            sub_id,
+            split,
+            claimant,
+            settings,
+            given.prediction,
+            given.y,
+            options,
+            free=free,
         )
     log.info("split bootstrap of %s: %s computed %d part(s)", sub_id, claimant, computed)
     return f"computed:{computed}"

@@ -4,6 +4,7 @@ two, surviving a killed part task, and computed whole by a lone worker."""
 from __future__ import annotations
 
 import itertools
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,10 +21,11 @@ from tests.factories import gaussian_arrays
 from tests.stack import WorkerProcess, clear_store
 from tests.worker.test_worker import submit, wait_for
 from uqcore.stability import bootstrap_block_size
+from worker import fanout
 from worker.backend import Backend
 from worker.evaluation import compute
 from worker.execution import run_job
-from worker.fanout import Split, SplitBoard, plan_parts, run_part_job
+from worker.fanout import FreeCores, Split, SplitBoard, plan_parts, run_part_job
 
 NUMPY = Backend("numpy", "cpu", False)
 WAIT_S = 180.0  # generous: the machine may be busy; no assertion relies on speed
@@ -31,10 +33,12 @@ WAIT_S = 180.0  # generous: the machine may be busy; no assertion relies on spee
 
 def _own(settings: Settings, db: int, **update: Any) -> Settings:
     """Settings on a database of its own (the session worker cannot take these jobs), with
-    every bootstrap split."""
+    every bootstrap split, and part tasks that take parts whatever the machine's load (the
+    test workers share its cores with the job; the free-core check has tests of its own)."""
     assert settings.redis_url is not None
     url = settings.redis_url.rsplit("/", 1)[0] + f"/{db}"
-    return settings.model_copy(update={"redis_url": url, "split_bootstrap_min_work": 1, **update})
+    base = {"redis_url": url, "split_bootstrap_min_work": 1, "split_bootstrap_min_idle_cores": 0}
+    return settings.model_copy(update={**base, **update})
 
 
 @pytest.fixture
@@ -131,6 +135,66 @@ def test_a_part_task_ends_at_once_when_nothing_is_left(
     assert board.claim("sub_b", "t", "y", 2, 30.0) == 1
     # both held by live claimants: nothing is loaded (the submission does not even exist)
     assert run_part_job(store, own, NUMPY, "sub_b", "t") == "skipped:nothing-left"
+
+
+def test_free_cores_are_the_idle_ones_and_this_processs_own() -> None:
+    """From /proc/stat's idle and iowait share of all jiffies times the CPUs, plus this
+    process's CPU time over the window; the window is at least FREE_CORES_WINDOW_S (slept
+    up to it); None where the machine's times cannot be read."""
+    readings = iter([(100.0, 1000.0, 4), (130.0, 1100.0, 4), (130.0, 1100.0, 4)])
+    own = iter([5.0, 5.05, 5.05])
+    clock = iter([0.0, 0.04, 0.1, 0.3, 0.3])
+    slept: list[float] = []
+    free = FreeCores(
+        times=lambda: next(readings),
+        own=lambda: next(own),
+        clock=lambda: next(clock),
+        sleep=slept.append,
+    )
+    # 30 of 100 jiffies idle on 4 CPUs = 1.2 cores, and 0.05 s of own CPU in 0.1 s = 0.5
+    assert free() == pytest.approx(1.7)
+    assert slept == [pytest.approx(0.06)]
+    assert free() is None  # no jiffies passed: unknown
+    unknown = FreeCores(times=lambda: None)
+    assert unknown() is None
+    real = FreeCores()()
+    assert real is None or 0.0 <= real <= (os.cpu_count() or 1)
+
+
+def test_a_part_task_takes_no_part_without_a_free_core(
+    split_store: tuple[Settings, Store], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below ``split_bootstrap_min_idle_cores`` free cores a part task ends before loading
+    anything and the parts stay for the job; with enough, it goes on to load."""
+    own, store = split_store
+    busy = own.model_copy(update={"split_bootstrap_min_idle_cores": 1.0})
+    board = SplitBoard(store)
+    board.publish("sub_c", Split("t", ["mae"], 20, [(0, 10), (10, 20)]), 60)
+    monkeypatch.setattr(fanout, "FreeCores", lambda: lambda: 0.6)
+    assert run_part_job(store, busy, NUMPY, "sub_c", "t") == "skipped:no-free-core"
+    assert board.free("sub_c", 2)  # nothing claimed
+    monkeypatch.setattr(fanout, "FreeCores", lambda: lambda: 1.0)
+    # enough: it loads the submission (which does not exist here)
+    assert run_part_job(store, busy, NUMPY, "sub_c", "t") == "skipped:gone"
+
+
+def test_a_part_task_stops_taking_parts_when_the_cores_fill(
+    split_store: tuple[Settings, Store], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check runs before each claim: free cores for the first part, none for the next,
+    so the task computes one part and leaves the other for the job."""
+    own, store = split_store
+    busy = own.model_copy(update={"split_bootstrap_min_idle_cores": 1.0})
+    arrays = gaussian_arrays(1_000, seed=3)
+    rec = submit(store, busy, arrays, {"metrics": ["mae"], "bootstrap": {"n_resamples": 40}})
+    board = SplitBoard(store)
+    block = bootstrap_block_size(1_000, 40)
+    parts = [(0, block), (block, 40)]
+    board.publish(rec.id, Split("t", ["mae"], 40, parts), 60)
+    readings = iter([2.0, 2.0, 0.5])  # the task's own check, then one before each claim
+    monkeypatch.setattr(fanout, "FreeCores", lambda: lambda: next(readings))
+    assert run_part_job(store, busy, NUMPY, rec.id, "t") == "computed:1"
+    assert board.done(rec.id) == 1 and board.free(rec.id, 2)
 
 
 # --- one process: the job computes every part -------------------------------------------------
