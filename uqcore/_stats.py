@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 import array_api_compat
 import numpy as np
 
-from uqcore._backend import Array, Namespace, radix_sort, scatter, select
+from uqcore._backend import Array, Namespace, scatter, select, value_sort
 from uqcore._scaling import exponent, rescaled
 
 if TYPE_CHECKING:
@@ -150,13 +150,14 @@ def sorted_values(
     """``values()`` sorted ascending (a value sort, no argsort), cached in ``batch`` under
     ``"stats:sorted:<name>"``. Equals ``take(values, order)`` for every ascending argsort, so
     it pairs with :func:`sorted_weights` of the same ``name``. The radix sort where it applies
-    (:func:`~uqcore._backend.radix_sort`); otherwise, with ``owned=True`` (``values()``
-    returns a new array nothing else holds), numpy sorts in place (no copy)."""
+    and is the faster value sort on this CPU (:func:`~uqcore._backend.value_sort`); otherwise,
+    with ``owned=True`` (``values()`` returns a new array nothing else holds), numpy sorts in
+    place (no copy)."""
     xp = batch.xp
 
     def compute() -> Array:
         v = values()
-        radix = radix_sort(xp, v)
+        radix = value_sort(xp, v)
         if radix is not None:
             return radix
         if owned and array_api_compat.is_numpy_namespace(xp):

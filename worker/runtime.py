@@ -42,9 +42,11 @@ def warm_kernels() -> None:
     """Compile uqcore's numba kernels (or load them from numba's cache) now, before any job
     runs under its memory limit: LLVM's compiler needs tens of MB and may abort the process
     rather than raise when refused. A forked pool process inherits the compiled code."""
+    from uqcore._backend import numpy_sorts_values_faster
     from uqcore._compiled import kernels
 
     kernels()
+    numpy_sorts_values_faster()  # which value sort is the faster on this CPU, timed once
 
 
 def settings() -> Settings:
