@@ -203,9 +203,9 @@ class EstimatedProgress(threading.Thread):
 
 
 #: Seconds per row of ``uqcore.evaluate`` of all regression metrics, the time scale of
-#: :class:`EstimatedProgress`: measured 7.6 s at 10^7 (float64, every metric but group
-#: calibration; ``benchmarks/RESULTS.md``, "Distance to the floor") and 176 s at 10^8
-#: (float32, memory-mapped; "Large submission") on this project's 2-core machine.
+#: :class:`EstimatedProgress`: measured 5.0–7.6 s at 10^7 (float64, every metric but group
+#: calibration; ``benchmarks/RESULTS.md``, "Distance to the floor") and 100–176 s at 10^8
+#: (float32, memory-mapped; "Large submission") on this project's 2-core machines.
 EVALUATE_S_PER_ROW = 1e-6
 #: Batches from this many rows get estimated progress during ``uqcore.evaluate``.
 MIN_ROWS = 1_000_000
