@@ -157,9 +157,9 @@ def sorted_values(
 
     def compute() -> Array:
         v = values()
-        radix = value_sort(xp, v)
-        if radix is not None:
-            return radix
+        got = value_sort(xp, v)
+        if got is not None:
+            return got
         if owned and array_api_compat.is_numpy_namespace(xp):
             v.sort()
             return v
