@@ -135,8 +135,17 @@ def radix_argsort(xp: Namespace, x: Array) -> tuple[Array, Array] | None:
         return None
     n = int(x.shape[0])
     out, order = np.empty(n), np.empty(n, dtype=np.int64)
-    jit.radix_sort(x.view(np.uint64), out.view(np.uint64), order)
+    keys, idx_a, idx_b = _radix_temporaries(n, with_order=True)
+    jit.radix_sort(x.view(np.uint64), out.view(np.uint64), order, keys, idx_a, idx_b)
     return order, out
+
+
+def _radix_temporaries(n: int, *, with_order: bool) -> tuple[Array, Array, Array]:
+    """The radix sort's temporaries, allocated by numpy (which asks for huge pages for large
+    arrays; see :func:`uqcore._jit.radix_sort`): N keys and, with the order, 2 × N int32
+    indices. Untouched pages (a sort of fewer passes) cost address space only."""
+    m = n if with_order else 0
+    return np.empty(n, dtype=np.uint64), np.empty(m, dtype=np.int32), np.empty(m, dtype=np.int32)
 
 
 def radix_sort(xp: Namespace, x: Array) -> Array | None:
@@ -145,8 +154,12 @@ def radix_sort(xp: Namespace, x: Array) -> Array | None:
     jit = _radix_kernels(xp, x)
     if jit is None:
         return None
-    out = np.empty(int(x.shape[0]))
-    jit.radix_sort(x.view(np.uint64), out.view(np.uint64), np.empty(0, dtype=np.int64))
+    n = int(x.shape[0])
+    out = np.empty(n)
+    keys, idx_a, idx_b = _radix_temporaries(n, with_order=False)
+    jit.radix_sort(
+        x.view(np.uint64), out.view(np.uint64), np.empty(0, dtype=np.int64), keys, idx_a, idx_b
+    )
     return out
 
 

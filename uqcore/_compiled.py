@@ -85,6 +85,7 @@ def _warm(jit: Any) -> None:
     fixed_bits = bits.copy()
     fixed_bits.setflags(write=False)
     into, rows = np.empty(3, dtype=np.uint64), np.empty(3, dtype=np.int64)
+    keys, idx = np.empty(3, dtype=np.uint64), np.empty(3, dtype=np.int32)
     for src in (bits, bits[::-1], fixed_bits, fixed_bits[::-1]):  # contiguous, and reversed
-        jit.radix_sort(src, into, rows)
-        jit.radix_sort(src, into, rows[:0])
+        jit.radix_sort(src, into, rows, keys, idx, idx.copy())
+        jit.radix_sort(src, into, rows[:0], keys, idx[:0], idx[:0])

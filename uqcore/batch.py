@@ -19,6 +19,7 @@ import array_api_compat
 import numpy as np
 
 from uqcore._backend import Array, Namespace, flip_is_view, radix_argsort
+from uqcore._memory import keep_freed_heap
 from uqcore._scaling import exponent, max_abs, rescaled, squares_in_range
 from uqcore._stats import chunks, sum_of_products
 from uqcore._validation import (
@@ -112,6 +113,7 @@ class Batch(_Caches):
                 f"found {type(prediction).__name__}",
                 argument="prediction",
             )
+        keep_freed_heap()  # temporaries from freed heap memory, not fresh pages (once)
         self.prediction = prediction
         self.xp: Namespace = prediction.xp
         self.n = prediction.n
@@ -374,7 +376,7 @@ class ClassificationBatch(_Caches):
         ood: Any = None,
         soft_labels: Any = None,
     ) -> None:
-
+        keep_freed_heap()
         from uqcore.predictions.classification import (
             ClassificationPrediction,
             validate_labels,

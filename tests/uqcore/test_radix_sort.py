@@ -114,6 +114,28 @@ def test_radix_argsort_keeps_tied_rows_in_index_order() -> None:
         assert np.array_equal(rows, np.flatnonzero(x == v))
 
 
+def test_the_kernel_refuses_temporaries_shorter_than_the_input() -> None:
+    """The caller's temporaries (numpy's, on huge pages) must hold N entries each: a shorter
+    one is refused before any pass writes (no write past its end)."""
+    jit = _compiled.kernels()
+    if jit is None:
+        pytest.skip("numba is not available here")
+    x = np.random.default_rng(1).normal(size=1000)
+    bits, out = x.view(np.uint64), np.empty(1000, dtype=np.uint64)
+    order = np.empty(1000, dtype=np.int64)
+    keys, idx = np.empty(1000, dtype=np.uint64), np.empty(1000, dtype=np.int32)
+    jit.radix_sort(bits, out, order, keys, idx, idx.copy())
+    assert np.array_equal(order, np.argsort(x, kind="stable"))
+    for short in ((keys[:999], idx, idx), (keys, idx[:999], idx), (keys, idx, idx[:999])):
+        with pytest.raises(ValueError, match="fewer than N"):
+            jit.radix_sort(bits, out, order, *short)
+    # values only: the index temporaries are not needed
+    jit.radix_sort(bits, out, order[:0], keys, idx[:0], idx[:0])
+    assert np.array_equal(out.view(np.float64), np.sort(x))
+    with pytest.raises(ValueError, match="fewer than N"):
+        jit.radix_sort(bits, out, order[:0], keys[:999], idx[:0], idx[:0])
+
+
 def test_radix_sort_applies_only_where_it_can(monkeypatch: pytest.MonkeyPatch) -> None:
     n = _backend.RADIX_SORT_MIN
     x = np.random.default_rng(0).normal(size=n)
