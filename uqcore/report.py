@@ -22,6 +22,9 @@ __all__ = ["Report", "estimator_names", "evaluate", "json_safe", "metric"]
 
 def json_safe(value: Any, where: str, notes: list[str]) -> Any:
     """Convert numpy scalars/arrays to Python types; NaN/inf become ``None`` with a note."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value  # already JSON (the options' strings and integers, mostly)
     # floats first (numpy float64 is a float subclass), before the slower ABC checks
     if isinstance(value, float):
         f = float(value)
@@ -29,7 +32,7 @@ def json_safe(value: Any, where: str, notes: list[str]) -> Any:
             notes.append(f"{where} was {f} and is reported as null")
             return None
         return f
-    if isinstance(value, Mapping):
+    if kind is dict or isinstance(value, Mapping):
         return {
             str(k): v
             if type(v) is float and math.isfinite(v)

@@ -1073,15 +1073,20 @@ def _covered_location_scale(
 ) -> list[float]:
     """Σ w_i 1{zl_j ≤ z_i ≤ zu_j} / Σ w_i per interval j, one z per block and one pass per level."""
     xp = batch.xp
+    # numpy counts the hits without a float copy of them (the same integer count)
+    count = np.count_nonzero if array_api_compat.is_numpy_namespace(xp) else None
     sums: list[Any] = [0.0] * zl.shape[0]
     for a, b, rows in _blocks(batch, 1):
         z = rows.standardize(batch.y[a:b])
         w = None if batch.weights is None else batch.weights[a:b]
         for j in range(zl.shape[0]):
             hit = (z >= float(zl[j])) & (z <= float(zu[j]))
-            sums[j] = sums[j] + (
-                xp.sum(xp.astype(hit, xp.float64)) if w is None else xp.sum(xp.where(hit, w, 0.0))
-            )
+            if w is not None:
+                sums[j] = sums[j] + xp.sum(xp.where(hit, w, 0.0))
+            elif count is not None:
+                sums[j] = sums[j] + int(count(hit))
+            else:
+                sums[j] = sums[j] + xp.sum(xp.astype(hit, xp.float64))
     return [float(v) / batch.total_weight for v in sums]
 
 
