@@ -11,6 +11,12 @@ against the previous run's figures (:data:`PREVIOUS`).
 
     python benchmarks/throughput.py                  # M = 200, 2 rounds (about 3 minutes)
     python benchmarks/throughput.py --jobs 40 --rounds 1
+    python benchmarks/throughput.py --against 8cbc9fd  # also that commit, like for like
+
+The previous run's figures were measured on another machine. ``--against REV`` runs that
+commit's code too (a temporary git worktree, its own ``serve``) with the same 28 metrics, 1 and
+2 workers, alternated with the others in each round: the ratio of this tree to it on the same
+machine in the same run (8cbc9fd is the commit whose run set :data:`PREVIOUS`).
 
 Writes the "Service throughput" section of ``benchmarks/RESULTS.md`` (``--no-write``: print
 only).
@@ -22,6 +28,7 @@ import argparse
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._results import write_section  # noqa: E402
 from benchmarks.service import Stack, gaussian, loadavg, throughput  # noqa: E402
+from benchmarks.service_ab import _cli_module, _commit  # noqa: E402
 
 #: Jobs per minute of the previous run (RESULTS.md, "Service"), by worker processes.
 PREVIOUS = {1: 2946.0, 2: 3775.0}
@@ -53,34 +61,85 @@ def previous_metrics() -> list[str]:
     return target_metrics()
 
 
-def rounds(jobs: int, count: int) -> dict[tuple[int, str], list[dict[str, Any]]]:
-    out: dict[tuple[int, str], list[dict[str, Any]]] = {c: [] for c in CONFIGS}
-    chosen: dict[str, list[str] | str] = {"all": "all", "previous": previous_metrics()}
+#: The runs on the ``--against`` commit's code: the previous run's 28 metrics.
+BASE_CONFIGS: tuple[tuple[int, str], ...] = ((1, "base"), (2, "base"))
+
+
+def rounds(
+    jobs: int, count: int, against: str | None = None
+) -> tuple[dict[tuple[int, str], list[dict[str, Any]]], str | None]:
+    """The runs of every config, round by round; and the ``against`` commit (short hash)."""
+    configs = CONFIGS + (BASE_CONFIGS if against else ())
+    out: dict[tuple[int, str], list[dict[str, Any]]] = {c: [] for c in configs}
+    chosen: dict[str, list[str] | str] = {
+        "all": "all",
+        "previous": previous_metrics(),
+        "base": previous_metrics(),
+    }
     with tempfile.TemporaryDirectory(prefix="uqeval-throughput-") as tmp:
-        index = 0
-        for r in range(count):
-            for workers, which in CONFIGS:
-                stack = Stack(workers, Path(tmp), index=index)
-                index += 1
-                print(
-                    f"round {r + 1}: {workers} worker(s), metrics {which} (load {loadavg()})",
-                    flush=True,
+        base_tree = Path(tmp) / "base"
+        commit = None
+        if against:
+            subprocess.run(
+                ["git", "worktree", "add", "--detach", "--quiet", str(base_tree), against],
+                cwd=ROOT,
+                check=True,
+            )
+            commit = _commit(base_tree)
+        try:
+            _run_rounds(jobs, count, configs, chosen, Path(tmp), base_tree, out)
+        finally:
+            if against:
+                subprocess.run(
+                    ["git", "worktree", "remove", "--force", str(base_tree)], cwd=ROOT, check=False
                 )
-                with stack:
-                    got = throughput(stack, jobs, N, chosen[which])
-                out[(workers, which)].append(got)
-                print(
-                    f"  {got['per_min']:.0f} jobs/min, {got['succeeded']}/{jobs} succeeded",
-                    flush=True,
+    return out, commit
+
+
+def _run_rounds(
+    jobs: int,
+    count: int,
+    configs: tuple[tuple[int, str], ...],
+    chosen: dict[str, list[str] | str],
+    tmp: Path,
+    base_tree: Path,
+    out: dict[tuple[int, str], list[dict[str, Any]]],
+) -> None:
+    index = 0
+    for r in range(count):
+        # the base commit's runs first in even rounds, last in odd ones (drift of the shared
+        # machine's load falls on both alike)
+        order = configs if r % 2 == 0 else configs[::-1]
+        for workers, which in order:
+            if which == "base":
+                stack = Stack(
+                    workers, tmp, index=index, root=base_tree, module=_cli_module(base_tree)
                 )
-    return out
+            else:
+                stack = Stack(workers, tmp, index=index)
+            index += 1
+            print(
+                f"round {r + 1}: {workers} worker(s), metrics {which} (load {loadavg()})",
+                flush=True,
+            )
+            with stack:
+                got = throughput(stack, jobs, N, chosen[which])
+            out[(workers, which)].append(got)
+            print(
+                f"  {got['per_min']:.0f} jobs/min, {got['succeeded']}/{jobs} succeeded",
+                flush=True,
+            )
 
 
 def report(
-    res: dict[tuple[int, str], list[dict[str, Any]]], args: argparse.Namespace, minutes: float
+    res: dict[tuple[int, str], list[dict[str, Any]]],
+    args: argparse.Namespace,
+    minutes: float,
+    commit: str | None = None,
 ) -> str:
     lines = [
-        f"`python benchmarks/throughput.py --jobs {args.jobs} --rounds {args.rounds}` "
+        f"`python benchmarks/throughput.py --jobs {args.jobs} --rounds {args.rounds}"
+        f"{f' --against {args.against}' if args.against else ''}` "
         f"({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {minutes:.1f} min; {platform.machine()}, "
         f"{os.cpu_count()} cores shared with other work, load at the end {loadavg()}). "
         f"{args.jobs} jobs of N = {N:,} (Gaussian, NPZ) posted back to back by one client to a "
@@ -95,6 +154,8 @@ def report(
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (workers, which), runs in res.items():
+        if which == "base":
+            continue
         per_min = statistics.median(r["per_min"] for r in runs)
         steady = statistics.median(r["steady_per_min"] for r in runs)
         ok = sum(r["succeeded"] for r in runs)
@@ -113,6 +174,25 @@ def report(
     two = statistics.median(r["per_min"] for r in res[(2, "all")])
     one = statistics.median(r["per_min"] for r in res[(1, "all")])
     lines += ["", f"2 workers / 1 worker (all metrics): {two / one:.2f}×."]
+    if commit:
+        lines += [
+            "",
+            f"Like for like on this machine: the same {len(previous_metrics())} metrics posted "
+            f"to the code of {commit} (the commit whose run set the previous figures), in a "
+            "git worktree with a `serve` of its own, alternated with the runs above in each "
+            "round. Its jobs put two curves (calibration, sparsification) in the result; "
+            "this tree's keep every curve of the plots apart, and store the arrays in the blob "
+            "store instead of Redis.",
+            "",
+            f"| worker processes | {commit}: jobs/min | this tree: jobs/min | ratio | rounds "
+            f"({commit}) |",
+            "|---|---|---|---|---|",
+        ]
+        for workers, _ in BASE_CONFIGS:
+            base = statistics.median(r["per_min"] for r in res[(workers, "base")])
+            ours = statistics.median(r["per_min"] for r in res[(workers, "previous")])
+            each = ", ".join(f"{r['per_min']:.0f}" for r in res[(workers, "base")])
+            lines.append(f"| {workers} | {base:.0f} | {ours:.0f} | {ours / base:.2f}× | {each} |")
     metrics_s, curves_s, count = in_process()
     per_job = 60.0 / one
     lines += [
@@ -168,10 +248,15 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="also run this commit's code with the previous run's metrics (like for like)",
+    )
     args = parser.parse_args()
     t0 = time.perf_counter()
-    res = rounds(args.jobs, args.rounds)
-    text = report(res, args, (time.perf_counter() - t0) / 60)
+    res, commit = rounds(args.jobs, args.rounds, args.against)
+    text = report(res, args, (time.perf_counter() - t0) / 60, commit)
     print(text)
     if not args.no_write:
         write_section("Service throughput", text)
