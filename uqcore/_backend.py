@@ -123,18 +123,24 @@ def _radix_kernels(xp: Namespace, x: Array) -> Any:
     return kernels()
 
 
-def radix_argsort(xp: Namespace, x: Array) -> tuple[Array, Array] | None:
+def radix_argsort(
+    xp: Namespace, x: Array, *, index: type[np.signedinteger[Any]] = np.int64
+) -> tuple[Array, Array] | None:
     """The ascending argsort of ``x`` and ``x`` sorted, both from one radix sort
     (:func:`uqcore._jit.radix_sort`: O(N), 2–5× numpy's ``argsort`` followed by ``take``),
     where it applies (a 1-D float64 numpy array of :data:`RADIX_SORT_MIN` to
     :data:`RADIX_SORT_MAX` values, numba available); ``None`` otherwise, for the caller's own
     sort. The order is exactly ``numpy.argsort(x, kind="stable")`` (ties in index order, NaN
-    last); the sorted values equal ``numpy.sort(x)`` (−0.0 written as +0.0)."""
+    last), as ``index`` (``numpy.int64``, or ``numpy.int32`` for a caller that keeps it so:
+    written as such, no cast after); the sorted values equal ``numpy.sort(x)`` (−0.0 written as
+    +0.0)."""
+    if index not in (np.int64, np.int32):
+        raise ValueError(f"index must be numpy.int64 or numpy.int32, found {index!r}")
     jit = _radix_kernels(xp, x)
     if jit is None:
         return None
     n = int(x.shape[0])
-    out, order = np.empty(n), np.empty(n, dtype=np.int64)
+    out, order = np.empty(n), np.empty(n, dtype=index)
     keys, idx_a, idx_b = _radix_temporaries(n, with_order=True)
     jit.radix_sort(x.view(np.uint64), out.view(np.uint64), order, keys, idx_a, idx_b)
     return order, out

@@ -88,4 +88,5 @@ def _warm(jit: Any) -> None:
     keys, idx = np.empty(3, dtype=np.uint64), np.empty(3, dtype=np.int32)
     for src in (bits, bits[::-1], fixed_bits, fixed_bits[::-1]):  # contiguous, and reversed
         jit.radix_sort(src, into, rows, keys, idx, idx.copy())
+        jit.radix_sort(src, into, idx.copy(), keys, idx, idx.copy())  # an int32 order
         jit.radix_sort(src, into, rows[:0], keys, idx[:0], idx[:0])

@@ -220,7 +220,7 @@ class Batch(_Caches):
                 and values.shape[0] > 0
             ):
                 # numpy's mean without its Python layers: the same pairwise sum, divided by N
-                return float(np.add.reduce(values)) / values.shape[0]
+                return float(np.add.reduce(values)) / int(values.shape[0])
             return float(xp.mean(values))
         return float(xp.sum(w * values)) / total
 

@@ -100,6 +100,12 @@ def test_radix_argsort_sorts_like_numpy(index: int, layout: str) -> None:
     only = _backend.radix_sort(np, x)
     assert only is not None
     assert np.array_equal(only.view(np.uint64), values.view(np.uint64))
+    # the same order written as int32 (the rank order Spearman's ρ keeps)
+    narrow = _backend.radix_argsort(np, x, index=np.int32)
+    assert narrow is not None
+    assert narrow[0].dtype == np.int32
+    assert np.array_equal(narrow[0], order)
+    assert np.array_equal(narrow[1].view(np.uint64), values.view(np.uint64))
 
 
 @pytest.mark.usefixtures("everywhere")
@@ -134,6 +140,12 @@ def test_the_kernel_refuses_temporaries_shorter_than_the_input() -> None:
     assert np.array_equal(out.view(np.float64), np.sort(x))
     with pytest.raises(ValueError, match="fewer than N"):
         jit.radix_sort(bits, out, order[:0], keys[:999], idx[:0], idx[:0])
+
+
+def test_radix_argsort_writes_int64_or_int32_orders_only() -> None:
+    x = np.random.default_rng(2).normal(size=1000)
+    with pytest.raises(ValueError, match="index must be"):
+        _backend.radix_argsort(np, x, index=np.int16)  # type: ignore[arg-type]
 
 
 def test_radix_sort_applies_only_where_it_can(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -236,11 +236,11 @@ def _e_rank_order(batch: Batch) -> Array:
 
     def compute() -> Array:
         by_u = xp.flip(_errors_by_u_descending(batch))
-        radix = radix_argsort(xp, by_u)
-        if radix is not None:  # the sorted |e| comes with the order
+        radix = radix_argsort(xp, by_u, index=np.int32)
+        if radix is not None:  # the sorted |e| comes with the order (written as int32)
             pos, sorted_e = radix
             batch.shared("stats:sorted:abs_error", lambda: sorted_e)
-            return xp.astype(pos, xp.int32)
+            return pos
         pos = xp.argsort(by_u, stable=False)
         if flip_is_view(xp) and not batch.has_shared("stats:sorted:abs_error"):
             # the sorted |e| (every user of this order needs it too) gathered along the
