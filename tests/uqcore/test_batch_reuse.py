@@ -14,7 +14,7 @@ import pytest
 import uqcore
 from uqcore import predictions as P
 from uqcore import report
-from uqcore.batch import is_reused, make_batch
+from uqcore.batch import Batch, is_reused, make_batch
 from uqcore.curves import curve_to_json, curves
 
 
@@ -131,3 +131,17 @@ def test_every_curve_reads_the_batch_of_the_metrics(monkeypatch: pytest.MonkeyPa
     made.clear()
     curves(pred, y)
     assert len(made) >= 5
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 1000, 100_003])
+def test_unweighted_mean_is_numpys_mean_bit_for_bit(n: int) -> None:
+    """``Batch.mean`` skips numpy's Python layers for 1-D float64 arrays: the same pairwise
+    sum divided by N, so the very value of ``numpy.mean`` (other dtypes go through it)."""
+    rng = np.random.default_rng(n)
+    batch = Batch(P.Gaussian(np.zeros(n), np.ones(n)), rng.normal(size=n))
+    for scale in (1e-300, 1.0, 1e300):
+        v = rng.normal(size=n) * scale
+        assert batch.mean(v) == float(np.mean(v))
+        assert batch.mean(v[::-1]) == float(np.mean(v[::-1]))
+    v32 = rng.normal(size=n).astype(np.float32)  # numpy's own mean (float32 sums)
+    assert batch.mean(v32) == float(np.mean(v32))
