@@ -71,11 +71,8 @@ def rounds(
     """The runs of every config, round by round; and the ``against`` commit (short hash)."""
     configs = CONFIGS + (BASE_CONFIGS if against else ())
     out: dict[tuple[int, str], list[dict[str, Any]]] = {c: [] for c in configs}
-    chosen: dict[str, list[str] | str] = {
-        "all": "all",
-        "previous": previous_metrics(),
-        "base": previous_metrics(),
-    }
+    previous = previous_metrics()
+    chosen: dict[str, list[str] | str] = {"all": "all", "previous": previous, "base": previous}
     with tempfile.TemporaryDirectory(prefix="uqeval-throughput-") as tmp:
         base_tree = Path(tmp) / "base"
         commit = None

@@ -538,7 +538,8 @@ def radix_sort(
 ) -> None:
     """Sort the float64 values whose bits are ``bits`` (uint64, any stride; N < 2³¹) ascending
     into ``out`` (uint64, the bits of the sorted values), and, where ``order`` has N entries,
-    their ascending order into ``order`` (int64: ``out`` = ``bits[order]``).
+    their ascending order into ``order`` (int64, or int32 for a caller that keeps it so:
+    ``out`` = ``bits[order]``).
 
     ``keys`` (uint64) and, with an order, ``idx_a`` and ``idx_b`` (int32) are the caller's
     temporaries of N entries each (only the pages a pass writes are touched): numpy allocates
@@ -556,7 +557,7 @@ def radix_sort(
 
     The keys alternate between ``out`` and one temporary so that the last pass lands in
     ``out`` (8 bytes per row); the indices between two int32 temporaries until the last pass
-    writes ``order`` (8 bytes per row). O(N) for N values, against numpy's O(N log N)
+    writes ``order`` (8 or 4 bytes per row). O(N) for N values, against numpy's O(N log N)
     comparison sorts."""
     n = bits.shape[0]
     with_order = order.shape[0] == n
