@@ -14,9 +14,9 @@ import math
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from scipy import stats
 
 from uqcore._backend import argsort_host, sort_host, to_numpy
+from uqcore._binomial import binomtest_pvalue
 from uqcore.batch import Batch
 from uqcore.options import Coverage, Range
 from uqcore.registry import IntegerWeights, register, undefined
@@ -57,7 +57,7 @@ class _Rows:
     """Host copies of the widths, coverage indicators, targets and positive weights of a
     batch's scored rows (the bounds themselves are not kept: they are not needed after)."""
 
-    def __init__(self, batch: Batch, level: Any, name: str, magnitude: bool = False) -> None:
+    def __init__(self, batch: Batch, level: Any) -> None:
         got = interval_at(batch, level)
         self.c = nominal_level(batch.prediction, level)
         self.why = None if got is not None else unspanned_why(batch.prediction, self.c)
@@ -77,13 +77,22 @@ class _Rows:
         self.w: FloatArray | None = w
         self.total = float(y.shape[0]) if w is None else float(np.sum(w))
         self.covered = (y >= lo_h) & (y <= hi_h)
-        #: the largest |bound| (with ``magnitude``): the scale of the rounding noise of widths
+        #: the largest |bound|: the scale of the rounding noise of widths
         self.magnitude = (
             max(abs(float(f(b))) for f in (np.min, np.max) for b in (lo_h, hi_h))
-            if magnitude and y.shape[0]
+            if y.shape[0]
             else 0.0
         )
         self.width = hi_h - lo_h
+
+    @classmethod
+    def of(cls, batch: Batch, level: Any) -> _Rows:
+        """The rows at ``level``, kept on the batch (for its weights): the interval metrics of
+        one evaluation at the same level share them while the batch keeps what its metrics
+        cached (a batch that ``reusing_batches`` keeps; otherwise ``evaluate`` drops them
+        after each metric, which has a group of its own in :data:`uqcore.report.RUN_FIRST`).
+        Its arrays are only read."""
+        return batch.weighted(f"intervals:rows:{level!r}", lambda: cls(batch, level))
 
     def weights(self) -> FloatArray:
         """The weights, ones when the batch has none."""
@@ -132,7 +141,7 @@ def cwc(
     >>> cwc(pred, np.array([0.0, 0.5, 2.0, 4.0]))["value"]
     0.25
     """
-    rows = _Rows(batch, level, "cwc")
+    rows = _Rows.of(batch, level)
     if rows.why is not None:
         undefined("cwc", rows.why)
         return None
@@ -304,7 +313,7 @@ def size_stratified_coverage(
     >>> size_stratified_coverage(pred, np.array([0.5, 2.0, 0.5, 2.0]), bins=2)["coverage"]
     [0.5, 1.0]
     """
-    rows = _Rows(batch, level, "size_stratified_coverage")
+    rows = _Rows.of(batch, level)
     if rows.why is not None:
         undefined("size_stratified_coverage", rows.why)
         return None
@@ -586,7 +595,7 @@ def hsic_width_coverage(
     True
     """
     name = "hsic_width_coverage"
-    rows = _Rows(batch, level, name, magnitude=kernel_size == "std")
+    rows = _Rows.of(batch, level)
     if rows.why is not None:
         undefined(name, rows.why)
         return None
@@ -676,7 +685,8 @@ def coverage_pvalue(batch: Batch, *, level: Coverage = 0.9) -> dict[str, Any] | 
 
     With k = Σ w_i 1{l_i ≤ y_i ≤ u_i} covered out of n = Σ w_i (integer frequency weights), the
     p-value of H0: P(covered) = c is scipy's ``binomtest(k, n, c).pvalue`` (two-sided: the
-    sum of the probabilities of counts no more likely than k). c is the nominal coverage (an
+    sum of the probabilities of counts no more likely than k; the same value from one call of
+    ``binom.pmf``, :func:`uqcore._binomial.binomtest_pvalue`). c is the nominal coverage (an
     ``Interval``'s own level, else ``level``, default 0.9). A small p-value says the intervals
     do not cover at their nominal level; it tests marginal coverage only and treats rows as
     independent (split-conformal coverage is Beta-distributed given the calibration set).
@@ -688,7 +698,7 @@ def coverage_pvalue(batch: Batch, *, level: Coverage = 0.9) -> dict[str, Any] | 
     >>> round(coverage_pvalue(pred, np.r_[np.full(9, 0.5), 2.0])["value"], 6)
     0.021484
     """
-    rows = _Rows(batch, level, "coverage_pvalue")
+    rows = _Rows.of(batch, level)
     if rows.why is not None:
         undefined("coverage_pvalue", rows.why)
         return None
@@ -701,7 +711,7 @@ def coverage_pvalue(batch: Batch, *, level: Coverage = 0.9) -> dict[str, Any] | 
         else float(np.sum(rows.w, where=rows.covered))
     )
     n = round(rows.total)
-    p = float(stats.binomtest(k, n, rows.c).pvalue)
+    p = binomtest_pvalue(k, n, rows.c)
     return {
         "value": min(max(p, 0.0), 1.0),
         "covered": k,

@@ -380,3 +380,38 @@ def test_bootstrap_resamples_equal_the_metrics_on_resampled_rows() -> None:
             ref = ref["value"] if isinstance(ref, dict) else ref
             assert r[name]["values"][i] == pytest.approx(ref, rel=1e-10, abs=1e-12), (name, i)
     assert r["coverage"]["low"] <= r["coverage"]["value"] <= r["coverage"]["high"]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_interval_metrics_of_a_kept_batch_share_their_rows(
+    monkeypatch: pytest.MonkeyPatch, weighted: bool
+) -> None:
+    """In a reusing_batches block (a worker's small job) the four interval metrics at one
+    level read one set of rows; at another level, rows of their own; the values are those of
+    separate calls."""
+    import uqcore
+
+    rng = np.random.default_rng(40)
+    mu, sd = rng.normal(size=300), rng.uniform(0.3, 2.0, size=300)
+    pred, y = P.Gaussian(mu, sd), mu + sd * rng.standard_t(3, size=300)
+    w = rng.integers(0, 4, size=300).astype(float) if weighted else None
+    names = ["cwc", "coverage_pvalue", "size_stratified_coverage", "hsic_width_coverage"]
+    built: list[float] = []
+    real = intervals._Rows.__init__
+
+    def counted(self: Any, batch: Any, level: Any) -> None:
+        built.append(level)
+        real(self, batch, level)
+
+    alone = {name: metric(name, pred, y, sample_weight=w) for name in names}
+    monkeypatch.setattr(intervals._Rows, "__init__", counted)
+    with uqcore.reusing_batches():
+        got = uqcore.evaluate(pred, y, metrics=names, sample_weight=w)
+        assert built == [0.9]
+        other = uqcore.evaluate(
+            pred, y, metrics=["cwc"], sample_weight=w, params={"cwc": {"level": 0.5}}
+        )
+    assert built == [0.9, 0.5]
+    assert other["cwc"] == metric("cwc", pred, y, sample_weight=w, level=0.5)
+    for name in names:
+        assert got[name] == alone[name], name

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from uqcore._backend import argsort_host, to_numpy
+from uqcore._binomial import binomtest_pvalue
 from uqcore._validation import UQValidationError
 from uqcore.regression._intervals import interval_at, nominal_level
 from uqcore.stability.blocks.context import BlockContext, BlockEvaluator, FloatArray, Keys
@@ -85,7 +85,7 @@ def _pvalue(col_cov: int, c: float) -> BlockEvaluator:
         n = np.rint(ctx.total).astype(np.int64)
         out = np.empty(ctx.rows)
         for i in range(ctx.rows):
-            p = float(stats.binomtest(int(k[i]), int(n[i]), c).pvalue)
+            p = binomtest_pvalue(int(k[i]), int(n[i]), c)
             out[i] = min(max(p, 0.0), 1.0) if math.isfinite(p) else np.nan
         return out
 
