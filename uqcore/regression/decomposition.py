@@ -25,6 +25,7 @@ dispersion centred on the median, so that a large location cancels nothing).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
@@ -40,6 +41,7 @@ from uqcore._validation import UQValidationError
 from uqcore.batch import Batch
 from uqcore.options import CoverageLevels, Range
 from uqcore.registry import NO_TERMS, register, undefined
+from uqcore.regression import scoring
 from uqcore.regression.scoring import _rows
 
 __all__ = [
@@ -216,11 +218,63 @@ def _wis_grid(batch: Batch, levels: Any) -> tuple[np.ndarray[Any, Any], str | No
     return alphas, None
 
 
+@functools.lru_cache(maxsize=64)
+def _wis_tables(
+    kind: str, df: float | None, alphas: tuple[float, ...]
+) -> tuple[float, scoring._Table, scoring._Table]:
+    """The parts of WIS of a location-scale family with one standardised distribution
+    (:func:`uqcore.regression.scoring._tabulable`): with the quantiles μ_i + σ_i z_p and
+    t_i = (y_i − μ_i)/σ_i, a row's dispersion is σ_i·D and its over- and underprediction
+    σ_i·g_o(t_i) and σ_i·g_u(t_i), with D = Σ_k (α_k/2)(z_{1−α_k/2} − z_{α_k/2}) / (K + ½),
+    g_o(t) = (Σ_k (z_{α_k/2} − t)₊ + ½(z_½ − t)₊) / (K + ½) and
+    g_u(t) = (Σ_k (t − z_{1−α_k/2})₊ + ½(t − z_½)₊) / (K + ½), piecewise linear: (D, the
+    table of g_o, the table of g_u) (:class:`~uqcore.regression.scoring._Table`), built once
+    per process for the family and levels."""
+    a = np.asarray(alphas, dtype=np.float64)
+    k = a.shape[0]
+    norm = 1.0 / (k + 0.5)
+    z_lo = scoring._std_ppf_of(kind, df, a / 2.0)
+    z_up = scoring._std_ppf_of(kind, df, 1.0 - a / 2.0)
+    z_med = scoring._std_ppf_of(kind, df, np.asarray([0.5]))
+    arm = norm * np.concatenate([np.ones(k), [0.5]])
+    none = np.zeros(k + 1)
+    spread = norm * math.fsum(float(v) for v in a / 2.0 * (z_up - z_lo))
+    over = scoring._Table(np.concatenate([z_lo, z_med]), arm, none, 0.0)
+    under = scoring._Table(np.concatenate([z_up, z_med]), none, arm, 0.0)
+    return spread, over, under
+
+
+def _wis_tabulated(
+    batch: Batch, alphas: NDArray
+) -> tuple[float, scoring.RowFn, scoring.RowFn] | None:
+    """(D, the row functions σ_i·g_o(t_i) and σ_i·g_u(t_i)) of :func:`_wis_tables` for a
+    tabulable prediction (one compiled pass each on numpy), or None for the other kinds."""
+    pred = batch.prediction
+    if not scoring._tabulable(pred):
+        return None
+    spread, over, under = _wis_tables(
+        pred.kind, scoring._family_df(pred), tuple(float(a) for a in alphas)
+    )
+    return (
+        spread,
+        scoring._location_scale_table(batch, over),
+        scoring._location_scale_table(batch, under),
+    )
+
+
 def _wis_parts(batch: Batch, levels: Any) -> tuple[Array, Array, Array] | str:
     """Per-row (dispersion, overprediction, underprediction), or why undefined."""
     alphas, why = _wis_grid(batch, levels)
     if why is not None:
         return why
+    tabulated = _wis_tabulated(batch, alphas)
+    if tabulated is not None:
+        spread, over, under = tabulated
+        return (
+            spread * scoring._scale(batch.prediction),
+            scoring._terms(batch, 1, over),
+            scoring._terms(batch, 1, under),
+        )
     k = alphas.shape[0]
     lv = np.concatenate([[0.5], alphas / 2.0, 1.0 - alphas / 2.0])
     cols = None
@@ -360,6 +414,13 @@ def _wis_means(batch: Batch, levels: Any) -> tuple[float, float, float, float] |
     undefined."""
 
     def compute() -> tuple[float, float, float, float] | str:
+        alphas, why = _wis_grid(batch, levels)
+        tabulated = _wis_tabulated(batch, alphas) if why is None else None
+        if tabulated is not None:  # no per-row arrays: block by block, one pass each
+            spread, over, under = tabulated
+            d = spread * batch.mean(scoring._scale(batch.prediction))
+            o, u = scoring._mean(batch, 1, over), scoring._mean(batch, 1, under)
+            return d, o, u, d + o + u
         p = _wis_parts(batch, levels)
         if isinstance(p, str):
             return p

@@ -50,6 +50,25 @@ def _exact(
     return {p: math.fsum(wi * v for wi, v in zip(ww, rows[p], strict=True)) / total for p in PARTS}
 
 
+def _exact_location_scale(
+    y: np.ndarray,
+    mu: np.ndarray,
+    sd: np.ndarray,
+    levels: np.ndarray,
+    alphas: np.ndarray,
+    w: np.ndarray | None,
+) -> dict[str, float]:
+    """:func:`_exact` for the Gaussian N(μ_i, σ_i²): σ_i times the parts of N(0, 1) at
+    t_i = (y_i − μ_i)/σ_i, whose quantiles are the standard normal's (scipy's ndtri)."""
+    from scipy.special import ndtri
+
+    t = (y - mu) / sd
+    z = np.broadcast_to(ndtri(levels), (y.size, levels.size))
+    ww = sd if w is None else w * sd
+    scale = math.fsum(ww) / (y.size if w is None else math.fsum(w))
+    return {k: v * scale for k, v in _exact(t, z, levels, alphas, ww).items()}
+
+
 def _levels(alphas: np.ndarray) -> np.ndarray:
     return np.sort(np.concatenate([alphas / 2, [0.5], 1 - alphas / 2]))
 
@@ -76,12 +95,18 @@ def test_blocks_equal_the_exact_formula(weighted: bool, offset: float) -> None:
     got = uqcore.evaluate(quant, y, metrics=list(PARTS), sample_weight=w)
     for name in PARTS:
         assert got[name]["value"] == pytest.approx(ref[name], rel=1e-12, abs=0), name
-    # the Gaussian through its ppf, at coverages given as an option (the same quantiles)
+    # the Gaussian at coverages given as an option: the WIS of the distribution itself, whose
+    # quantiles are μ_i + σ_i z_p exactly, a row's parts σ_i times those of N(0, 1) at
+    # t_i = (y_i − μ_i)/σ_i (at 10^8, the quantiles rounded to float64 would be off by 10^-8)
     params = {p: {"levels": list(1 - alphas)} for p in PARTS}
-    ref = _exact(y, np.asarray(gauss.ppf(levels)), levels, alphas, w)
+    ref = _exact_location_scale(y, mu, sd, levels, alphas, w)
     got = uqcore.evaluate(gauss, y, metrics=list(PARTS), sample_weight=w, params=params)
     for name in PARTS:
         assert got[name]["value"] == pytest.approx(ref[name], rel=1e-12, abs=0), name
+    if offset == 0.0:  # where the rounded quantiles are as good: the same as through them
+        ref = _exact(y, np.asarray(gauss.ppf(levels)), levels, alphas, w)
+        for name in PARTS:
+            assert got[name]["value"] == pytest.approx(ref[name], rel=1e-12, abs=0), name
 
 
 def test_quantiles_with_unused_columns_and_one_row() -> None:
@@ -117,3 +142,41 @@ def test_numpy_blocks_equal_the_array_api_path_row_by_row() -> None:
     assert not isinstance(got, str) and not isinstance(ref, str)
     for a, b in zip(got, ref, strict=True):
         np.testing.assert_allclose(a, np.asarray(b), rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("kind", ["laplace", "student_t", "student_t, df per row"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_location_scale_families_equal_the_formula_on_their_quantiles(
+    kind: str, weighted: bool
+) -> None:
+    """Laplace and Student-t (one df: the tabulated parts; df per row: the quantiles) against
+    the formula on the quantiles their ppf gives, targets on the median and on the quantiles
+    (the tables' breakpoints) included."""
+    rng = np.random.default_rng(10)
+    n = 700
+    loc, scale = rng.normal(size=n) * 3.0, rng.uniform(0.2, 3.0, n)
+    if kind == "laplace":
+        pred = P.Laplace(loc, scale)
+    else:
+        df = np.full(n, 3.5) if kind == "student_t" else rng.uniform(2.5, 30.0, n)
+        pred = P.StudentT(loc, scale, df)
+    alphas = np.sort(1.0 - np.asarray(decomposition.HUB_COVERAGES))
+    levels = _levels(alphas)
+    q = np.asarray(pred.ppf(levels))
+    y = loc + scale * rng.standard_t(3, size=n)
+    y[:20] = loc[:20]
+    y[20:40] = q[np.arange(20, 40), np.arange(20) % levels.size]
+    w = rng.choice([0.0, 0.5, 1.0, 3.0], n) if weighted else None
+    ref = _exact(y, q, levels, alphas, w)
+    got = uqcore.evaluate(pred, y, metrics=list(PARTS), sample_weight=w)
+    for name in PARTS:
+        assert got[name]["value"] == pytest.approx(ref[name], rel=1e-12, abs=0), name
+    # the bootstrap's per-row terms are the same parts
+    from uqcore.batch import Batch
+
+    terms = decomposition._wis_parts(Batch(pred, y, None), None)
+    assert not isinstance(terms, str)
+    mean_rows = [float(np.mean(t)) for t in terms]
+    unweighted = _exact(y, q, levels, alphas, None)
+    for part, value in zip(PARTS[1:], mean_rows, strict=True):
+        assert value == pytest.approx(unweighted[part], rel=1e-12), part
