@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import array_api_compat
@@ -81,6 +81,51 @@ class _Caches:
         for cache, kept in ((self._shared, keys[0]), (self._own, keys[1])):
             for key in [k for k in cache if k not in kept]:
                 del cache[key]
+
+    #: Metric values computed on this batch (:meth:`remember_score`), by name and options.
+    _scores: dict[tuple[str, Any], tuple[Any, list[tuple[type[Warning], str]]]] | None = None
+
+    def remember_score(
+        self,
+        name: str,
+        options: Mapping[str, Any],
+        value: Any,
+        raised: list[tuple[type[Warning], str]],
+    ) -> None:
+        """Keep the value of metric ``name`` with ``options`` on this batch (its weights), and
+        the warnings (category, message) its computation raised: a metric that computes
+        another one (a skill score its score) leaves it to ``evaluate``, which then reports
+        it without computing it again. A few floats per metric: kept for the batch's life,
+        through :meth:`forget_since`; a re-weighted copy (:meth:`with_weights`) starts with
+        none."""
+        if self._scores is None:
+            self._scores = {}
+        self._scores[(name, options_key(options))] = (value, list(raised))
+
+    def remembered_score(
+        self, name: str, options: Mapping[str, Any]
+    ) -> tuple[Any, list[tuple[type[Warning], str]]] | None:
+        """(value, warnings raised) of :meth:`remember_score` for equal options, or None."""
+        if not self._scores:
+            return None
+        return self._scores.get((name, options_key(options)))
+
+
+def options_key(options: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A hashable key equal for equal option values (arrays by dtype, shape and bytes; lists
+    and tuples item by item), whatever their order of names."""
+
+    def key(v: Any) -> Any:
+        if isinstance(v, np.ndarray):
+            return ("ndarray", v.dtype.str, v.shape, v.tobytes())
+        if isinstance(v, (list, tuple)):
+            return (type(v).__name__, *map(key, v))
+        if isinstance(v, Mapping):
+            return ("mapping", options_key(v))
+        hash(v)  # anything else must be hashable (a TypeError otherwise, never a wrong key)
+        return (type(v).__name__, v)
+
+    return tuple((name, key(options[name])) for name in sorted(options))
 
 
 class Batch(_Caches):
@@ -436,6 +481,7 @@ class ClassificationBatch(_Caches):
         other.__dict__.update(self.__dict__)
         other.weights = host_weights(sample_weight, self.n)
         other._own = {}
+        other._scores = None  # values of these weights' own (remember_score)
         return other
 
     def weights_or_ones(self) -> Array:

@@ -40,6 +40,12 @@ def json_safe(value: Any, where: str, notes: list[str]) -> Any:
             for k, v in value.items()
         }
     if isinstance(value, (list, tuple)):
+        if len(value) > 8:  # a curve's points: all of one plain type, mostly
+            types = set(map(type, value))
+            # floats: a finite sum proves every one finite (a NaN or an infinity makes the sum
+            # non-finite; a sum of finite ones that overflows is checked one by one below)
+            if types == {int} or (types == {float} and math.isfinite(sum(value))):
+                return list(value)
         return [
             v
             if (type(v) is float and math.isfinite(v)) or type(v) is int
@@ -204,7 +210,13 @@ def _run_one(
     not one each: a context costs as much as a small metric). ``run(batch, **params)``
     replaces ``spec.impl`` (the callable that finishes a started metric)."""
     start = len(caught)
-    value = (run or spec.impl)(batch, **params)
+    held = None if run is not None else batch.remembered_score(spec.name, params)
+    if held is None:
+        value = (run or spec.impl)(batch, **params)
+    else:  # computed already by a metric that needed it (a skill score): the same report
+        value, raised = held
+        for category, message in raised:
+            warnings.warn(message, category, stacklevel=2)
     notes = _notes_since(caught, start)
     value = json_safe(value, spec.name, notes)
     return value, notes

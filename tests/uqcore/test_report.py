@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -326,3 +328,44 @@ def test_free_heap_memory_is_given_back_where_glibc_can() -> None:
     assert release_free_memory() is True
     assert rss() < after_alloc - 200 * 2**20  # most of the 640 MiB given back
     del keep
+
+
+def _json_safe_one_by_one(value: Any, where: str, notes: list[str]) -> Any:
+    """json_safe's rule element by element: a float that is not finite is null, with a note."""
+    out = []
+    for i, v in enumerate(value):
+        if isinstance(v, float) and not math.isfinite(v):
+            notes.append(f"{where}[{i}] was {v} and is reported as null")
+            out.append(None)
+        else:
+            out.append(v)
+    return out
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0.5 * i for i in range(20)],
+        [float(i) for i in range(19)] + [math.nan],
+        [math.inf] + [1.0] * 12,
+        [1.0] * 7 + [-math.inf, math.inf] + [2.0] * 5,
+        [1e308] * 12,  # finite, but their sum overflows
+        [-1e308, 1e308] * 6,
+        list(range(30)),
+        [1, 2.0] * 6,  # mixed types
+        [True, False] * 6,
+        [0.1, np.float64(0.2)] * 6,
+        (1.0,) * 10,
+    ],
+)
+def test_json_safe_lists_are_element_by_element(values: list[Any]) -> None:
+    from uqcore.report import json_safe
+
+    notes: list[str] = []
+    got = json_safe(values, "curve.x", notes)
+    ref_notes: list[str] = []
+    ref = _json_safe_one_by_one(values, "curve.x", ref_notes)
+    assert got == ref and [type(v) for v in got] == [
+        type(v) if not isinstance(v, np.floating) else float for v in ref
+    ]
+    assert isinstance(got, list) and notes == ref_notes

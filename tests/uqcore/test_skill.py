@@ -293,3 +293,92 @@ def test_bootstrap_resamples_equal_the_skill_on_resampled_rows() -> None:
     got = result["crps_skill"]
     assert got["value"] == pytest.approx(_value("crps_skill", pred, y, w), rel=1e-12)
     assert got["n_valid"] == 200 and got["low"] < got["value"] < got["high"] < 1.0
+
+
+# -- a skill score's own score, reported by evaluate ----------------------------------------
+SKILL_OF = {
+    "crps_skill": "crps",
+    "check_score_skill": "check_score",
+    "interval_score_skill": "interval_score",
+    "nll_skill": "nll",
+}
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_evaluate_computes_a_score_once_for_it_and_its_skill(
+    monkeypatch: pytest.MonkeyPatch, weighted: bool
+) -> None:
+    """Each score is computed once (by its skill score, which runs first) and reported with
+    the value it has alone; the skill scores' values are theirs alone too."""
+    import dataclasses
+
+    pred, y, w = _data(300, 31)
+    weights = w if weighted else None
+    alone = {name: _value(name, pred, y, weights) for pair in SKILL_OF.items() for name in pair}
+    calls: dict[str, int] = dict.fromkeys(SKILL_OF.values(), 0)
+    for name in SKILL_OF.values():
+        spec = registry.get(name, "regression")
+
+        def counted(batch: Any, _impl: Any = spec.impl, _name: str = name, **options: Any) -> Any:
+            calls[_name] += 1
+            return _impl(batch, **options)
+
+        monkeypatch.setitem(
+            registry._REGISTRY, ("regression", name), dataclasses.replace(spec, impl=counted)
+        )
+    names = [n for pair in SKILL_OF.items() for n in pair]
+    report = uqcore.evaluate(pred, y, metrics=names, sample_weight=weights)
+    assert calls == dict.fromkeys(SKILL_OF.values(), 1)
+    for name in names:
+        assert report[name] == alone[name], name
+    # different options are other scores: computed again
+    report = uqcore.evaluate(
+        pred,
+        y,
+        metrics=["check_score", "check_score_skill"],
+        params={"check_score": {"scaled": False}},
+    )
+    assert report["check_score"] == _value("check_score", pred, y, scaled=False)
+    assert report["check_score_skill"] == _value("check_score_skill", pred, y)
+
+
+def test_an_undefined_score_keeps_its_warning_beside_its_skill() -> None:
+    """A score undefined for the options (quantiles that do not span the levels) is reported
+    with its own warning, as alone, and its skill score with the skill's."""
+    rng = np.random.default_rng(32)
+    q = np.sort(rng.normal(size=(40, 3)), axis=1)
+    pred = P.Quantiles([0.25, 0.5, 0.75], q)
+    y = rng.normal(size=40)
+    params = {"levels": [0.1, 0.5]}
+    both = uqcore.evaluate(
+        pred,
+        y,
+        metrics=["check_score_skill", "check_score"],
+        params={"check_score": params, "check_score_skill": params},
+    )
+    alone = uqcore.evaluate(pred, y, metrics=["check_score"], params={"check_score": params})
+    assert both["check_score"] is None and both["check_score_skill"] is None
+    own = [m for m in both.warnings if m.startswith("check_score:") or "'check_score'" in m]
+    assert alone.warnings and set(alone.warnings) <= set(both.warnings), (alone.warnings, own)
+    skill_notes = [m for m in both.warnings if "check_score_skill" in m]
+    assert skill_notes and all(m not in alone.warnings for m in skill_notes)
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_a_reweighted_batch_remembers_no_score_of_the_batch_it_copies(task: str) -> None:
+    """The resamples of the stability engine are re-weighted copies: each computes its own
+    scores (a copy that kept the full batch's would report them for every resample)."""
+    if task == "regression":
+        pred, y, w = _data(50, 33)
+        name, skill = "crps", "crps_skill"
+    else:
+        rng = np.random.default_rng(33)
+        probs = rng.dirichlet(np.ones(3), size=50)
+        pred, y, w = P.Probs(probs), rng.integers(0, 3, size=50), rng.uniform(0, 2, 50)
+        name, skill = "brier", "brier_skill"
+    batch = make_batch(pred, y)
+    full = registry.call(registry.get(skill, task), batch)
+    assert batch.remembered_score(name, registry.get(name, task).resolve_params(None))
+    copy = batch.with_weights(w)
+    assert copy.remembered_score(name, registry.get(name, task).resolve_params(None)) is None
+    assert registry.call(registry.get(skill, task), copy) == _value(skill, pred, y, w) != full

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from uqcore._backend import argsort_host, sort_host, to_numpy
-from uqcore._stats import chunks
+from uqcore._stats import CHUNK_ROWS, chunks
 from uqcore.batch import Batch
 from uqcore.options import Coverage, CoverageLevels, OpenLevels
 from uqcore.registry import UndefinedMetricWarning, get, register, undefined
@@ -72,6 +72,15 @@ Host = np.ndarray[Any, Any]
 
 # -- the climatological reference --------------------------------------------------------
 def _climate(batch: Batch) -> Iterator[tuple[Host, Host, Host]]:
+    """(gaps g_j, F_j, G_j) of the weighted empirical distribution of y, on the host, chunk by
+    chunk of j (the last chunk first): :func:`_climate_chunks`, kept on the batch (for its
+    weights) where they are one chunk, which the skill scores of one evaluation then share."""
+    if batch.n - 1 > CHUNK_ROWS:
+        return _climate_chunks(batch)
+    return iter(batch.weighted("skill:climate", lambda: list(_climate_chunks(batch))))
+
+
+def _climate_chunks(batch: Batch) -> Iterator[tuple[Host, Host, Host]]:
     """(gaps g_j, F_j, G_j) of the weighted empirical distribution of y, on the host, chunk by
     chunk of j (the last chunk first).
 
@@ -163,13 +172,24 @@ def model_score(batch: Any, name: str, skill: str, task: str, **options: Any) ->
     """The registered score ``name`` of the batch's prediction (its implementation, which
     computes block by block without holding per-row terms); where it is undefined, warn for
     ``skill`` with the score's reason and return ``None``."""
-    spec = get(name, task)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UndefinedMetricWarning)
-        got = spec.impl(batch, **options)
+    held = batch.remembered_score(name, options)
+    if held is None:
+        spec = get(name, task)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # all of them, for evaluate's report of the score
+            got = spec.impl(batch, **options)
+        raised = [(w.category, str(w.message)) for w in caught]
+        # evaluate reports the score itself from this (same value, same warnings)
+        batch.remember_score(name, options, got, raised)
+    else:
+        got, raised = held
     if got is None:
         why = next(
-            (str(w.message) for w in caught if issubclass(w.category, UndefinedMetricWarning)),
+            (
+                message
+                for category, message in raised
+                if issubclass(category, UndefinedMetricWarning)
+            ),
             f"{name} is undefined",
         )
         undefined(skill, f"the prediction's score is undefined ({why})")
