@@ -32,6 +32,7 @@ __all__ = [
     "flip_is_view",
     "float_dtype",
     "from_numpy",
+    "host_floats",
     "namespace",
     "radix_argsort",
     "radix_sort",
@@ -66,6 +67,16 @@ def to_numpy(x: Array) -> np.ndarray[Any, Any]:
     if array_api_compat.is_cupy_array(x):
         return np.asarray(x.get())
     return np.asarray(np.from_dlpack(x))
+
+
+def host_floats(values: Any) -> tuple[float, ...]:
+    """``float(v)`` of every item of a 1-D host array or a sequence, as a tuple (a curve's
+    points): numpy arrays through ``tolist`` (C speed, the same values), others item by
+    item."""
+    if isinstance(values, np.ndarray):
+        out: list[float] = values.astype(np.float64, copy=False).tolist()
+        return tuple(out)
+    return tuple(map(float, values))
 
 
 def from_numpy(xp: Namespace, like: Array, value: np.ndarray[Any, Any]) -> Array:

@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from uqcore._backend import to_numpy
+from uqcore._backend import host_floats, to_numpy
 from uqcore._validation import UQValidationError
 from uqcore.classification.aggregators import DEFAULT_ESTIMATOR
 from uqcore.classification.calibration import reliability_diagram
@@ -115,7 +115,7 @@ def coarse_points(n: int) -> int:
 
 
 def _floats(a: Any) -> tuple[float, ...]:
-    return tuple(float(v) for v in np.asarray(a, dtype=np.float64))
+    return host_floats(np.asarray(a, dtype=np.float64))
 
 
 # -- regression --------------------------------------------------------------------------------

@@ -177,7 +177,7 @@ def curves(
 
 #: Types returned as they are by :func:`_plain` (checked by identity first: a curve holds
 #: thousands of plain numbers, and the ABC checks below cost more than the conversion).
-_AS_IS = (float, int, str, bool, type(None))
+_AS_IS = frozenset({float, int, str, bool, type(None)})
 
 
 def _plain(value: Any) -> Any:
@@ -186,7 +186,7 @@ def _plain(value: Any) -> Any:
     if kind in _AS_IS:
         return value
     if kind is list or kind is tuple:
-        if all(type(v) in _AS_IS for v in value):
+        if _AS_IS.issuperset(map(type, value)):
             return list(value)
         return [_plain(v) for v in value]
     if isinstance(value, Mapping):

@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from uqcore._backend import to_numpy
+from uqcore._backend import host_floats, to_numpy
 from uqcore._validation import UQValidationError
 from uqcore.batch import make_batch, regression_batch
 
@@ -109,7 +109,7 @@ class MurphyDiagram:
 
 
 def _floats(a: Any) -> tuple[float, ...]:
-    return tuple(float(v) for v in np.asarray(a, dtype=np.float64))
+    return host_floats(np.asarray(a, dtype=np.float64))
 
 
 def corp_reliability(

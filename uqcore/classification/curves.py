@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from uqcore._backend import host_floats
 from uqcore._validation import UQValidationError
 from uqcore.batch import ClassificationBatch, make_batch
 from uqcore.classification._ranking import Blocks, auroc, average_precision, blocks
@@ -256,8 +257,7 @@ def _weighted_blocks(batch: ClassificationBatch, estimator: str, positive: NDArr
     return Blocks(b.value[keep], b.weight[keep], b.positive[keep])
 
 
-def _floats(a: NDArray) -> tuple[float, ...]:
-    return tuple(float(v) for v in a)
+_floats = host_floats
 
 
 def risk_coverage_curve(

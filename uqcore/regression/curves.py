@@ -18,7 +18,7 @@ import numpy as np
 import scipy.stats
 
 from uqcore import registry
-from uqcore._backend import to_numpy
+from uqcore._backend import host_floats, to_numpy
 from uqcore._validation import UQValidationError
 from uqcore.batch import regression_batch
 from uqcore.curves import CurveSpec, register_curve
@@ -56,8 +56,7 @@ STRATIFIED_METRICS: tuple[str, ...] = ("mae", "nmerci", "ece")
 MAX_POINTS = 2000
 
 
-def _floats(values: Any) -> tuple[float, ...]:
-    return tuple(float(v) for v in values)
+_floats = host_floats
 
 
 def _optional_floats(values: Any) -> tuple[float | None, ...]:
@@ -366,7 +365,7 @@ class IntervalWidthCurve:
             self,
             uncertainty=_floats(self.uncertainty),
             abs_error=_floats(self.abs_error),
-            rows=tuple(int(v) for v in self.rows),
+            rows=tuple(map(int, self.rows)),
             weights=None if self.weights is None else _floats(self.weights),
         )
 
@@ -420,10 +419,10 @@ def interval_width_curve(
     w = batch.weights
     is_std = type(batch.prediction).uncertainty in _UNCERTAINTY_IS_STD
     return IntervalWidthCurve(
-        uncertainty=tuple(u_host[rows]),
-        abs_error=tuple(e_host[rows]),
-        rows=tuple(rows),
-        weights=None if w is None else tuple(np.asarray(to_numpy(w), dtype=np.float64)[rows]),
+        uncertainty=host_floats(u_host[rows]),
+        abs_error=host_floats(e_host[rows]),
+        rows=tuple(rows.tolist()),
+        weights=None if w is None else host_floats(np.asarray(to_numpy(w), dtype=np.float64)[rows]),
         n=n,
         uncertainty_label="std" if is_std else "uncertainty",
         alpha=float(alpha),
