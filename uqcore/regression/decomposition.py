@@ -18,9 +18,13 @@ dispersion = Σ_k (α_k/2)(u_k − l_k) / (K + ½),
 overprediction = (Σ_k (l_k − y)₊ + ½ (m − y)₊) / (K + ½),
 underprediction = (Σ_k (y − u_k)₊ + ½ (y − m)₊) / (K + ½):
 the median's term goes to over- or underprediction, as scoringutils' ``wis`` does (its
-``separate_results``). The three parts come from one pass over the quantiles, in blocks of
-rows that stay in the cache (numpy: a matrix-vector product per part and block; the
-dispersion centred on the median, so that a large location cancels nothing).
+``separate_results``). For Gaussian, Laplace and Student-t predictions with one df the
+quantiles are μ_i + σ_i z_p, and each part of a row is σ_i times a function of
+t_i = (y_i − μ_i)/σ_i alone, constant (dispersion) or piecewise linear (over- and
+underprediction): tabulated once per family and levels, one pass over the rows each, with no
+quantile computed (:func:`_wis_tables`). The other kinds' parts come from one pass over the
+quantiles, in blocks of rows that stay in the cache (numpy: a matrix-vector product per part
+and block; the dispersion centred on the median, so that a large location cancels nothing).
 """
 
 from __future__ import annotations
