@@ -12,6 +12,7 @@ against the previous run's figures (:data:`PREVIOUS`).
     python benchmarks/throughput.py                  # M = 200, 2 rounds (about 3 minutes)
     python benchmarks/throughput.py --jobs 40 --rounds 1
     python benchmarks/throughput.py --against 8cbc9fd  # also that commit, like for like
+    python benchmarks/throughput.py --against 5d9c7a3 --against-all  # and with all metrics
 
 The previous run's figures were measured on another machine. ``--against REV`` runs that
 commit's code too (a temporary git worktree, its own ``serve``) with the same 28 metrics, 1 and
@@ -61,18 +62,26 @@ def previous_metrics() -> list[str]:
     return target_metrics()
 
 
-#: The runs on the ``--against`` commit's code: the previous run's 28 metrics.
+#: The runs on the ``--against`` commit's code: the previous run's 28 metrics; with
+#: ``--against-all`` also all metrics ("base-all", against this tree's "all").
 BASE_CONFIGS: tuple[tuple[int, str], ...] = ((1, "base"), (2, "base"))
+BASE_ALL_CONFIGS: tuple[tuple[int, str], ...] = ((1, "base-all"), (2, "base-all"))
 
 
 def rounds(
-    jobs: int, count: int, against: str | None = None
+    jobs: int, count: int, against: str | None = None, against_all: bool = False
 ) -> tuple[dict[tuple[int, str], list[dict[str, Any]]], str | None]:
     """The runs of every config, round by round; and the ``against`` commit (short hash)."""
     configs = CONFIGS + (BASE_CONFIGS if against else ())
+    configs += BASE_ALL_CONFIGS if against and against_all else ()
     out: dict[tuple[int, str], list[dict[str, Any]]] = {c: [] for c in configs}
     previous = previous_metrics()
-    chosen: dict[str, list[str] | str] = {"all": "all", "previous": previous, "base": previous}
+    chosen: dict[str, list[str] | str] = {
+        "all": "all",
+        "previous": previous,
+        "base": previous,
+        "base-all": "all",
+    }
     with tempfile.TemporaryDirectory(prefix="uqeval-throughput-") as tmp:
         base_tree = Path(tmp) / "base"
         commit = None
@@ -108,7 +117,7 @@ def _run_rounds(
         # machine's load falls on both alike)
         order = configs if r % 2 == 0 else configs[::-1]
         for workers, which in order:
-            if which == "base":
+            if which.startswith("base"):
                 stack = Stack(
                     workers, tmp, index=index, root=base_tree, module=_cli_module(base_tree)
                 )
@@ -136,7 +145,8 @@ def report(
 ) -> str:
     lines = [
         f"`python benchmarks/throughput.py --jobs {args.jobs} --rounds {args.rounds}"
-        f"{f' --against {args.against}' if args.against else ''}` "
+        f"{f' --against {args.against}' if args.against else ''}"
+        f"{' --against-all' if args.against and args.against_all else ''}` "
         f"({datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {minutes:.1f} min; {platform.machine()}, "
         f"{os.cpu_count()} cores shared with other work, load at the end {loadavg()}). "
         f"{args.jobs} jobs of N = {N:,} (Gaussian, NPZ) posted back to back by one client to a "
@@ -151,7 +161,7 @@ def report(
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (workers, which), runs in res.items():
-        if which == "base":
+        if which.startswith("base"):
             continue
         per_min = statistics.median(r["per_min"] for r in runs)
         steady = statistics.median(r["steady_per_min"] for r in runs)
@@ -190,6 +200,31 @@ def report(
             ours = statistics.median(r["per_min"] for r in res[(workers, "previous")])
             each = ", ".join(f"{r['per_min']:.0f}" for r in res[(workers, "base")])
             lines.append(f"| {workers} | {base:.0f} | {ours:.0f} | {ours / base:.2f}× | {each} |")
+        if (1, "base-all") in res:
+            lines += [
+                "",
+                f"The same with all metrics (`--against-all`): {commit}'s code against this "
+                "tree, each job keeping its curves, CPU per job of the workers and the API.",
+                "",
+                f"| worker processes | {commit}: jobs/min | this tree: jobs/min | ratio "
+                f"| CPU ms per job, workers / API: {commit} | this tree |",
+                "|---|---|---|---|---|---|",
+            ]
+            for workers, _ in BASE_ALL_CONFIGS:
+                runs_b, runs_o = res[(workers, "base-all")], res[(workers, "all")]
+                base = statistics.median(r["per_min"] for r in runs_b)
+                ours = statistics.median(r["per_min"] for r in runs_o)
+                cpu_b, cpu_o = (
+                    " / ".join(
+                        f"{1e3 * statistics.median(r['cpu'].get(role, 0.0) for r in runs) / args.jobs:.1f}"
+                        for role in ("workers", "api")
+                    )
+                    for runs in (runs_b, runs_o)
+                )
+                lines.append(
+                    f"| {workers} | {base:.0f} | {ours:.0f} | {ours / base:.2f}× | {cpu_b} "
+                    f"| {cpu_o} |"
+                )
     metrics_s, curves_s, count = in_process()
     per_job = 60.0 / one
     lines += [
@@ -250,9 +285,14 @@ def main() -> None:
         metavar="REV",
         help="also run this commit's code with the previous run's metrics (like for like)",
     )
+    parser.add_argument(
+        "--against-all",
+        action="store_true",
+        help="with --against: that commit's code with all metrics too",
+    )
     args = parser.parse_args()
     t0 = time.perf_counter()
-    res, commit = rounds(args.jobs, args.rounds, args.against)
+    res, commit = rounds(args.jobs, args.rounds, args.against, args.against_all)
     text = report(res, args, (time.perf_counter() - t0) / 60, commit)
     print(text)
     if not args.no_write:

@@ -98,9 +98,12 @@ class _Caches:
         it without computing it again. A few floats per metric: kept for the batch's life,
         through :meth:`forget_since`; a re-weighted copy (:meth:`with_weights`) starts with
         none."""
+        key = options_key(options)
+        if key is None:
+            return
         if self._scores is None:
             self._scores = {}
-        self._scores[(name, options_key(options))] = (value, list(raised))
+        self._scores[(name, key)] = (value, list(raised))
 
     def remembered_score(
         self, name: str, options: Mapping[str, Any]
@@ -108,24 +111,35 @@ class _Caches:
         """(value, warnings raised) of :meth:`remember_score` for equal options, or None."""
         if not self._scores:
             return None
-        return self._scores.get((name, options_key(options)))
+        key = options_key(options)
+        return None if key is None else self._scores.get((name, key))
 
 
-def options_key(options: Mapping[str, Any]) -> tuple[Any, ...]:
-    """A hashable key equal for equal option values (arrays by dtype, shape and bytes; lists
-    and tuples item by item), whatever their order of names."""
+class _NoKey(Exception):
+    """An option value that :func:`options_key` does not key by value."""
+
+
+def options_key(options: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """A hashable key equal for equal option values (numpy arrays by dtype, shape and bytes;
+    lists, tuples and mappings item by item; strings, numbers, booleans and None as they are),
+    whatever the order of the names; None where a value is of another type (another
+    namespace's array, say), which is then not remembered."""
 
     def key(v: Any) -> Any:
-        if isinstance(v, np.ndarray):
+        if v is None or type(v) in (str, int, float, bool):
+            return (type(v).__name__, v)
+        if isinstance(v, (np.ndarray, np.generic)):
             return ("ndarray", v.dtype.str, v.shape, v.tobytes())
         if isinstance(v, (list, tuple)):
             return (type(v).__name__, *map(key, v))
         if isinstance(v, Mapping):
-            return ("mapping", options_key(v))
-        hash(v)  # anything else must be hashable (a TypeError otherwise, never a wrong key)
-        return (type(v).__name__, v)
+            return ("mapping", *((str(k), key(v[k])) for k in sorted(v, key=str)))
+        raise _NoKey
 
-    return tuple((name, key(options[name])) for name in sorted(options))
+    try:
+        return tuple((name, key(options[name])) for name in sorted(options))
+    except _NoKey:
+        return None
 
 
 class Batch(_Caches):

@@ -382,3 +382,24 @@ def test_a_reweighted_batch_remembers_no_score_of_the_batch_it_copies(task: str)
     copy = batch.with_weights(w)
     assert copy.remembered_score(name, registry.get(name, task).resolve_params(None)) is None
     assert registry.call(registry.get(skill, task), copy) == _value(skill, pred, y, w) != full
+
+
+def test_options_are_keyed_by_their_values() -> None:
+    from uqcore.batch import options_key
+
+    a = {"levels": [0.1, 0.5], "scaled": True, "grid": np.arange(3.0)}
+    assert options_key(a) == options_key(dict(reversed(list(a.items()))))
+    assert options_key(a) == options_key({**a, "grid": np.arange(3.0), "levels": [0.1, 0.5]})
+    for other in (
+        {**a, "levels": [0.1, 0.50000001]},
+        {**a, "levels": (0.1, 0.5)},
+        {**a, "scaled": 1},  # a bool is not an int here
+        {**a, "grid": np.arange(3)},  # nor an int array a float one
+        {**a, "grid": np.arange(4.0)[:3].reshape(3, 1)},
+        {**a, "extra": None},
+    ):
+        assert options_key(other) != options_key(a), other
+    assert options_key({"x": {"b": 1, "a": [2.0]}}) == options_key({"x": {"a": [2.0], "b": 1}})
+    assert options_key({"x": np.float64(0.5)}) != options_key({"x": 0.5})
+    assert options_key({"x": {1, 2}}) is None  # a value not keyed by value: not remembered
+    assert options_key({"x": object()}) is None
