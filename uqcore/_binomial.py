@@ -95,7 +95,7 @@ def binomtest_pvalue(k: int, n: int, p: float) -> float:
     itself, which answers (p = 0 or 1) or refuses them.
 
     >>> import scipy.stats
-    >>> binomtest_pvalue(880, 1000, 0.9) == scipy.stats.binomtest(880, 1000, 0.9).pvalue
+    >>> bool(binomtest_pvalue(880, 1000, 0.9) == scipy.stats.binomtest(880, 1000, 0.9).pvalue)
     True
     """
     if not (0 <= k <= n and 0.0 < p < 1.0):
