@@ -269,8 +269,11 @@ def _wis_tabulated(
 def _wis_parts(batch: Batch, levels: Any) -> tuple[Array, Array, Array] | str:
     """Per-row (dispersion, overprediction, underprediction), or why undefined."""
     alphas, why = _wis_grid(batch, levels)
-    if why is not None:
-        return why
+    return why if why is not None else _wis_rows(batch, alphas)
+
+
+def _wis_rows(batch: Batch, alphas: NDArray) -> tuple[Array, Array, Array]:
+    """:func:`_wis_parts` of the central intervals at α = ``alphas`` (checked)."""
     tabulated = _wis_tabulated(batch, alphas)
     if tabulated is not None:
         spread, over, under = tabulated
@@ -419,15 +422,15 @@ def _wis_means(batch: Batch, levels: Any) -> tuple[float, float, float, float] |
 
     def compute() -> tuple[float, float, float, float] | str:
         alphas, why = _wis_grid(batch, levels)
-        tabulated = _wis_tabulated(batch, alphas) if why is None else None
+        if why is not None:
+            return why
+        tabulated = _wis_tabulated(batch, alphas)
         if tabulated is not None:  # no per-row arrays: block by block, one pass each
             spread, over, under = tabulated
             d = spread * batch.mean(scoring._scale(batch.prediction))
             o, u = scoring._mean(batch, 1, over), scoring._mean(batch, 1, under)
             return d, o, u, d + o + u
-        p = _wis_parts(batch, levels)
-        if isinstance(p, str):
-            return p
+        p = _wis_rows(batch, alphas)
         d, o, u = (batch.mean(v) for v in p)
         return d, o, u, batch.mean(p[0] + p[1] + p[2])
 
