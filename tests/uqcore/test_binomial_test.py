@@ -59,15 +59,15 @@ def test_invalid_arguments_are_refused_as_scipy_refuses_them(k: int, n: int, p: 
 
 @pytest.fixture
 def pmf_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The sizes of the ``binom.pmf`` calls made from now on."""
+    """The sizes of the probability fetches (scipy's ``binom.pmf`` values) made from now on."""
     calls: list[int] = []
-    pmf = stats.binom.pmf
+    pmf = binomial._pmf
 
     def counted(x: np.ndarray, n: int, p: float) -> np.ndarray:
         calls.append(int(np.size(x)))
         return pmf(x, n, p)
 
-    monkeypatch.setattr(binomial.stats.binom, "pmf", counted)
+    monkeypatch.setattr(binomial, "_pmf", counted)
     return calls
 
 
@@ -100,3 +100,45 @@ def test_counts_the_stand_in_did_not_foresee_are_fetched_when_read(
     ours = binomtest_pvalue(k, n, p)
     assert len(pmf_calls) >= 2  # the prefetch, then what the search read beyond it
     assert ours == stats.binomtest(k, n, p).pvalue
+
+
+def _grid() -> list[tuple[int, int, float]]:
+    rng = np.random.default_rng(7)
+    cases = []
+    for n in (1, 2, 3, 10, 137, 10**4, 10**6, 10**8):
+        for p in (1e-12, 1e-3, 0.1, 0.5, 0.9, 1 - 1e-9, float(rng.random())):
+            mode = round(n * p)
+            for k in {-3, -1, 0, 1, mode - 1, mode, mode + 1, n - 1, n, n + 1, n + 5}:
+                cases.append((k, n, p))
+    return cases
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_the_routines_are_scipys_public_methods(
+    monkeypatch: pytest.MonkeyPatch, fast: bool
+) -> None:
+    # the distribution's own routines inside the support, the edges outside it, and the public
+    # methods where scipy lacks the routines (fast=False): the same values, compared with ==
+    monkeypatch.setattr(binomial, "_FAST", fast)
+    wrong = []
+    for k, n, p in _grid():
+        if binomial._cdf(k, n, p) != stats.binom.cdf(k, n, p):
+            wrong.append(("cdf", k, n, p))
+        if binomial._sf(k, n, p) != stats.binom.sf(k, n, p):
+            wrong.append(("sf", k, n, p))
+        if 0 <= k <= n:
+            x = np.array([k, 0, n], dtype=np.float64)
+            if not np.array_equal(binomial._pmf(x, n, p), stats.binom.pmf(x, n, p)):
+                wrong.append(("pmf", k, n, p))
+    for n in (1, 2, 7, 100, 10**4, 10**7):
+        for p in (0.0, 1e-9, 0.01, 0.1, 1 / 3, 0.5, 1.0):
+            for q in (1e-12, 0.005, 0.025, 0.5, 0.975, 0.995, 1 - 1e-12):
+                if binomial.binom_ppf(q, n, p) != float(stats.binom.ppf(q, n, p)):
+                    wrong.append(("ppf", q, n, p))
+    assert wrong == []
+
+
+def test_ppf_outside_its_domain_is_scipys_answer() -> None:
+    for q, n, p in [(0.0, 10, 0.5), (1.0, 10, 0.5), (0.5, 0, 0.5), (0.5, 10, 1.5), (1.5, 10, 0.5)]:
+        ours, theirs = binomial.binom_ppf(q, n, p), float(stats.binom.ppf(q, n, p))
+        assert ours == theirs or (np.isnan(ours) and np.isnan(theirs)), (q, n, p)

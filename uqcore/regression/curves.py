@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.stats
 
 from uqcore import registry
 from uqcore._backend import host_floats, to_numpy
+from uqcore._binomial import binom_ppf
 from uqcore._validation import UQValidationError
 from uqcore.batch import regression_batch
 from uqcore.curves import CurveSpec, register_curve
@@ -159,8 +159,8 @@ def pit_histogram(
     n_eff = float(res["n_eff"])
     n = max(1, round(n_eff))
     scale = total / n_eff
-    lo = float(scipy.stats.binom.ppf((1 - level) / 2, n, 1 / b)) * scale
-    hi = float(scipy.stats.binom.ppf((1 + level) / 2, n, 1 / b)) * scale
+    lo = binom_ppf((1 - level) / 2, n, 1 / b) * scale
+    hi = binom_ppf((1 + level) / 2, n, 1 / b) * scale
     return PitHistogram(
         edges=tuple(res["bin_edges"]),
         counts=tuple(float(h) * total for h in res["histogram"]),
