@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 import array_api_compat
 import numpy as np
 
-from uqcore._backend import Array, Namespace, scatter, select, value_sort
+from uqcore._backend import Array, Namespace, clip, scatter, select, value_sort
 from uqcore._scaling import exponent, rescaled
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def weighted_quantile(
     # unit position t lies in row k with C_{k-1} <= t < C_k  ->  first k with C_k > t
     ts = xp.asarray([lo_t, min(lo_t + 1.0, total - 1.0)], dtype=cum.dtype)
     ks = xp.searchsorted(cum, ts, side="right")
-    ks = xp.clip(ks, max=n - 1)
+    ks = clip(xp, ks, max=n - 1)
     a = float(sorted_values[int(ks[0])])
     b = float(sorted_values[int(ks[1])])
     return a + frac * (b - a)

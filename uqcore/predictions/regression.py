@@ -30,7 +30,7 @@ from typing import Any, ClassVar, Literal
 import array_api_compat
 import numpy as np
 
-from uqcore._backend import LOG_SQRT_2PI, Array, Namespace, special, to_numpy
+from uqcore._backend import LOG_SQRT_2PI, Array, Namespace, clip, special, to_numpy
 from uqcore._scaling import exponent, max_abs, rescaled
 from uqcore._validation import (
     SIMPLEX_ATOL,
@@ -529,7 +529,7 @@ class Mixture(RegressionPrediction):
         mean = xp.sum(w_rows * m_rows, axis=1)
         sd_rows = _safe_std(xp, lambda mu, sd: _mixture_std(w_rows, mu, sd), m_rows, s_rows)
         x = mean[:, None] + sd_rows[:, None] * sp.ndtri(lv)[None, :]
-        x = xp.clip(x, min=lo, max=hi)
+        x = clip(xp, x, min=lo, max=hi)
         scale = xp.min(s_rows, axis=1)[:, None]
         norm = 1.0 / math.sqrt(2.0 * math.pi)
         for _ in range(max_iter):
@@ -554,7 +554,7 @@ def _mixture_std(w: Array, mu: Array, sd: Array) -> Array:
     xp = array_api_compat.array_namespace(w)
     m = xp.sum(w * mu, axis=1)
     second = xp.sum(w * (sd * sd + mu * mu), axis=1)
-    return xp.sqrt(xp.clip(second - m * m, min=0.0))
+    return xp.sqrt(clip(xp, second - m * m, min=0.0))
 
 
 class Samples(RegressionPrediction):

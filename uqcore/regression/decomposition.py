@@ -37,7 +37,7 @@ from typing import Annotated, Any, Literal
 import array_api_compat
 import numpy as np
 
-from uqcore._backend import Array, argsort_host, to_numpy
+from uqcore._backend import Array, argsort_host, clip, to_numpy
 from uqcore._compiled import kernels
 from uqcore._isotonic import Corp, corp
 from uqcore._scaling import exponent, max_abs, rescaled
@@ -308,8 +308,8 @@ def _wis_rows(batch: Batch, alphas: NDArray) -> tuple[Array, Array, Array]:
         y = batch.y[a:b][:, None]
         m, lo, up = q[:, 0], q[:, 1 : k + 1], q[:, k + 1 :]
         disp = xp.sum(half * (up - lo), axis=1)
-        over = xp.sum(xp.clip(lo - y, min=0.0), axis=1) + 0.5 * xp.clip(m - y[:, 0], min=0.0)
-        under = xp.sum(xp.clip(y - up, min=0.0), axis=1) + 0.5 * xp.clip(y[:, 0] - m, min=0.0)
+        over = xp.sum(clip(xp, lo - y, min=0.0), axis=1) + 0.5 * clip(xp, m - y[:, 0], min=0.0)
+        under = xp.sum(clip(xp, y - up, min=0.0), axis=1) + 0.5 * clip(xp, y[:, 0] - m, min=0.0)
         for store, v in zip(parts, (disp, over, under), strict=True):
             store.append(v * norm)
     d, o, u = (p[0] if len(p) == 1 else xp.concat(p) for p in parts)

@@ -56,10 +56,12 @@ import numpy as np
 from uqcore._backend import (
     Array,
     Namespace,
+    clip,
     flip_is_view,
     radix_argsort,
     scatter,
     select,
+    sorted_unique,
     special,
     take_descending,
 )
@@ -466,11 +468,11 @@ def _curve_at(b: _Blocks, removed: Array, root: bool) -> Array:
     xp = b.xp
     ends = b.before + b.mass
     k = xp.searchsorted(ends, removed, side="right")
-    k = xp.clip(k, max=int(b.mass.shape[0]) - 1)
+    k = clip(xp, k, max=int(b.mass.shape[0]) - 1)
     j = removed - xp.take(b.before, k)
     num = xp.take(b.rem_err, k) - j * xp.take(b.mean_err, k)
     den = xp.take(b.rem_w, k) - j
-    num = xp.clip(num, min=0.0)
+    num = clip(xp, num, min=0.0)
     den = xp.where(den > 0, den, 1.0)
     out = num / den
     return xp.sqrt(out) if root else out
@@ -494,16 +496,16 @@ def _unit_curve(
     # the block of each point: the last start below W − ⌊r⌋ (rows are their own starts)
     bound = n - xp.astype(xp.floor(removed), xp.int64)
     if ties is None:
-        start = xp.clip(bound - 1, min=0)
+        start = clip(xp, bound - 1, min=0)
         end = start + 1
     else:
         nb = int(ties.shape[0])
-        b = xp.clip(xp.searchsorted(ties, xp.astype(bound, ties.dtype)) - 1, min=0, max=nb - 1)
+        b = clip(xp, xp.searchsorted(ties, xp.astype(bound, ties.dtype)) - 1, min=0, max=nb - 1)
         start = xp.astype(xp.take(ties, b), xp.int64)
-        nxt = xp.clip(b + 1, max=nb - 1)
+        nxt = clip(xp, b + 1, max=nb - 1)
         end = xp.where(b + 1 < nb, xp.astype(xp.take(ties, nxt), xp.int64), n)
     # prefix sums Σ_{i<p} err_i at the blocks' starts and ends (0 first, n by the total)
-    inner = xp.sort(xp.unique_values(xp.concat([xp.zeros((1,), dtype=xp.int64), start, end])))
+    inner = sorted_unique(xp, xp.concat([xp.zeros((1,), dtype=xp.int64), start, end]))
     inner = inner[inner < n]
     pre = _run_prefix_sums(xp, err, inner)
     total_err = float(pre[-1])
@@ -521,7 +523,7 @@ def _unit_curve(
     j = removed - before
     num = rem_err - j * mean_err
     den = end_w - j
-    num = xp.clip(num, min=0.0)
+    num = clip(xp, num, min=0.0)
     den = xp.where(den > 0, den, 1.0)
     out = num / den
     return (xp.sqrt(out) if root else out), total_err

@@ -39,7 +39,7 @@ from typing import Annotated, Any, Literal
 import array_api_compat
 import numpy as np
 
-from uqcore._backend import LOG_SQRT_2PI, Array, special, to_numpy
+from uqcore._backend import LOG_SQRT_2PI, Array, clip, special, to_numpy
 from uqcore._compiled import kernels
 from uqcore._scaling import in_safe_range
 from uqcore._validation import UQValidationError
@@ -288,7 +288,7 @@ class _Table:
         nxt = _asarray(batch, np.concatenate([self.breaks, [np.inf]]))
 
         def by_cells(z: Array) -> Array:
-            cell = xp.astype(xp.clip((z - lo) * inv_width, min=0.0, max=top), xp.int64)
+            cell = xp.astype(clip(xp, (z - lo) * inv_width, min=0.0, max=top), xp.int64)
             k0 = xp.take(base, cell)
             k = k0 + xp.astype(z > xp.take(nxt, k0), xp.int64)
             return xp.take(slope, k) * z + xp.take(intercept, k)
@@ -939,7 +939,7 @@ def _interval_rows(batch: Batch, *, levels: Any = None, scaled: bool = True) -> 
         qv = _quantiles_at(rows, both)
         ql, qu = qv[:, :m], qv[:, m:]
         yc = y[:, None]
-        pen = xp.clip(ql - yc, min=0.0) + xp.clip(yc - qu, min=0.0)
+        pen = clip(xp, ql - yc, min=0.0) + clip(xp, yc - qu, min=0.0)
         return xp.sum(factor * (qu - ql) + coef_x * pen, axis=1)
 
     return _width_of(pred, 2 * m), block
@@ -969,7 +969,7 @@ def _given_interval_score_rows(batch: Batch, c: float) -> Array:
     lo, hi = batch.prediction.interval()
     y = batch.y
     coef = 2.0 / (1.0 - c)
-    return (hi - lo) + coef * (xp.clip(lo - y, min=0.0) + xp.clip(y - hi, min=0.0))
+    return (hi - lo) + coef * (clip(xp, lo - y, min=0.0) + clip(xp, y - hi, min=0.0))
 
 
 def _interval_terms(batch: Batch, *, levels: Any = None, scaled: bool = True) -> Array:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from uqcore._backend import argsort_host, sort_host, to_numpy
+from uqcore._backend import argsort_host, clip, sort_host, to_numpy
 from uqcore._stats import CHUNK_ROWS, chunks
 from uqcore.batch import Batch
 from uqcore.options import Coverage, CoverageLevels, OpenLevels
@@ -309,7 +309,7 @@ def interval_score_skill(
         alpha = 1.0 - c
         xp = batch.xp
         y = batch.y
-        pen = xp.clip(lo - y, min=0.0) + xp.clip(y - hi, min=0.0)
+        pen = clip(xp, lo - y, min=0.0) + clip(xp, y - hi, min=0.0)
         own = batch.mean((hi - lo) + (2.0 / alpha) * pen)
         ref = _climatology_interval_score(batch, np.asarray([alpha]), 1.0)
         return ratio_skill("interval_score_skill", own, ref)
