@@ -283,6 +283,26 @@ class MetricSpec:
             self.check_options(resolved)
         return resolved
 
+    def reported_params(self, resolved: dict[str, Any], given: Any) -> dict[str, Any]:
+        """``resolved`` (the options of one call, from :meth:`resolve_params`) as a report
+        lists them (:func:`uqcore.report.json_safe`: numpy values as Python ones). Where no
+        options were ``given`` they are the defaults, converted once per process and copied
+        for each report (lists included: a caller may change its report's)."""
+        from uqcore.report import json_safe
+
+        if given:
+            out: dict[str, Any] = json_safe(resolved, self.name, [])
+            return out
+        fresh: dict[str, Any] = _fresh(self._reported_defaults)
+        return fresh
+
+    @functools.cached_property
+    def _reported_defaults(self) -> dict[str, Any]:
+        from uqcore.report import json_safe
+
+        out: dict[str, Any] = json_safe(self._checked_defaults, self.name, [])
+        return out
+
     def target(self, params: Mapping[str, Any] | None = None) -> float:
         """The best value of a "target" metric under ``params``.
 
@@ -529,7 +549,25 @@ def names(task: str | None = None) -> list[str]:
     return list(dict.fromkeys(s.name for s in specs(task)))
 
 
+#: Set once the metric modules are imported (:func:`_ensure_loaded`).
+_LOADED: list[bool] = []
+
+
 def _ensure_loaded() -> None:
-    # Importing the metric modules registers them; the import is idempotent.
+    # Importing the metric modules registers them; the import is idempotent. The flag spares
+    # the two import statements on every lookup (evaluate looks up each metric it computes).
+    if _LOADED:
+        return
     import uqcore.classification
     import uqcore.regression  # noqa: F401
+
+    _LOADED.append(True)
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of the JSON value ``value`` (dicts and lists copied all the way down)."""
+    if type(value) is dict:
+        return {k: _fresh(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_fresh(v) for v in value]
+    return value

@@ -369,3 +369,21 @@ def test_json_safe_lists_are_element_by_element(values: list[Any]) -> None:
         type(v) if not isinstance(v, np.floating) else float for v in ref
     ]
     assert isinstance(got, list) and notes == ref_notes
+
+
+def test_reported_params_are_each_reports_own_and_the_resolved_options() -> None:
+    pred, y = make_prediction("gaussian", 50, seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first = evaluate(pred, y, metrics="all")
+        first.params["coverage"]["levels"].append(0.5)  # a caller changes its own report
+        first.params["pit"]["n_bins"] = 3
+        second = evaluate(pred, y, metrics="all", params={"ece": {"levels": np.array([0.2, 0.7])}})
+    for name, used in second.params.items():
+        spec = registry.get(name)
+        given = {"levels": np.array([0.2, 0.7])} if name == "ece" else None
+        assert used == uqcore.report.json_safe(spec.resolve_params(given), name, []), name
+    assert second.params["ece"]["levels"] == [0.2, 0.7]
+    assert second.params["pit"]["n_bins"] == 10
+    assert second.params["coverage"]["levels"] == list(registry.get("coverage").defaults["levels"])
+    assert second.params["coverage"]["levels"] is not first.params["coverage"]["levels"]
