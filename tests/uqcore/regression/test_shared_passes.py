@@ -170,3 +170,37 @@ def test_largest_square_root_equals_the_bisection_over_bit_patterns() -> None:
     values += [x * x for x in (rng.uniform(0.0, 1e3) for _ in range(1000))]
     for v in values:
         assert _largest_square_root(v) == bisection(v), v
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_the_calibration_metrics_read_one_tally(
+    monkeypatch: pytest.MonkeyPatch, weighted: bool
+) -> None:
+    import uqcore.regression.calibration as cal
+
+    rng = np.random.default_rng(8)
+    n = 5000
+    mu, sd = rng.normal(size=n), rng.uniform(0.5, 2.0, size=n)
+    pred, y = P.Gaussian(mu, sd), mu + sd * rng.normal(scale=1.2, size=n)
+    w = rng.integers(0, 4, size=n).astype(np.float64) if weighted else None
+    names = ["ece", "rmsce", "adversarial_group_calibration", "calibration_error"]
+    alone = {m: metric(m, pred, y, sample_weight=w) for m in names}
+    real = cal._pit_counts
+    counted: list[str] = []
+
+    def counting(batch: Any, prop_type: Any, lv: Any) -> Any:
+        counted.append(prop_type)
+        return real(batch, prop_type, lv)
+
+    monkeypatch.setattr(cal, "_pit_counts", counting)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = evaluate(pred, y, metrics=names, sample_weight=w)
+    # one tally per proportion type on the default grid (calibration_error's is "quantile")
+    assert sorted(counted) == ["interval", "quantile"]
+    assert {m: report[m] for m in names} == alone
+    batch = cal.regression_batch(pred, y, w)
+    t = cal._tally(batch, "interval", None, None)
+    assert t is cal._tally(batch, "interval", None, None)
+    assert t is not cal._tally(batch, "interval", [0.1, 0.5, 0.9], None)
+    assert not (t.counts.flags.writeable or t.levels.flags.writeable)
