@@ -177,9 +177,8 @@ def rest_text(
     return _KEYWORD.sub(keyword, out)
 
 
-def _metric_key(key: str, task: str) -> str | None:
-    name = key.split("[")[0]
-    return name if name in _options(task) else None
+#: Values that hold no text to translate (the leaves of most of a document).
+_LEAVES = (float, int, bool, type(None))
 
 
 def rest_document(
@@ -194,36 +193,42 @@ def rest_document(
     string of a ``warnings`` list, every reason of ``not_applicable`` and the
     ``multiple_comparison_note`` (:func:`rest_text`). Under a key that names a metric (an
     entry of ``metrics``, ``not_applicable``, a stability or comparison entry) that metric is
-    the texts' context."""
+    the texts' context. One walk of the document (numbers returned as they are: a worker's
+    result has hundreds of them)."""
     asked = list(metrics)
+    names = _options(task)
 
     def text(s: str, metric: str | None) -> str:
         return rest_text(s, task=task, origin=origin, metric=metric, metrics=asked)
 
-    if isinstance(doc, Mapping):
-        out: dict[str, Any] = {}
-        for key, value in doc.items():
-            if key == "warnings" and isinstance(value, list):
-                out[key] = [text(v, _metric) if isinstance(v, str) else v for v in value]
-            elif key == "not_applicable" and isinstance(value, Mapping):
-                out[key] = {
-                    k: text(v, _metric_key(k, task)) if isinstance(v, str) else v
-                    for k, v in value.items()
-                }
-            elif key == "multiple_comparison_note" and isinstance(value, str):
-                out[key] = text(value, _metric)
-            elif key == "curves":  # numbers only, possibly N of them
-                out[key] = value
-            else:
-                inner = _metric_key(str(key), task) or _metric
-                out[key] = rest_document(
-                    value, task=task, origin=origin, metrics=asked, _metric=inner
-                )
-        return out
-    if isinstance(doc, list):
-        if not doc or not isinstance(doc[0], (Mapping, list)):
-            return doc  # a list of numbers (a path, quantiles): nothing to translate
-        return [
-            rest_document(v, task=task, origin=origin, metrics=asked, _metric=_metric) for v in doc
-        ]
-    return doc
+    def metric_of(key: str) -> str | None:
+        name = key.split("[")[0]
+        return name if name in names else None
+
+    def walk(node: Any, metric: str | None) -> Any:
+        if type(node) in _LEAVES:
+            return node
+        if type(node) is dict or isinstance(node, Mapping):
+            out: dict[str, Any] = {}
+            for key, value in node.items():
+                if key == "warnings" and isinstance(value, list):
+                    out[key] = [text(v, metric) if isinstance(v, str) else v for v in value]
+                elif key == "not_applicable" and isinstance(value, Mapping):
+                    out[key] = {
+                        k: text(v, metric_of(k)) if isinstance(v, str) else v
+                        for k, v in value.items()
+                    }
+                elif key == "multiple_comparison_note" and isinstance(value, str):
+                    out[key] = text(value, metric)
+                elif key == "curves":  # numbers only, possibly N of them
+                    out[key] = value
+                else:
+                    out[key] = walk(value, metric_of(str(key)) or metric)
+            return out
+        if isinstance(node, list):
+            if not node or not isinstance(node[0], (Mapping, list)):
+                return node  # a list of numbers (a path, quantiles): nothing to translate
+            return [walk(v, metric) for v in node]
+        return node
+
+    return walk(doc, _metric)
