@@ -140,7 +140,7 @@ def bench_evaluate(sizes: list[int], tg: Targets) -> list[str]:
         "The same `evaluate`, against the floor with uqcore's own sorts in place of numpy's: up to "
         f"{RADIX_SORT_MAX:,} rows `evaluate` orders and sorts by a radix sort "
         "(`uqcore._jit.radix_sort`: the ascending order and the sorted values in one O(N) pass "
-        "per byte digit, 2–5× numpy's `argsort` + `take` and 3–4× its `sort`), so it can run "
+        "per digit, 2–5× numpy's `argsort` + `take` and 3–4× its `sort` on some CPUs), so it can run "
         "below the floor above, which is defined with numpy's comparison sorts. This is the "
         "distance to the floor of this implementation (same run, same repetitions):",
         "",

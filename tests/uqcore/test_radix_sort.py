@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import uqcore
-from uqcore import _backend, _compiled
+from uqcore import _backend, _compiled, _jit
 from uqcore import predictions as P
 from uqcore.batch import Batch
 
@@ -66,6 +66,13 @@ def _arrays() -> list[np.ndarray]:
     z = rng.normal(size=1000)
     z[rng.random(1000) < 0.2] = np.nan
     out.append(z)
+    # either side of the switch from 11-bit to byte digits (WIDE_DIGITS_MAX_ROWS rows)
+    wide = _jit.WIDE_DIGITS_MAX_ROWS
+    big = rng.normal(size=wide + 1) * 10.0 ** rng.integers(-300, 300, wide + 1)
+    special = rng.random(wide + 1) < 0.01
+    big[special] = rng.choice(FLOAT64_SPECIALS, size=int(special.sum()))
+    out.append(big)
+    out.append(np.round(rng.uniform(0.5, 2.0, wide), 3))  # ties, a top digit shared
     return out
 
 
