@@ -24,7 +24,10 @@ Error bound. Against scipy's value the relative difference is below 1e-11 (measu
 n = 10^3 ... 10^6 and n·D² = 2.2 ... 370, the whole range where the quadrature is used; the
 test suite checks 1e-11 on a grid with n up to 10^5); Loader's form keeps each term's relative
 error near 10^−14 whatever n, so the bound does not grow with n. Where the quadrature is not
-used the value *is* scipy's. (scipy's own value takes the two-sided tail as twice the
+used the value is scipy's routine's: bit for bit, but for Pelz and Good's series of the bulk
+(n > 140, n·D² < 2.2), which :func:`pelz_good_cdf` evaluates term for term as scipy does in
+scalar floats instead of small numpy arrays (0.08 → 0.01 ms; within 1e-13 relative, a few
+ulps, in the tests). (scipy's own value takes the two-sided tail as twice the
 one-sided one — Miller's approximation, relatively off by at most ~2·10^−6 at n·D² = 2.2 and
 exp(−6nD²)-fast less beyond; :func:`ks_sf` inherits it.)
 """
@@ -44,7 +47,7 @@ try:  # the scalar routine behind kstwo.sf: the same value without the distribut
 except ImportError:  # pragma: no cover - a scipy that moved it
     _kolmogn = None
 
-__all__ = ["EXACT_MAX_N", "QUADRATURE_MAX_D", "ks_sf", "smirnov_sf"]
+__all__ = ["EXACT_MAX_N", "QUADRATURE_MAX_D", "ks_sf", "pelz_good_cdf", "smirnov_sf"]
 
 #: Up to this n scipy's exact sum is used as it is (at most ~1 ms).
 EXACT_MAX_N = 1000
@@ -125,10 +128,85 @@ def smirnov_sf(n: int, d: float) -> float:
 
 
 def _scipy_sf(d: float, n: int) -> float:
-    """``scipy.stats.kstwo.sf(d, n)`` for one finite d and n >= 1."""
+    """``scipy.stats.kstwo.sf(d, n)`` for one finite d and n >= 1 (for n > 140 and
+    n·d² < 2.2, outside Durbin's matrix's range, by :func:`pelz_good_cdf`)."""
     if _kolmogn is None or not math.isfinite(d):
         return float(scipy.stats.kstwo.sf(d, n))
+    if n > _PELZ_GOOD_MIN_N and 1.0 < n * d < n - 1 and d < 0.5:
+        nx2 = n * d * d
+        if nx2 < MILLER_MIN_NX2 and not (n <= _DURBIN_MAX_N and n * d**1.5 <= _DURBIN_MAX_NX15):
+            return min(max(1.0 - pelz_good_cdf(n, d), 0.0), 1.0)
     return float(_kolmogn(n, d, cdf=False))
+
+
+#: scipy's ``_kolmogn`` takes Pelz and Good's series for the CDF from n > 140 where
+#: n·d² < 18, except (up to 10^5 observations) where n·d^1.5 <= 1.4 (Durbin's matrix).
+_PELZ_GOOD_MIN_N = 140
+_DURBIN_MAX_N = 100_000
+_DURBIN_MAX_NX15 = 1.4
+_PI2 = math.pi**2
+_PI4 = _PI2 * _PI2
+_PI6 = _PI4 * _PI2
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+_SQRT3 = math.sqrt(3.0)
+
+
+def pelz_good_cdf(n: int, x: float) -> float:
+    """P(D_n <= x) by Pelz and Good's (1976) series, as scipy computes it
+    (``scipy.stats._ksstats._kolmogn_PelzGood``): the Li-Chien/Korolyuk expansion
+    K0(z) + K1(z)/√n + K2(z)/n + K3(z)/n^1.5, z = x√n, each K_j summed in its small-z form
+    (Jacobi theta functions) by the same Horner scheme over the same terms, in the same
+    order, with scalar floats instead of numpy's four-element arrays (scipy's call costs about
+    0.1 ms of numpy overhead for a few dozen flops). Agrees with scipy's value to a few ulps
+    (the tests check 1e-13 relative on the SF where :func:`_scipy_sf` uses it); 0 < x < 1.
+
+    >>> import scipy.stats._ksstats as k
+    >>> bool(abs(pelz_good_cdf(10_000, 0.008) - k._kolmogn_PelzGood(10_000, 0.008)) < 1e-15)
+    True
+    """
+    z = math.sqrt(n) * x
+    z2, z3, z4, z6 = z**2, z**3, z**4, z**6
+    qlog = -_PI2 / 8 / z2
+    if qlog < -708:  # scipy's _MIN_LOG: the series is 0 to double precision
+        return 0.0
+    q = math.exp(qlog)
+    k1a, k1b = -z2, _PI2 / 4
+    k2a = 6 * z6 + 2 * z4
+    k2b = (2 * z4 - 5 * z2) * _PI2 / 4
+    k2c = _PI4 * (1 - 2 * z2) / 16
+    k3d = _PI6 * (5 - 30 * z2) / 64
+    k3c = _PI4 * (-60 * z2 + 212 * z4) / 16
+    k3b = _PI2 * (135 * z4 - 96 * z6) / 4
+    k3a = -30 * z6 - 90 * z**8
+    s0 = s1 = s2 = s3 = 0.0
+    maxk = math.ceil(16 * z / math.pi)
+    for k in range(maxk, 0, -1):  # Horner in q^8k over the odd m = 2k - 1
+        m = 2 * k - 1
+        m2, m4, m6 = m**2, m**4, m**6
+        qp = math.pow(q, 8 * k)
+        s0 = s0 * qp + 1.0
+        s1 = s1 * qp + (k1a + k1b * m2)
+        s2 = s2 * qp + (k2a + k2b * m2 + k2c * m4)
+        s3 = s3 * qp + (k3a + k3b * m2 + k3c * m4 + k3d * m6)
+    s0, s1, s2, s3 = (v * q * _SQRT_2PI for v in (s0, s1, s2, s3))
+    s0, s1, s2, s3 = s0 / z, s1 / (6 * z4), s2 / (72 * z**7), s3 / (6480 * z**10)
+    # the sums over all integers k (no cancellation to fear: summed directly, k descending)
+    q = math.exp(-_PI2 / 2 / z2)
+    sqrt3z = _SQRT3 * z
+    k2extra = k3extra = 0.0
+    for k in range(maxk, 0, -1):
+        k2 = k * k
+        qk = q ** float(k2)
+        kpi = math.pi * k
+        k2extra += k2 * qk
+        k3extra += (sqrt3z + kpi) * (sqrt3z - kpi) * k2 * qk
+    s2 += k2extra * (_PI2 * _SQRT_2PI / (-36 * z3))
+    s3 += k3extra * (_PI2 * _SQRT_2PI / (216 * z6))
+    n1 = n * 1.0
+    s1 /= math.pow(n1, 0.5)
+    s2 /= math.pow(n1, 1.0)
+    s3 /= math.pow(n1, 1.5)
+    return s0 + s1 + s2 + s3
 
 
 def ks_sf(d: float, n: int) -> float:

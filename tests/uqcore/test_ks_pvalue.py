@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 import scipy.special
 import scipy.stats
+from scipy.stats._ksstats import _kolmogn_PelzGood
 
 from uqcore import metric
 from uqcore import predictions as P
-from uqcore._kolmogorov import EXACT_MAX_N, QUADRATURE_MAX_D, ks_sf, smirnov_sf
+from uqcore._kolmogorov import EXACT_MAX_N, QUADRATURE_MAX_D, ks_sf, pelz_good_cdf, smirnov_sf
 
 #: the bound stated in uqcore._kolmogorov
 BOUND = 1e-11
@@ -61,14 +62,67 @@ def test_small_n_is_scipys_value_itself() -> None:
             assert ks_sf(d, n) == float(scipy.stats.kstwo.sf(d, n))
 
 
-def test_bulk_is_scipys_value_itself_at_every_n() -> None:
-    # below n·D² = 2.2 (and at the ends of D) the value is scipy's own routine's, bit for bit
+def test_bulk_is_scipys_value_at_every_n() -> None:
+    # below n·D² = 2.2 (and at the ends of D) the value is scipy's own routine's, bit for bit,
+    # but for Pelz and Good's series, evaluated here in scalar floats (a few ulps: numpy's exp
+    # and Python's may differ in the last bit)
     for n in (1, 3, 140, 141, EXACT_MAX_N + 1, 10_000, 100_000, 10**7):
         for nx2 in (0.01, 0.3, 0.754, 0.755, 1.0, 2.0, 2.19):
             d = float(np.sqrt(nx2 / n))
-            assert ks_sf(d, n) == float(scipy.stats.kstwo.sf(d, n)), (n, d)
+            exact = float(scipy.stats.kstwo.sf(d, n))
+            if _pelz_good(n, d):
+                assert abs(ks_sf(d, n) / exact - 1.0) <= 1e-13, (n, d)
+            else:
+                assert ks_sf(d, n) == exact, (n, d)
         for d in (0.0, 1e-12, 0.25 / n, 1.0 - 0.5 / n, 1.0):
             assert ks_sf(d, n) == float(scipy.stats.kstwo.sf(d, n)), (n, d)
+
+
+def _pelz_good(n: int, d: float) -> bool:
+    """Whether scipy's ``_kolmogn`` computes the SF from Pelz and Good's series."""
+    return (
+        n > 140
+        and 1 < n * d < n - 1
+        and d < 0.5
+        and n * d * d < 2.2
+        and not (n <= 100_000 and n * d**1.5 <= 1.4)
+    )
+
+
+def test_pelz_good_series_is_scipys() -> None:
+    # the series itself against scipy's, and the p-value where it is used, over its whole
+    # domain: n from 141 to 10^8, n·D² from the Durbin matrix's edge to 2.2
+    rng = np.random.default_rng(5)
+    used = 0
+    for _ in range(4000):
+        n = int(10 ** rng.uniform(math.log10(141), 8))
+        d = math.sqrt(rng.uniform(1e-3, 2.2) / n)
+        if not (0.0 < d < 0.5 and n * d > 1):
+            continue
+        assert abs(pelz_good_cdf(n, d) / _kolmogn_PelzGood(n, d) - 1.0) <= 1e-14, (n, d)
+        exact = float(scipy.stats.kstwo.sf(d, n))
+        assert abs(ks_sf(d, n) / exact - 1.0) <= 1e-13, (n, d, ks_sf(d, n), exact)
+        used += _pelz_good(n, d)
+    assert used > 2000
+
+
+def test_pelz_good_is_used_where_scipy_uses_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uqcore._kolmogorov as kolmogorov
+
+    calls: list[tuple[int, float]] = []
+    real = kolmogorov.pelz_good_cdf
+
+    def counted(n: int, d: float) -> float:
+        calls.append((n, d))
+        return real(n, d)
+
+    monkeypatch.setattr(kolmogorov, "pelz_good_cdf", counted)
+    for n in (140, 141, 5000, 100_000, 100_001, 10**7):
+        for nx2 in (0.001, 0.01, 0.1, 1.0, 2.1999, 2.2, 3.0):
+            d = math.sqrt(nx2 / n)
+            calls.clear()
+            ks_sf(d, n)
+            assert bool(calls) == _pelz_good(n, d), (n, d)
 
 
 def test_pit_p_value_at_n_1e5_on_miscalibrated_data() -> None:

@@ -398,7 +398,8 @@ def _tally(
             return _Tally(grid, grid, _read_only(counts), batch.total_weight)
 
         # absolute changes Uncertainty Toolbox's interval test only
-        key = f"calibration:tally:{prop_type}:{compat}:{absolute and ut}:{lv.tobytes().hex()}"
+        grid = "default" if levels is None else lv.tobytes().hex()
+        key = f"calibration:tally:{prop_type}:{compat}:{absolute and ut}:{grid}"
         return batch.weighted(key, count)
     lv, expected, counts = _quantiles_counts(batch, prop_type, levels)
     return _Tally(lv, expected, counts, batch.total_weight)
