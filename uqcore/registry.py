@@ -189,6 +189,33 @@ class MetricSpec:
         (optional; the defaults fill in the rest) decide :attr:`integer_weights`: a metric
         that needs integer weights does not apply to weights with a fractional entry.
         """
+        if sample_weight is None:
+            # a function of the prediction's task, kind and capabilities and the targets:
+            # remembered per spec (evaluate asks it of every metric on every call)
+            key = (
+                getattr(prediction, "task", "regression"),
+                getattr(prediction, "kind", None),
+                getattr(prediction, "capabilities", None),
+                targets,
+            )
+            memo = self._why_not_memo
+            try:
+                if key not in memo:
+                    memo[key] = self._why_not(prediction, targets)
+                return memo[key]
+            except TypeError:  # a part that cannot be hashed (not a uqcore prediction)
+                return self._why_not(prediction, targets)
+        reason = self._why_not(prediction, targets)
+        if reason is None and self.integer_weights is not None:
+            return self._why_not_weights(sample_weight, params)
+        return reason
+
+    @functools.cached_property
+    def _why_not_memo(self) -> dict[tuple[Any, ...], str | None]:
+        return {}
+
+    def _why_not(self, prediction: Any, targets: frozenset[str]) -> str | None:
+        """:meth:`why_not` but for the weights."""
         task = str(getattr(prediction, "task", "regression"))
         if task != self.task:
             return (
@@ -206,8 +233,6 @@ class MetricSpec:
                 f"{self.name} needs {', '.join(missing)}, which a {prediction.kind} prediction "
                 "does not provide"
             )
-        if sample_weight is not None and self.integer_weights is not None:
-            return self._why_not_weights(sample_weight, params)
         return None
 
     def _why_not_weights(self, sample_weight: Any, params: Mapping[str, Any] | None) -> str | None:
@@ -293,15 +318,28 @@ class MetricSpec:
         if given:
             out: dict[str, Any] = json_safe(resolved, self.name, [])
             return out
-        fresh: dict[str, Any] = _fresh(self._reported_defaults)
+        defaults, shape = self._reported_defaults
+        if shape == "flat":  # numbers and strings only: a copy of the dict is a fresh one
+            return dict(defaults)
+        if shape == "lists":
+            return {k: list(v) if type(v) is list else v for k, v in defaults.items()}
+        fresh: dict[str, Any] = _fresh(defaults)
         return fresh
 
     @functools.cached_property
-    def _reported_defaults(self) -> dict[str, Any]:
+    def _reported_defaults(self) -> tuple[dict[str, Any], str]:
+        """The defaults as a report lists them, and what they hold: ``"flat"`` (no list or
+        dict), ``"lists"`` (lists of numbers and strings) or ``"nested"``."""
         from uqcore.report import json_safe
 
         out: dict[str, Any] = json_safe(self._checked_defaults, self.name, [])
-        return out
+        shape = "flat"
+        for v in out.values():
+            if type(v) is dict or (type(v) is list and any(type(x) in (list, dict) for x in v)):
+                return out, "nested"
+            if type(v) is list:
+                shape = "lists"
+        return out, shape
 
     def target(self, params: Mapping[str, Any] | None = None) -> float:
         """The best value of a "target" metric under ``params``.

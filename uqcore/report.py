@@ -239,6 +239,8 @@ def _finisher(finish: Callable[[], MetricValue]) -> Callable[..., MetricValue]:
 
 def _notes_since(caught: list[Any], start: int) -> list[str]:
     """The messages of the warnings recorded from ``start`` on, taken out of ``caught``."""
+    if len(caught) == start:
+        return []
     notes = [str(w.message) for w in caught[start:]]
     del caught[start:]
     return notes

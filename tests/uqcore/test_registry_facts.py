@@ -106,3 +106,22 @@ def test_badness_orders_better_values_first() -> None:
     assert r2.badness(0.9) < r2.badness(0.2)
     assert coverage.badness(0.94) < coverage.badness(0.99) < coverage.badness(0.8)
     assert coverage.badness(0.79, {"level": 0.8}) < coverage.badness(0.9, {"level": 0.8})
+
+
+def test_why_not_remembered_per_kind_and_targets_is_the_reasons_of_the_moment() -> None:
+    # why_not is remembered per (task, kind, capabilities, targets): the remembered answer is
+    # the one computed afresh, for every metric, prediction kind and set of targets, in any
+    # order of the calls; weights are checked on every call
+    from tests.factories import CLASSIFICATION_KINDS, KINDS, make_classification, make_prediction
+
+    preds = [make_prediction(kind, 12, seed=2)[0] for kind in KINDS]
+    preds += [make_classification(kind, 12, seed=2)[0] for kind in CLASSIFICATION_KINDS]
+    for targets in (frozenset(), frozenset({"ood"}), frozenset({"ood", "soft_labels"})):
+        for spec in registry.specs():
+            for pred in [*preds, *reversed(preds)]:
+                assert spec.why_not(pred, targets) == spec._why_not(pred, targets)
+    spec = registry.get("adversarial_group_calibration")
+    gauss = make_prediction("gaussian", 12, seed=2)[0]
+    assert spec.why_not(gauss) is None
+    assert spec.why_not(gauss, sample_weight=np.full(12, 0.5)) is not None
+    assert spec.why_not(gauss, sample_weight=np.full(12, 2.0)) is None

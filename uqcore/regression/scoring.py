@@ -93,6 +93,24 @@ _LOCATION_SCALE = ("gaussian", "laplace", "student_t")
 
 # -- option checks ---------------------------------------------------------------------------
 def _check_levels(levels: Any, name: str = "levels") -> np.ndarray[Any, Any]:
+    """``levels`` as a float64 array, each in (0, 1); a tuple (the options' defaults) is
+    checked once per process and its array shared, read-only."""
+    if type(levels) is tuple:
+        try:
+            return _checked_tuple(levels, name)
+        except TypeError:  # an element that is not hashable: checked below
+            pass
+    return _checked(levels, name)
+
+
+@functools.lru_cache(maxsize=64)
+def _checked_tuple(levels: tuple[Any, ...], name: str) -> np.ndarray[Any, Any]:
+    lv = _checked(levels, name)
+    lv.setflags(write=False)
+    return lv
+
+
+def _checked(levels: Any, name: str) -> np.ndarray[Any, Any]:
     try:
         lv = np.asarray(levels, dtype=np.float64)
     except (TypeError, ValueError):
@@ -782,15 +800,17 @@ def _unspanned(batch: Batch, needed: np.ndarray[Any, Any]) -> str | None:
 def _location_scale_table(batch: Batch, table: _Table) -> RowFn:
     """Block function scale_i · g(z_i) of a tabulated g (on numpy float64 rows, one compiled
     pass where numba is available: the same operations row by row, no temporaries)."""
-    g = table.bind(batch)
     compiled = _compiled_table(batch, table)
+    bound: list[Callable[[Array], Array]] = []  # g on the batch's namespace, made when needed
 
     def block(rows: Any, y: Array) -> Array:
         if compiled is not None:
             loc, scale = rows.point(), _scale(rows)
             if _contiguous_f64(y, loc, scale):
                 return compiled(y, loc, scale)
-        return _scale(rows) * g(rows.standardize(y))
+        if not bound:
+            bound.append(table.bind(batch))
+        return _scale(rows) * bound[0](rows.standardize(y))
 
     return block
 
