@@ -377,17 +377,22 @@ def _tally(
     compat: Compat,
     *,
     absolute: bool = False,
+    ends: bool = False,
 ) -> _Tally:
     """Weighted counts of rows inside each level's set; shared by every calibration metric.
 
     From a CDF (or with ``compat``) the tally of a batch (its weights) is made once for each
     proportion type and grid and kept on the batch, read-only: ece, rmsce, calibration_error,
-    adversarial group calibration and the calibration curve read the same one."""
+    adversarial group calibration and the calibration curve read the same one. ``ends``: on
+    the grid completed with the levels 0 and 1 (miscalibration_area's)."""
     _check_prop_type(prop_type)
     _check_compat(compat)
     ut = compat == "uncertainty_toolbox"
     if ut or "cdf" in batch.prediction.capabilities:
-        lv = level_grid(levels, compat)
+        if ends:
+            lv = _with_ends(None) if levels is None else _with_ends(level_grid(levels, compat))
+        else:
+            lv = level_grid(levels, compat)
 
         def count() -> _Tally:
             grid = _read_only(np.array(lv, dtype=np.float64))
@@ -399,10 +404,22 @@ def _tally(
 
         # absolute changes Uncertainty Toolbox's interval test only
         grid = "default" if levels is None else lv.tobytes().hex()
-        key = f"calibration:tally:{prop_type}:{compat}:{absolute and ut}:{grid}"
+        key = f"calibration:tally:{prop_type}:{compat}:{absolute and ut}:{ends}:{grid}"
         return batch.weighted(key, count)
     lv, expected, counts = _quantiles_counts(batch, prop_type, levels)
     return _Tally(lv, expected, counts, batch.total_weight)
+
+
+def _with_ends(lv: np.ndarray[Any, Any] | None) -> np.ndarray[Any, Any]:
+    """The levels ``lv`` (``None``: the default grid, made once) with 0 and 1 added."""
+    if lv is None:
+        return _default_with_ends()
+    return np.unique(np.concatenate([[0.0], lv, [1.0]]))
+
+
+@functools.lru_cache(maxsize=1)
+def _default_with_ends() -> np.ndarray[Any, Any]:
+    return _read_only(_with_ends(np.asarray(DEFAULT_LEVELS, dtype=np.float64)))
 
 
 def _read_only(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
@@ -597,9 +614,7 @@ def miscalibration_area(
     0.093021
     """
     if compat is None and "cdf" in batch.prediction.capabilities:
-        lv = level_grid(levels, compat)
-        lv = np.unique(np.concatenate([[0.0], lv, [1.0]]))
-        full = _tally(batch, prop_type, lv, compat)
+        full = _tally(batch, prop_type, levels, compat, ends=True)
         return _area_between(full.expected, full.observed - full.expected)
     t = _tally_or_none("miscalibration_area", batch, prop_type, levels, compat, absolute=True)
     if t is None:
@@ -821,7 +836,10 @@ def _by_sigma_in_range(batch: Batch) -> tuple[_BySigma, int]:
     overflow or underflow, and e (0 when they are used as they are). Binning by σ or σ² gives
     the same bins either way, and the bin sums of squares are those of the data times 4^−e."""
     rows = _by_sigma(batch)
-    e = exponent(float(rows.sigma[-1]), float(batch.xp.max(batch.abs_error)))
+    e = batch.weighted(  # ENCE and UCE both ask (the weights only choose the rows' order)
+        "calibration:sigma_error_exponent",
+        lambda: exponent(float(rows.sigma[-1]), float(batch.xp.max(batch.abs_error))),
+    )
     if e == 0:
         return rows, 0
     return _BySigma(rescaled(rows.sigma, e), rescaled(rows.abs_error, e), rows.weights), e
@@ -878,10 +896,11 @@ def _bin_sums_by_sigma(
         # squares are an N-sized temporary, cheap at this size)
         nonempty = [j for j, (a, b) in enumerate(itertools.pairwise(cuts)) if b > a]
         if nonempty:
-            starts = np.asarray([cuts[j] for j in nonempty], dtype=np.intp)
-            wk[nonempty] = np.diff(np.append(starts, cuts[-1]))
-            vk[nonempty] = np.add.reduceat(s * s, starts)
-            ek[nonempty] = np.add.reduceat(e * e, starts)
+            starts = [cuts[j] for j in nonempty]
+            wk[nonempty] = [b - a for a, b in itertools.pairwise([*starts, cuts[-1]])]
+            at = np.asarray(starts, dtype=np.intp)
+            vk[nonempty] = np.add.reduceat(s * s, at)
+            ek[nonempty] = np.add.reduceat(e * e, at)
         return wk, vk, ek
     for j, (a, b) in enumerate(itertools.pairwise(cuts)):
         if b <= a:
