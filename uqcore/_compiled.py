@@ -73,6 +73,9 @@ def _warm(jit: Any) -> None:
         jit.prefix_mean_sum(err)
     for x in (one, frozen):
         jit.scaled_table(x, x, x, 0.0, 1.0, 1.0, start, one, one, one)
+        for y in (one, frozen):
+            jit.min_max_pair(x, y)
+            jit.pearson_sums(x, y, 1.0, 1.0, 1.0, 1.0)
     counts = np.ones((1, 2), dtype=np.uint8)
     cum = np.array([[1, 2]], dtype=np.int32)
     for index in (np.int32, np.intp):  # int32 orders below 2^31 rows

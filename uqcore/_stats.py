@@ -7,13 +7,15 @@ that callers can sort once and reuse the order.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import array_api_compat
 import numpy as np
 
 from uqcore._backend import Array, Namespace, clip, scatter, select, value_sort
+from uqcore._compiled import kernels
 from uqcore._scaling import exponent, rescaled
 
 if TYPE_CHECKING:
@@ -305,6 +307,10 @@ def weighted_pearson(xp: Namespace, a: Array, b: Array, weights: Array | None) -
     >>> round(weighted_pearson(np, np.array([1.0, 2.0, 3.0]), np.array([1.0, 3.0, 2.0]), None), 12)
     0.5
     """
+    if weights is None:
+        got = _compiled_pearson(a, b)
+        if got is not _NOT_COMPILED:
+            return cast("float | None", got)
     if weights is not None:
         # rows of zero weight are dropped (exactly what a zero weight means), so that neither
         # the constancy check nor the products (0·x) see them
@@ -339,6 +345,51 @@ def weighted_pearson(xp: Namespace, a: Array, b: Array, weights: Array | None) -
             sab += sum_of_products(xp, w, am, bm)
             saa += sum_of_products(xp, w, am, am)
             sbb += sum_of_products(xp, w, bm, bm)
+    if saa <= 0.0 or sbb <= 0.0:
+        return None
+    r = sab / (saa**0.5 * sbb**0.5)
+    return float(max(-1.0, min(1.0, r)))
+
+
+_NOT_COMPILED = object()
+
+
+def _factors(e: int) -> tuple[float, float]:
+    """The two factors whose product :func:`~uqcore._scaling.rescaled` multiplies by."""
+    if e == 0:
+        return 1.0, 1.0
+    if abs(e) <= 1000:
+        return math.ldexp(1.0, -e), 1.0
+    half = -e // 2
+    return math.ldexp(1.0, half), math.ldexp(1.0, -e - half)
+
+
+def _compiled_pearson(a: Array, b: Array) -> Any:
+    """The unweighted :func:`weighted_pearson` of two 1-D float64 numpy arrays (contiguous,
+    N >= 2) by the compiled kernels: one pass for the ranges, two for the centred sums (the
+    same rescaling, the means and sums in blocks); ``_NOT_COMPILED`` for other arrays or
+    without the kernels."""
+    if not (
+        isinstance(a, np.ndarray)
+        and isinstance(b, np.ndarray)
+        and a.dtype == np.float64
+        and b.dtype == np.float64
+        and a.ndim == 1
+        and a.shape == b.shape
+        and a.shape[0] >= 2
+        and a.flags.c_contiguous
+        and b.flags.c_contiguous
+    ):
+        return _NOT_COMPILED
+    jit = kernels()
+    if jit is None:
+        return _NOT_COMPILED
+    lo_a, hi_a, lo_b, hi_b = jit.min_max_pair(a, b)
+    if lo_a == hi_a or lo_b == hi_b:
+        return None
+    fa, fa2 = _factors(exponent(-lo_a, hi_a))
+    fb, fb2 = _factors(exponent(-lo_b, hi_b))
+    sab, saa, sbb = jit.pearson_sums(a, b, fa, fa2, fb, fb2)
     if saa <= 0.0 or sbb <= 0.0:
         return None
     r = sab / (saa**0.5 * sbb**0.5)
