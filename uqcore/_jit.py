@@ -319,6 +319,22 @@ def prefix_mean_sum(err: NDArray) -> tuple[float, float]:
     return total + comp, cum
 
 
+@njit(cache=True, nogil=True)
+def ks_distance(s: NDArray, total: float) -> float:
+    """max(0, max_i (s_i − i/T), max_i ((i + 1)/T − s_i)) over the sorted values ``s``
+    (0-based i, T = ``total``): the KS distance of unit weights, the same operations as
+    numpy's blocks of :func:`uqcore.regression.calibration.pit`, in one pass."""
+    d = 0.0
+    for i in range(s.shape[0]):
+        below = s[i] - i / total
+        above = (i + 1) / total - s[i]
+        if below > d:
+            d = below
+        if above > d:
+            d = above
+    return d
+
+
 #: Rows summed into one partial sum before it joins the total (:func:`pearson_sums`): the
 #: rounding error grows with the block's length plus the number of blocks, not with N.
 _SUM_BLOCK = 256

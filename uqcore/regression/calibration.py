@@ -46,6 +46,7 @@ import numpy as np
 import scipy.stats
 
 from uqcore._backend import Array, bincount, take_descending, to_numpy
+from uqcore._compiled import kernels
 from uqcore._kolmogorov import ks_sf
 from uqcore._scaling import exponent, format_scaled, rescaled
 from uqcore._stats import chunks, sorted_values, sorted_weights, sum_of_products
@@ -729,7 +730,11 @@ def pit(batch: Batch, *, n_bins: Bins = 10, p_value: PitPValue = "auto") -> dict
     # the one sort of the PIT values in a batch (a value sort: much faster than an argsort)
     values, owned = _pit_source(batch)
     s = sorted_values(batch, "pit", values, owned=owned)
-    if w is None:
+    jit = kernels() if isinstance(s, np.ndarray) and s.dtype == np.float64 else None
+    if w is None and jit is not None and s.flags.c_contiguous:
+        d = jit.ks_distance(s, total)  # the blocks below in one compiled pass
+        n_eff = float(n)
+    elif w is None:
         # F̂ is i/N just below and (i + 1)/N just after the i-th smallest value (0-based)
         d = 0.0
         for rows in chunks(xp, n):
@@ -750,8 +755,8 @@ def pit(batch: Batch, *, n_bins: Bins = 10, p_value: PitPValue = "auto") -> dict
         unit = rescaled(w, math.frexp(float(xp.max(w)))[1])
         n_eff = float(xp.sum(unit)) ** 2 / sum_of_products(xp, unit, unit)
     d = min(max(d, 0.0), 1.0)
-    edges = np.linspace(0.0, 1.0, b + 1)
-    inner = xp.asarray(edges[1:-1], dtype=s.dtype, device=batch.device)
+    edges, edge_list = _pit_edges(b)
+    inner = xp.asarray(edges[1:-1].copy(), dtype=s.dtype, device=batch.device)  # writable
     idx = np.asarray(to_numpy(xp.searchsorted(s, inner, side="left")), dtype=np.int64)
     if w is None:
         below = idx.astype(np.float64)
@@ -774,8 +779,15 @@ def pit(batch: Batch, *, n_bins: Bins = 10, p_value: PitPValue = "auto") -> dict
         "p_value_method": method,
         "n_eff": n_eff,
         "histogram": [float(v) for v in hist],
-        "bin_edges": [float(v) for v in edges],
+        "bin_edges": list(edge_list),
     }
+
+
+@functools.lru_cache(maxsize=16)
+def _pit_edges(b: int) -> tuple[np.ndarray[Any, Any], tuple[float, ...]]:
+    """The PIT histogram's ``b + 1`` equal-width edges on [0, 1] (read-only), as floats too."""
+    edges = _read_only(np.linspace(0.0, 1.0, b + 1))
+    return edges, tuple(float(v) for v in edges)
 
 
 # -- binned by predicted std ------------------------------------------------------------------

@@ -204,3 +204,24 @@ def test_the_calibration_metrics_read_one_tally(
     assert t is cal._tally(batch, "interval", None, None)
     assert t is not cal._tally(batch, "interval", [0.1, 0.5, 0.9], None)
     assert not (t.counts.flags.writeable or t.levels.flags.writeable)
+
+
+@pytest.mark.parametrize("n", [1, 2, 257, 5000, 200_000])
+def test_the_compiled_ks_distance_is_the_numpy_blocks(
+    monkeypatch: pytest.MonkeyPatch, n: int
+) -> None:
+    import uqcore.regression.calibration as cal
+
+    rng = np.random.default_rng(n)
+    mu, sd = rng.normal(size=n), rng.uniform(0.5, 2.0, size=n)
+    for y in (mu + sd * rng.normal(scale=1.3, size=n), np.round(mu, 1), mu):  # ties, z = 0
+        pred = P.Gaussian(mu, sd)
+        compiled = metric("pit", pred, y)
+        monkeypatch.setattr(cal, "kernels", lambda: None)
+        numpy_blocks = metric("pit", pred, y)
+        monkeypatch.undo()
+        assert compiled == numpy_blocks
+        s = np.sort(scipy.special.ndtr((y - mu) / sd))
+        i = np.arange(n, dtype=np.float64)
+        d = max(0.0, float(np.max(s - i / n)), float(np.max((i + 1) / n - s)))
+        assert compiled["value"] == min(d, 1.0)
