@@ -74,6 +74,7 @@ def _warm(jit: Any) -> None:
     for x in (one, frozen):
         jit.scaled_table(x, x, x, 0.0, 1.0, 1.0, start, one, one, one)
         jit.ks_distance(x, 2.0)
+        jit.count_between(x, x, x, one, one)
         for y in (one, frozen):
             jit.min_max_pair(x, y)
             jit.pearson_sums(x, y, 1.0, 1.0, 1.0, 1.0)

@@ -320,6 +320,19 @@ def prefix_mean_sum(err: NDArray) -> tuple[float, float]:
 
 
 @njit(cache=True, nogil=True)
+def count_between(y: NDArray, loc: NDArray, scale: NDArray, zl: NDArray, zu: NDArray) -> NDArray:
+    """#{i : zl_j <= z_i <= zu_j} for each j, z_i = (y_i − loc_i)/scale_i, in one pass."""
+    m = zl.shape[0]
+    out = np.zeros(m, dtype=np.int64)
+    for i in range(y.shape[0]):
+        z = (y[i] - loc[i]) / scale[i]
+        for j in range(m):
+            if z >= zl[j] and z <= zu[j]:
+                out[j] += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
 def ks_distance(s: NDArray, total: float) -> float:
     """max(0, max_i (s_i − i/T), max_i ((i + 1)/T − s_i)) over the sorted values ``s``
     (0-based i, T = ``total``): the KS distance of unit weights, the same operations as

@@ -287,6 +287,22 @@ class _Table:
                 base = np.searchsorted(u, edges, side="left")
                 self.cells = (float(u[0]), 1.0 / width, n_cells, base)
 
+    @functools.cached_property
+    def compiled_args(self) -> tuple[Any, ...]:
+        """The cells' arguments of the compiled pass (``scaled_table``): (lo, 1/width, last
+        cell, base, the breaks followed by +inf, slope, intercept), made once per table."""
+        assert self.cells is not None
+        lo, inv_width, n_cells, base = self.cells
+        return (
+            lo,
+            inv_width,
+            float(n_cells - 1),
+            np.ascontiguousarray(base, dtype=np.int64),
+            np.concatenate([self.breaks, [np.inf]]),
+            np.ascontiguousarray(self.slope, dtype=np.float64),
+            np.ascontiguousarray(self.intercept, dtype=np.float64),
+        )
+
     def bind(self, batch: Batch) -> Callable[[Array], Array]:
         """g as a function of z on the batch's namespace and device (tables copied there once)."""
         xp = batch.xp
@@ -821,6 +837,11 @@ def _contiguous_f64(*arrays: Any) -> bool:
     )
 
 
+def _f64(a: Any) -> np.ndarray[Any, Any]:
+    """``a`` as a contiguous float64 numpy array (itself where it is one)."""
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
 def _compiled_table(batch: Batch, table: _Table) -> Callable[[Array, Array, Array], Array] | None:
     """The compiled pass of scale_i · g(z_i) for numpy batches, or ``None`` (no numba, another
     namespace, or a table searched without cells)."""
@@ -829,12 +850,7 @@ def _compiled_table(batch: Batch, table: _Table) -> Callable[[Array, Array, Arra
     jit = kernels()
     if jit is None:
         return None
-    lo, inv_width, n_cells, base = table.cells
-    nxt = np.concatenate([table.breaks, [np.inf]])
-    slope = np.ascontiguousarray(table.slope, dtype=np.float64)
-    intercept = np.ascontiguousarray(table.intercept, dtype=np.float64)
-    base = np.ascontiguousarray(base, dtype=np.int64)
-    top = float(n_cells - 1)
+    lo, inv_width, top, base, nxt, slope, intercept = table.compiled_args
 
     def run(y: Array, loc: Array, scale: Array) -> Array:
         out: Array = jit.scaled_table(
@@ -929,8 +945,21 @@ def _interval_grid(
             return None
         lo_a, hi_a = np.asarray(lo), np.asarray(hi)
         return lo_a, hi_a, 1.0 - (hi_a - lo_a)
-    c = np.asarray(DEFAULT_LEVELS, dtype=np.float64) if levels is None else _check_levels(levels)
+    if levels is None:
+        return _default_interval_grid()[:3]
+    c = _check_levels(levels)
     return 0.5 - c / 2.0, 0.5 + c / 2.0, 1.0 - c
+
+
+@functools.lru_cache(maxsize=1)
+def _default_interval_grid() -> tuple[Any, ...]:
+    """The default central intervals (:data:`DEFAULT_LEVELS`), read-only, and their levels as
+    the key of :func:`_interval_table`: made once per process."""
+    c = np.asarray(DEFAULT_LEVELS, dtype=np.float64)
+    grid = (0.5 - c / 2.0, 0.5 + c / 2.0, 1.0 - c)
+    for a in grid:
+        a.setflags(write=False)
+    return (*grid, tuple(tuple(map(float, a)) for a in grid))
 
 
 def _interval_rows(batch: Batch, *, levels: Any = None, scaled: bool = True) -> tuple[int, RowFn]:
@@ -948,7 +977,10 @@ def _interval_rows(batch: Batch, *, levels: Any = None, scaled: bool = True) -> 
     pred = batch.prediction
     coef = factor * 2.0 / alpha
     if _tabulable(pred):
-        key = (tuple(map(float, lo)), tuple(map(float, hi)), tuple(map(float, alpha)))
+        if levels is None and pred.kind != "quantiles":
+            key = _default_interval_grid()[3]
+        else:
+            key = (tuple(map(float, lo)), tuple(map(float, hi)), tuple(map(float, alpha)))
         table = _interval_table(pred.kind, _family_df(pred), *key, factor)
         return 1, _location_scale_table(batch, table)
     both = np.concatenate([lo, hi])
@@ -1093,6 +1125,13 @@ def _covered_location_scale(
 ) -> list[float]:
     """Σ w_i 1{zl_j ≤ z_i ≤ zu_j} / Σ w_i per interval j, one z per block and one pass per level."""
     xp = batch.xp
+    jit = kernels() if batch.weights is None and array_api_compat.is_numpy_namespace(xp) else None
+    if jit is not None:
+        pred: Any = batch.prediction
+        loc, scale = pred.point(), _scale(pred)
+        if _contiguous_f64(batch.y, loc, scale):  # every level's count in one compiled pass
+            counts = jit.count_between(batch.y, loc, scale, _f64(zl), _f64(zu))
+            return [float(c) / batch.total_weight for c in counts]
     # numpy counts the hits without a float copy of them (the same integer count)
     count = np.count_nonzero if array_api_compat.is_numpy_namespace(xp) else None
     sums: list[Any] = [0.0] * zl.shape[0]

@@ -225,3 +225,28 @@ def test_the_compiled_ks_distance_is_the_numpy_blocks(
         i = np.arange(n, dtype=np.float64)
         d = max(0.0, float(np.max(s - i / n)), float(np.max((i + 1) / n - s)))
         assert compiled["value"] == min(d, 1.0)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "laplace", "student_t"])
+def test_the_compiled_coverage_counts_are_the_numpy_passes(
+    monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    import uqcore.regression.scoring as scoring
+    from tests.factories import make_prediction
+
+    pred, y = make_prediction(kind, 3000, seed=4)
+    if kind == "student_t":  # one df for every row: the tabulated path
+        pred = P.StudentT(pred.loc, pred.scale, df=np.full(3000, 4.0))
+    # targets on the bounds themselves (the intervals are closed)
+    zl = scoring._std_ppf(pred, np.array([0.25]))[0]
+    y = np.array(y, dtype=np.float64)
+    y[:40] = np.asarray(pred.point())[:40] + zl * np.asarray(scoring._scale(pred))[:40]
+    levels = (0.5, 0.8, 0.9, 0.95, 0.99)
+    compiled = metric("coverage", pred, y, levels=levels)
+    monkeypatch.setattr(scoring, "kernels", lambda: None)
+    numpy_passes = metric("coverage", pred, y, levels=levels)
+    assert compiled == numpy_passes
+    z = (y - np.asarray(pred.point())) / np.asarray(scoring._scale(pred))
+    for c, got in zip(levels, compiled["coverage"], strict=True):
+        lo, hi = scoring._std_ppf(pred, np.array([0.5 - c / 2, 0.5 + c / 2]))
+        assert got == np.mean((z >= lo) & (z <= hi))
