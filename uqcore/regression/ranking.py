@@ -971,6 +971,10 @@ def _spearman_unit_ties(
     return float(max(-1.0, min(1.0, r)))
 
 
+#: Up to this many rows Σ_j j·p_j of a permutation fits in int64 (N³/3 < 2^63).
+_EXACT_RANK_SUM_ROWS = 2_000_000
+
+
 def _spearman_distinct(
     xp: Namespace, n: int, e_by_u_desc: Array, pos: Array | None = None
 ) -> float | None:
@@ -982,10 +986,18 @@ def _spearman_distinct(
     ρ = Σ_j c_j·(p_j − (N − 1)/2) / Σ c_k² (no scatter or gather of the inverse permutations).
     That list is the reversed ``e_by_u_desc`` (a view for numpy and CuPy); torch argsorts the
     decreasing list itself, whose positions p'_j = N − 1 − p_j flip the sign of the sum.
-    ``pos``: that argsort of the increasing list where it is computed already.
+    ``pos``: that argsort of the increasing list where it is computed already. A numpy ``pos``
+    of up to :data:`_EXACT_RANK_SUM_ROWS` rows gives ρ exactly rounded: Σ_j j·p_j is one
+    integer dot product and ρ = 3(4·Σ_j j·p_j − N(N − 1)²)/(N(N² − 1)) a fraction of integers.
     """
     if n < 2:
         return None  # one row: the ranks are constant
+    if pos is not None and isinstance(pos, np.ndarray) and n <= _EXACT_RANK_SUM_ROWS:
+        # Σ_j (j − h)(p_j − h) = Σ_j j·p_j − N·h² with h = (N − 1)/2 (p is a permutation of
+        # 0..N−1): one integer dot product, exact, and so is ρ = 3(4S − N(N − 1)²)/(N(N² − 1))
+        s = int(np.dot(np.arange(n, dtype=np.int64), pos.astype(np.int64, copy=False)))
+        rho = Fraction(3 * (4 * s - n * (n - 1) ** 2), n * (n * n - 1))
+        return float(max(-1.0, min(1.0, float(rho))))
     half = (n - 1) / 2.0
     if pos is not None:
         sign = 1.0

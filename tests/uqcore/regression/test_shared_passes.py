@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.special
+import scipy.stats
 
 from uqcore import evaluate, metric
 from uqcore import predictions as P
@@ -250,3 +251,23 @@ def test_the_compiled_coverage_counts_are_the_numpy_passes(
     for c, got in zip(levels, compiled["coverage"], strict=True):
         lo, hi = scoring._std_ppf(pred, np.array([0.5 - c / 2, 0.5 + c / 2]))
         assert got == np.mean((z >= lo) & (z <= hi))
+
+
+@pytest.mark.parametrize("n", [2, 3, 10, 4097, 100_000])
+def test_spearman_of_distinct_values_is_the_exact_fraction(n: int) -> None:
+    from fractions import Fraction
+
+    rng = np.random.default_rng(n)
+    mu = rng.normal(size=n)
+    sd = rng.permutation(np.linspace(0.5, 2.0, n))  # distinct
+    y = mu + sd * rng.normal(size=n)
+    got = metric("spearman", P.Gaussian(mu, sd), y)
+    ru = np.argsort(np.argsort(sd)).astype(np.int64)
+    re = np.argsort(np.argsort(np.abs(y - mu))).astype(np.int64)
+    h2 = Fraction(n - 1, 2)
+    num = sum(
+        (Fraction(int(a)) - h2) * (Fraction(int(b)) - h2) for a, b in zip(ru, re, strict=True)
+    )
+    den = Fraction(n * (n * n - 1), 12)
+    assert got == float(num / den)
+    assert got == pytest.approx(scipy.stats.spearmanr(sd, np.abs(y - mu)).statistic, abs=1e-13)
