@@ -348,11 +348,6 @@ def ks_distance(s: NDArray, total: float) -> float:
     return d
 
 
-#: Rows summed into one partial sum before it joins the total (:func:`pearson_sums`): the
-#: rounding error grows with the block's length plus the number of blocks, not with N.
-_SUM_BLOCK = 256
-
-
 @njit(cache=True, nogil=True)
 def min_max_pair(a: NDArray, b: NDArray) -> tuple[float, float, float, float]:
     """(min a, max a, min b, max b) of two arrays of N >= 1 finite values, in one pass."""
@@ -371,8 +366,7 @@ def pearson_sums(
 ) -> tuple[float, float, float]:
     """(Σ (a'_i − ā')(b'_i − b̄'), Σ (a'_i − ā')², Σ (b'_i − b̄')²) of a' = (a·fa)·fa2 and
     b' = (b·fb)·fb2 (powers of two: exact), the means first (two passes). Sums of blocks of
-    :data:`_SUM_BLOCK` rows, then of the blocks (error ~ (256 + N/256)·ε, as a pairwise sum's
-    of that depth); N >= 1."""
+    :data:`_SUM_BLOCK` rows, then of the blocks (error ~ (256 + N/256)·ε); N >= 1."""
     n = a.shape[0]
     ma = mb = 0.0
     for start in range(0, n, _SUM_BLOCK):

@@ -173,6 +173,8 @@ def _check_bandwidth(bandwidth: Any) -> np.ndarray[Any, Any] | None:
 # -- helpers -------------------------------------------------------------------------------
 def _asarray(batch: Batch, values: Any) -> Array:
     host = np.ascontiguousarray(values, dtype=np.float64)
+    if not host.flags.writeable and not array_api_compat.is_numpy_namespace(batch.xp):
+        host = host.copy()  # a shared read-only array (torch warns of those, and may share it)
     return batch.xp.asarray(host, dtype=batch.xp.float64, device=batch.device)
 
 
@@ -793,7 +795,7 @@ def _check_grid(batch: Batch, levels: Any) -> tuple[np.ndarray[Any, Any], bool]:
     if levels is None:
         if pred.kind == "quantiles":
             return to_numpy(pred.levels).astype(np.float64), True  # type: ignore[attr-defined]
-        return np.asarray(DEFAULT_LEVELS, dtype=np.float64), False
+        return _check_levels(DEFAULT_LEVELS), False  # made once, read-only
     return _check_levels(levels), False
 
 
@@ -869,7 +871,8 @@ def _check_rows(batch: Batch, *, levels: Any = None, scaled: bool = True) -> tup
     factor = 1.0 / q if scaled else 1.0
     pred = batch.prediction
     if _tabulable(pred):
-        table = _check_table(pred.kind, _family_df(pred), tuple(map(float, p)), factor)
+        key = DEFAULT_LEVELS if levels is None else tuple(map(float, p))  # equal floats
+        table = _check_table(pred.kind, _family_df(pred), key, factor)
         return 1, _location_scale_table(batch, table)
     p_x = _asarray(batch, p)
 
