@@ -94,10 +94,10 @@ _LOCATION_SCALE = ("gaussian", "laplace", "student_t")
 # -- option checks ---------------------------------------------------------------------------
 def _check_levels(levels: Any, name: str = "levels") -> np.ndarray[Any, Any]:
     """``levels`` as a float64 array, each in (0, 1); a tuple (the options' defaults) is
-    checked once per process and its array shared, read-only."""
+    checked once per process (a copy of the checked array is returned)."""
     if type(levels) is tuple:
         try:
-            return _checked_tuple(levels, name)
+            return _checked_tuple(levels, name).copy()
         except TypeError:  # an element that is not hashable: checked below
             pass
     return _checked(levels, name)
@@ -795,7 +795,7 @@ def _check_grid(batch: Batch, levels: Any) -> tuple[np.ndarray[Any, Any], bool]:
     if levels is None:
         if pred.kind == "quantiles":
             return to_numpy(pred.levels).astype(np.float64), True  # type: ignore[attr-defined]
-        return _check_levels(DEFAULT_LEVELS), False  # made once, read-only
+        return _check_levels(DEFAULT_LEVELS), False  # checked once per process
     return _check_levels(levels), False
 
 
@@ -949,7 +949,8 @@ def _interval_grid(
         lo_a, hi_a = np.asarray(lo), np.asarray(hi)
         return lo_a, hi_a, 1.0 - (hi_a - lo_a)
     if levels is None:
-        return _default_interval_grid()[:3]
+        lo, hi, alpha, _ = _default_interval_grid()
+        return lo.copy(), hi.copy(), alpha.copy()  # the cached arrays stay in the cache
     c = _check_levels(levels)
     return 0.5 - c / 2.0, 0.5 + c / 2.0, 1.0 - c
 
