@@ -326,9 +326,8 @@ def count_between(y: NDArray, loc: NDArray, scale: NDArray, zl: NDArray, zu: NDA
     out = np.zeros(m, dtype=np.int64)
     for i in range(y.shape[0]):
         z = (y[i] - loc[i]) / scale[i]
-        for j in range(m):
-            if z >= zl[j] and z <= zu[j]:
-                out[j] += 1
+        for j in range(m):  # no branch: the comparisons' outcomes are random
+            out[j] += (z >= zl[j]) & (z <= zu[j])
     return out
 
 
