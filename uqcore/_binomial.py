@@ -47,22 +47,16 @@ def _pmf(x: np.ndarray[Any, Any], n: int, p: float) -> np.ndarray[Any, Any]:
     return np.atleast_1d(np.asarray(got, dtype=np.float64))
 
 
-def _cdf(k: int, n: int, p: float) -> float:
-    """``binom.cdf(k, n, p)`` (an integer k, n >= 1, 0 < p < 1)."""
+def _tail(k: int, n: int, p: float, *, upper: bool) -> float:
+    """``binom.cdf(k, n, p)``, or ``binom.sf(k, n, p)`` where ``upper`` (an integer k, n >= 1,
+    0 < p < 1)."""
     if k < 0:
-        return 0.0
+        return 1.0 if upper else 0.0
     if k >= n:
-        return 1.0
-    return float(_ROUTINES[1](k, n, p) if _FAST else stats.binom.cdf(k, n, p))  # type: ignore[misc]
-
-
-def _sf(k: int, n: int, p: float) -> float:
-    """``binom.sf(k, n, p)`` (an integer k, n >= 1, 0 < p < 1)."""
-    if k < 0:
-        return 1.0
-    if k >= n:
-        return 0.0
-    return float(_ROUTINES[2](k, n, p) if _FAST else stats.binom.sf(k, n, p))  # type: ignore[misc]
+        return 0.0 if upper else 1.0
+    if _FAST:
+        return float(_ROUTINES[2 if upper else 1](k, n, p))  # type: ignore[misc]
+    return float((stats.binom.sf if upper else stats.binom.cdf)(k, n, p))
 
 
 def binom_ppf(q: float, n: int, p: float) -> float:
@@ -173,7 +167,7 @@ def binomtest_pvalue(k: int, n: int, p: float) -> float:
     ix = _search(lambda x, a, b: sign * probs.at(x, a, b), sign * d * _RERR, lo, hi)
     if below:
         y = n - ix + int(d * _RERR == probs.at(ix, ix, ix))
-        pval = _cdf(k, n, p) + _sf(n - y, n, p)
+        pval = _tail(k, n, p, upper=False) + _tail(n - y, n, p, upper=True)
     else:
-        pval = _cdf(ix, n, p) + _sf(k - 1, n, p)
+        pval = _tail(ix, n, p, upper=False) + _tail(k - 1, n, p, upper=True)
     return float(min(1.0, pval))
