@@ -308,17 +308,21 @@ class MetricSpec:
             self.check_options(resolved)
         return resolved
 
-    def reported_params(self, resolved: dict[str, Any], given: Any) -> dict[str, Any]:
+    def reported_params(
+        self, resolved: dict[str, Any], given: Any, to_json: Callable[..., Any]
+    ) -> dict[str, Any]:
         """``resolved`` (the options of one call, from :meth:`resolve_params`) as a report
-        lists them (:func:`uqcore.report.json_safe`: numpy values as Python ones). Where no
-        options were ``given`` they are the defaults, converted once per process and copied
-        for each report (lists included: a caller may change its report's)."""
-        from uqcore.report import json_safe
-
+        lists them: ``to_json(value, where, notes)`` (the report's ``json_safe``) converts
+        numpy values to Python ones. Where no options were ``given`` they are the defaults,
+        converted once per process and copied for each report (lists included: a caller may
+        change its report's)."""
         if given:
-            out: dict[str, Any] = json_safe(resolved, self.name, [])
+            out: dict[str, Any] = to_json(resolved, self.name, [])
             return out
-        defaults, shape = self._reported_defaults
+        memo = self._reported_memo
+        if not memo:
+            memo.append(_json_shape(to_json(self._checked_defaults, self.name, [])))
+        defaults, shape = memo[0]
         if shape == "flat":  # numbers and strings only: a copy of the dict is a fresh one
             return dict(defaults)
         if shape == "lists":
@@ -327,19 +331,8 @@ class MetricSpec:
         return fresh
 
     @functools.cached_property
-    def _reported_defaults(self) -> tuple[dict[str, Any], str]:
-        """The defaults as a report lists them, and what they hold: ``"flat"`` (no list or
-        dict), ``"lists"`` (lists of numbers and strings) or ``"nested"``."""
-        from uqcore.report import json_safe
-
-        out: dict[str, Any] = json_safe(self._checked_defaults, self.name, [])
-        shape = "flat"
-        for v in out.values():
-            if type(v) is dict or (type(v) is list and any(type(x) in (list, dict) for x in v)):
-                return out, "nested"
-            if type(v) is list:
-                shape = "lists"
-        return out, shape
+    def _reported_memo(self) -> list[tuple[dict[str, Any], str]]:
+        return []
 
     def target(self, params: Mapping[str, Any] | None = None) -> float:
         """The best value of a "target" metric under ``params``.
@@ -600,6 +593,18 @@ def _ensure_loaded() -> None:
     import uqcore.regression  # noqa: F401
 
     _LOADED.append(True)
+
+
+def _json_shape(out: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """``out`` (options as JSON) and what it holds: ``"flat"`` (no list or dict), ``"lists"``
+    (lists of numbers and strings) or ``"nested"``."""
+    shape = "flat"
+    for v in out.values():
+        if type(v) is dict or (type(v) is list and any(type(x) in (list, dict) for x in v)):
+            return out, "nested"
+        if type(v) is list:
+            shape = "lists"
+    return out, shape
 
 
 def _fresh(value: Any) -> Any:

@@ -406,7 +406,7 @@ def evaluate(
                 timings[spec.name] = time.perf_counter() - start
                 notes.extend(msgs)
             values[spec.name] = value
-            used[spec.name] = spec.reported_params(resolved, params.get(spec.name))
+            used[spec.name] = spec.reported_params(resolved, params.get(spec.name), json_safe)
             if est_names and "estimator" in spec.defaults:
                 row: dict[str, MetricValue] = {}
                 for est in est_names:
