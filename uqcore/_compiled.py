@@ -86,6 +86,16 @@ def _warm(jit: Any) -> None:
             counts, cum, counts, order, order, one, one, np.ones(3), np.ones(3), np.empty_like(cum)
         )
     jit.pav_unit(one)
+    # the random groups of adversarial group calibration: a seeded generator, int64 totals,
+    # the expected proportions as given (the calibration tally's are read-only), and the
+    # read-only table of log(k!)
+    table = np.zeros(4)
+    jit.fill_log_factorials(table, 1)
+    table.setflags(write=False)
+    colors = np.ones(2, dtype=np.int64)
+    for expected in (one[:1], frozen[:1]):
+        for root in (False, True):
+            jit.group_errors(np.random.default_rng(0), colors, 1, expected, root, table, one)
     bits = np.ones(3).view(np.uint64)
     fixed_bits = bits.copy()
     fixed_bits.setflags(write=False)

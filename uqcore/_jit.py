@@ -5,7 +5,9 @@ statistics of n-MeRCI's ratios without an array of them, the sum of AUSE's prefi
 the tabulated location-scale scores (check and interval scores) row by row, and the sums of
 the bootstrap's rank block paths (Spearman's ρ, AUSE, AURG) in one pass along each order, and
 the unit-weight isotonic (PAV) fit of CORP in bounded memory, and a radix sort of float64
-values that yields their ascending order along with them.
+values that yields their ascending order along with them, and the random groups of adversarial
+group calibration (numpy's multivariate hypergeometric sampler, drawn from the caller's
+generator, and each group's calibration error).
 
 Imported only through :func:`uqcore._compiled.kernels`, which compiles them on first use (or
 loads them from numba's cache) and falls back to the numpy algorithms when numba is missing or
@@ -14,12 +16,16 @@ cannot compile; both paths are tested against the same brute-force references.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from numba import njit
+from numba.np.random import generator_core as _bit_generator
 
 __all__ = [
+    "fill_log_factorials",
+    "group_errors",
     "lower_quantile",
     "pav_unit",
     "pinball_sums",
@@ -33,6 +39,12 @@ __all__ = [
 ]
 
 NDArray = np.ndarray[Any, Any]
+
+#: The next raw draws of a numpy bit generator inside a kernel (numba's bindings to its
+#: functions, the ones numpy's own samplers call).
+next_double: Callable[[Any], float] = _bit_generator.next_double
+next_uint32: Callable[[Any], Any] = _bit_generator.next_uint32
+next_uint64: Callable[[Any], Any] = _bit_generator.next_uint64
 
 
 @njit(cache=True, nogil=True)
@@ -697,3 +709,273 @@ def radix_sort(
         else:
             _radix_pass(sk, si, dk, ia if q % 2 == 0 else ib, pos, shift, mask, q == 0, False)
         into_out = not into_out
+
+
+# -- the random groups of adversarial group calibration ---------------------------------------
+#: Stadlober's constants of the ratio-of-uniforms hypergeometric sampler (HRUA), as numpy
+#: uses them: 2·sqrt(2/e) and 3 − 2·sqrt(3/e).
+_HRUA_D1 = 1.7155277699214135
+_HRUA_D2 = 0.8989161620588988
+#: log(2π)/2, as numpy's Stirling series writes it.
+_HALF_LOG_2PI = 0.9189385332046728
+
+
+@njit(cache=True, nogil=True)
+def _stirling_log_factorial(k: Any) -> Any:
+    """log(k!) by the Stirling series truncated after the 1/k³ term, in numpy's order of
+    operations (its ``logfactorial`` for k ≥ 126)."""
+    return (
+        (k + 0.5) * np.log(k) - k + (_HALF_LOG_2PI + (1.0 / k) * (1 / 12.0 - 1 / (360.0 * k * k)))
+    )
+
+
+@njit(cache=True, nogil=True)
+def fill_log_factorials(table: NDArray, start: int) -> None:
+    """``table[k]`` = :func:`_stirling_log_factorial` (k) for k from ``start`` (≥ 1) on."""
+    for k in range(start, table.shape[0]):
+        table[k] = _stirling_log_factorial(k)
+
+
+@njit(cache=True, nogil=True)
+def _log_factorial(k: Any, table: NDArray) -> Any:
+    """log(k!) from ``table`` (numpy's values), by the series past its end."""
+    if k < table.shape[0]:
+        return table[k]
+    return _stirling_log_factorial(k)
+
+
+@njit(cache=True, nogil=True)
+def _bounded(bitgen: Any, high: Any) -> Any:
+    """A uniform integer in [0, ``high``] (uint64), drawn as numpy's ``random_interval``: the
+    bits of one 32-bit (or, past 2³² − 1, 64-bit) draw under the smallest all-ones mask ≥
+    ``high``, drawn again while above it."""
+    if high == 0:
+        return np.uint64(0)
+    mask = high
+    for s in (1, 2, 4, 8, 16, 32):
+        mask |= mask >> np.uint64(s)
+    if high <= np.uint64(0xFFFFFFFF):
+        v = np.uint64(next_uint32(bitgen)) & mask
+        while v > high:
+            v = np.uint64(next_uint32(bitgen)) & mask
+        return v
+    v = next_uint64(bitgen) & mask
+    while v > high:
+        v = next_uint64(bitgen) & mask
+    return v
+
+
+@njit(cache=True, nogil=True)
+def _hypergeometric_by_draws(bitgen: Any, good: Any, bad: Any, sample: Any) -> Any:
+    """The good ones among ``sample`` of ``good`` + ``bad`` items drawn one by one without
+    replacement (numpy's sampler below 10 draws, or within 10 of all items): the smaller of
+    the sample and its complement is drawn, stopping once only good or no good items are
+    left."""
+    total = good + bad
+    complement = sample > total // 2
+    left = total - sample if complement else sample
+    remaining, good_left = total, good
+    while left > 0 and good_left > 0 and remaining > good_left:
+        remaining -= 1
+        if np.int64(_bounded(bitgen, np.uint64(remaining))) < good_left:
+            good_left -= 1
+        left -= 1
+    if remaining == good_left:
+        good_left -= left
+    return good_left if complement else good - good_left
+
+
+@njit(cache=True, nogil=True)
+def _hypergeometric_hrua(
+    bitgen: Any, good: Any, bad: Any, sample: Any, p: float, q: float, table: NDArray
+) -> Any:
+    """Stadlober's ratio-of-uniforms sampler (HRUA; thesis 1989, algorithm on p. 82) of the
+    hypergeometric law, in numpy's formulation: the sample or its complement, whichever is
+    smaller, of the rarer kind of item; ``p`` and ``q`` the rarer and the commoner kind's
+    shares of the population (the caller's, the same divisions)."""
+    pop = good + bad
+    n = min(sample, pop - sample)
+    rare = min(good, bad)
+    common = max(good, bad)
+    a = n * p + 0.5
+    c = np.sqrt(float(pop - n) * n * p * q / (pop - 1) + 0.5)
+    h = _HRUA_D1 * c + _HRUA_D2
+    m = np.int64(np.floor(float(n + 1) * (rare + 1) / (pop + 2)))
+    g = (
+        _log_factorial(m, table)
+        + _log_factorial(rare - m, table)
+        + _log_factorial(n - m, table)
+        + _log_factorial(common - n + m, table)
+    )
+    b = min(float(min(n, rare) + 1), np.floor(a + 16 * c))
+    k = np.int64(0)
+    while True:
+        u = next_double(bitgen)
+        v = next_double(bitgen)
+        x = a + h * (v - 0.5) / u
+        if x < 0.0 or x >= b:
+            continue
+        k = np.int64(np.floor(x))
+        t = g - (
+            _log_factorial(k, table)
+            + _log_factorial(rare - k, table)
+            + _log_factorial(n - k, table)
+            + _log_factorial(common - n + k, table)
+        )
+        if u * (4.0 - u) - 3.0 <= t:  # quick acceptance
+            break
+        if u * (u - t) >= 1:  # quick rejection
+            continue
+        if 2.0 * np.log(u) <= t:
+            break
+    if good > bad:
+        k = n - k
+    if n < sample:
+        k = good - k
+    return k
+
+
+@njit(cache=True, nogil=True)
+def _pairwise_block(a: NDArray, lo: int, n: int) -> Any:
+    """Σ a[lo : lo + n] for n ≤ 128 in numpy's order: in order below 8 terms, else in 8
+    running sums (a stride of 8 apart) combined as a tree, then the last n mod 8 in order."""
+    if n < 8:
+        s = 0.0
+        for i in range(lo, lo + n):
+            s += a[i]
+        return s
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    end = n - n % 8
+    while i < end:
+        j = lo + i
+        r0 += a[j]
+        r1 += a[j + 1]
+        r2 += a[j + 2]
+        r3 += a[j + 3]
+        r4 += a[j + 4]
+        r5 += a[j + 5]
+        r6 += a[j + 6]
+        r7 += a[j + 7]
+        i += 8
+    s = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        s += a[lo + i]
+        i += 1
+    return s
+
+
+@njit(cache=True, nogil=True)
+def _pairwise_sum(a: NDArray, n: int) -> Any:
+    """Σ a[:n] in numpy's order for a contiguous reduction (its pairwise summation): blocks
+    of at most 128 terms (:func:`_pairwise_block`); a longer run is split in two, the first
+    part a multiple of 8 terms, and the parts' sums added. The splits are walked with a stack
+    rather than by recursion (numba's cache cannot reload a recursive function called from
+    another)."""
+    if n <= 128:
+        return _pairwise_block(a, 0, n)
+    depth = 64  # each split at least halves the run: fewer than 64 levels
+    lo_at = np.empty(depth, dtype=np.int64)
+    n_at = np.empty(depth, dtype=np.int64)
+    step = np.zeros(depth, dtype=np.int64)  # 0: left part next, 1: right part, 2: add
+    sums = np.empty(depth)
+    top, held = 0, 0
+    lo_at[0], n_at[0] = 0, n
+    while top >= 0:
+        lo, size = lo_at[top], n_at[top]
+        if size <= 128:
+            sums[held] = _pairwise_block(a, lo, size)
+            held += 1
+            top -= 1
+            continue
+        half = size // 2
+        half -= half % 8
+        if step[top] == 0:
+            step[top] = 1
+            top += 1
+            lo_at[top], n_at[top], step[top] = lo, half, 0
+        elif step[top] == 1:
+            step[top] = 2
+            top += 1
+            lo_at[top], n_at[top], step[top] = lo + half, size - half, 0
+        else:
+            held -= 1
+            sums[held - 1] = sums[held - 1] + sums[held]
+            top -= 1
+    return sums[0]
+
+
+@njit(cache=True, nogil=True)
+def group_errors(
+    rng: Any,
+    colors: NDArray,
+    nsample: int,
+    expected: NDArray,
+    root: bool,
+    table: NDArray,
+    out: NDArray,
+) -> None:
+    """The calibration error of ``out.shape[0]`` random groups of ``nsample`` rows: each
+    group's histogram over the M + 1 ``colors`` (rows per category, int64) drawn from the
+    multivariate hypergeometric law exactly as numpy's
+    ``rng.multivariate_hypergeometric(colors, nsample, size=len(out))`` (its "marginals"
+    method: the same draws from ``rng``'s bit generator, which ends in the same state), then
+    ``out[i]`` = mean over the M levels of |o_j − e_j| (``root``: √ of the mean of the
+    squares), o = cumsum(histogram[:M]) / nsample, e = ``expected``, each term and sum as
+    numpy computes them (the sum in its pairwise order). ``table``: log(k!) for small k
+    (:func:`fill_log_factorials`; numpy's values). M ≥ 1; the total of ``colors`` below 10^9.
+
+    The marginals method draws the colors one after another, each a hypergeometric draw of
+    the rows still to place among those of this color and the rest; when the sample is more
+    than half the rows, the complement is drawn."""
+    bitgen = rng.bit_generator
+    ncol = colors.shape[0]
+    m_levels = ncol - 1
+    total = np.int64(0)
+    for j in range(ncol):
+        total += colors[j]
+    # each color's shares of its population (this color and the ones after it)
+    rare_share = np.empty(ncol)
+    common_share = np.empty(ncol)
+    rest = total
+    for j in range(ncol):
+        rest -= colors[j]
+        pop = colors[j] + rest
+        if pop > 0:
+            rare_share[j] = float(min(colors[j], rest)) / pop
+            common_share[j] = float(max(colors[j], rest)) / pop
+    complement = nsample > total // 2
+    draw = total - nsample if complement else nsample
+    hist = np.empty(ncol, dtype=np.int64)
+    terms = np.empty(m_levels)
+    for i in range(out.shape[0]):
+        hist[:] = 0
+        if total > 0 and nsample > 0:
+            left = draw
+            rest = total
+            j = 0
+            while left > 0 and j + 1 < ncol:
+                good = colors[j]
+                rest -= good
+                if left >= 10 and left <= good + rest - 10:
+                    r = _hypergeometric_hrua(
+                        bitgen, good, rest, left, rare_share[j], common_share[j], table
+                    )
+                else:
+                    r = _hypergeometric_by_draws(bitgen, good, rest, left)
+                hist[j] = r
+                left -= r
+                j += 1
+            if left > 0:
+                hist[ncol - 1] = left
+            if complement:
+                for j in range(ncol):
+                    hist[j] = colors[j] - hist[j]
+        cum = np.int64(0)
+        for j in range(m_levels):
+            cum += hist[j]
+            d = cum / nsample - expected[j]
+            terms[j] = d * d if root else abs(d)
+        mean = (0.0 + _pairwise_sum(terms, m_levels)) / m_levels
+        out[i] = np.sqrt(mean) if root else mean

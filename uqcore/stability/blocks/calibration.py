@@ -192,7 +192,7 @@ def adversarial(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvalua
             return None  # the implementation refuses non-integer weights
         counts, lv = tally(ctx)
         cats = [gc.category_totals(counts[i], float(ctx.total[i])) for i in range(ctx.rows)]
-        # the random groups (≈ 9 ms per resample, in numpy's samplers, which release the GIL);
+        # the random groups (≈ 7 ms per resample, without the GIL);
         # NaN (undefined) where the resample has more rows than groups can be drawn from
         with_replacement = bool(params.get("draw_with_replacement"))
         return deferred(
