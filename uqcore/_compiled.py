@@ -93,9 +93,11 @@ def _warm(jit: Any) -> None:
     jit.fill_log_factorials(table, 1)
     table.setflags(write=False)
     colors = np.ones(2, dtype=np.int64)
+    sizes = np.ones(1, dtype=np.int64)
     for expected in (one[:1], frozen[:1]):
         for root in (False, True):
-            jit.group_errors(np.random.default_rng(0), colors, 1, expected, root, table, one)
+            errors = np.empty((1, 2))
+            jit.group_errors(np.random.default_rng(0), colors, sizes, expected, root, table, errors)
     bits = np.ones(3).view(np.uint64)
     fixed_bits = bits.copy()
     fixed_bits.setflags(write=False)

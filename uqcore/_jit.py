@@ -910,21 +910,22 @@ def _pairwise_sum(a: NDArray, n: int) -> Any:
 def group_errors(
     rng: Any,
     colors: NDArray,
-    nsample: int,
+    sizes: NDArray,
     expected: NDArray,
     root: bool,
     table: NDArray,
     out: NDArray,
 ) -> None:
-    """The calibration error of ``out.shape[0]`` random groups of ``nsample`` rows: each
-    group's histogram over the M + 1 ``colors`` (rows per category, int64) drawn from the
-    multivariate hypergeometric law exactly as numpy's
-    ``rng.multivariate_hypergeometric(colors, nsample, size=len(out))`` (its "marginals"
-    method: the same draws from ``rng``'s bit generator, which ends in the same state), then
-    ``out[i]`` = mean over the M levels of |o_j − e_j| (``root``: √ of the mean of the
-    squares), o = cumsum(histogram[:M]) / nsample, e = ``expected``, each term and sum as
-    numpy computes them (the sum in its pairwise order). ``table``: log(k!) for small k
-    (:func:`fill_log_factorials`; numpy's values). M ≥ 1; the total of ``colors`` below 10^9.
+    """The calibration error of ``out.shape[1]`` random groups of each size ``sizes[s]``, into
+    ``out[s]``: each group's histogram over the M + 1 ``colors`` (rows per category, int64)
+    drawn from the multivariate hypergeometric law exactly as numpy's
+    ``rng.multivariate_hypergeometric(colors, sizes[s], size=out.shape[1])`` for s in order
+    (its "marginals" method: the same draws from ``rng``'s bit generator, which ends in the
+    same state), then the error = mean over the M levels of |o_j − e_j| (``root``: √ of the
+    mean of the squares), o = cumsum(histogram[:M]) / size, e = ``expected``, each term and
+    sum as numpy computes them (the sum in its pairwise order). ``table``: log(k!) for small k
+    (:func:`fill_log_factorials`; numpy's values). M ≥ 1; every size ≤ the total of
+    ``colors``, which is below 10^9.
 
     The marginals method draws the colors one after another, each a hypergeometric draw of
     the rows still to place among those of this color and the rest; when the sample is more
@@ -945,37 +946,39 @@ def group_errors(
         if pop > 0:
             rare_share[j] = float(min(colors[j], rest)) / pop
             common_share[j] = float(max(colors[j], rest)) / pop
-    complement = nsample > total // 2
-    draw = total - nsample if complement else nsample
     hist = np.empty(ncol, dtype=np.int64)
     terms = np.empty(m_levels)
-    for i in range(out.shape[0]):
-        hist[:] = 0
-        if total > 0 and nsample > 0:
-            left = draw
-            rest = total
-            j = 0
-            while left > 0 and j + 1 < ncol:
-                good = colors[j]
-                rest -= good
-                if left >= 10 and left <= good + rest - 10:
-                    r = _hypergeometric_hrua(
-                        bitgen, good, rest, left, rare_share[j], common_share[j], table
-                    )
-                else:
-                    r = _hypergeometric_by_draws(bitgen, good, rest, left)
-                hist[j] = r
-                left -= r
-                j += 1
-            if left > 0:
-                hist[ncol - 1] = left
-            if complement:
-                for j in range(ncol):
-                    hist[j] = colors[j] - hist[j]
-        cum = np.int64(0)
-        for j in range(m_levels):
-            cum += hist[j]
-            d = cum / nsample - expected[j]
-            terms[j] = d * d if root else abs(d)
-        mean = (0.0 + _pairwise_sum(terms, m_levels)) / m_levels
-        out[i] = np.sqrt(mean) if root else mean
+    for s in range(sizes.shape[0]):
+        nsample = sizes[s]
+        complement = nsample > total // 2
+        draw = total - nsample if complement else nsample
+        for i in range(out.shape[1]):
+            hist[:] = 0
+            if total > 0 and nsample > 0:
+                left = draw
+                rest = total
+                j = 0
+                while left > 0 and j + 1 < ncol:
+                    good = colors[j]
+                    rest -= good
+                    if left >= 10 and left <= good + rest - 10:
+                        r = _hypergeometric_hrua(
+                            bitgen, good, rest, left, rare_share[j], common_share[j], table
+                        )
+                    else:
+                        r = _hypergeometric_by_draws(bitgen, good, rest, left)
+                    hist[j] = r
+                    left -= r
+                    j += 1
+                if left > 0:
+                    hist[ncol - 1] = left
+                if complement:
+                    for j in range(ncol):
+                        hist[j] = colors[j] - hist[j]
+            cum = np.int64(0)
+            for j in range(m_levels):
+                cum += hist[j]
+                d = cum / nsample - expected[j]
+                terms[j] = d * d if root else abs(d)
+            mean = (0.0 + _pairwise_sum(terms, m_levels)) / m_levels
+            out[s, i] = np.sqrt(mean) if root else mean

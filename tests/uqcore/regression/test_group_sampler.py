@@ -34,8 +34,9 @@ def _ours(
     seed: int, cats: np.ndarray[Any, Any], g: int, count: int, expected: Any, root: bool
 ) -> tuple[np.ndarray[Any, Any], dict[str, Any]]:
     rng = np.random.default_rng(seed)
-    err = gc.hypergeometric_group_errors(rng, cats, g, count, expected, root)
-    return err, rng.bit_generator.state
+    err = gc.hypergeometric_group_errors(rng, cats, [g], count, expected, root)
+    assert err.shape == (1, count)
+    return err[0], rng.bit_generator.state
 
 
 def _cases(n: int, seed: int) -> list[tuple[int, np.ndarray[Any, Any], int, int, Any, bool]]:
@@ -67,6 +68,110 @@ def test_equal_to_numpys_sampler_and_errors(block: int) -> None:
         got, after = _ours(seed, cats, g, count, expected, root)
         assert np.array_equal(got, want), (cats.tolist(), g, root)
         assert after == state  # the same draws, no more and no fewer
+
+
+@needs_jit
+def test_sizes_in_turn_from_one_generator() -> None:
+    """Several sizes in one call: numpy's sampler called for each size in turn."""
+    rs = np.random.default_rng(1)
+    for _ in range(30):
+        cats = rs.integers(0, 200, size=int(rs.integers(2, 150)))
+        total = int(cats.sum())
+        if total < 2:
+            continue
+        sizes = [int(v) for v in rs.integers(1, total + 1, size=int(rs.integers(1, 12)))]
+        expected = np.sort(rs.uniform(size=cats.shape[0] - 1))
+        root = bool(rs.integers(0, 2))
+        a, b = np.random.default_rng(5), np.random.default_rng(5)
+        want = np.stack(
+            [
+                gc.group_errors(a.multivariate_hypergeometric(cats, g, size=9), g, expected, root)
+                for g in sizes
+            ]
+        )
+        got = gc.hypergeometric_group_errors(b, cats, sizes, 9, expected, root)
+        assert np.array_equal(got, want)
+        assert a.bit_generator.state == b.bit_generator.state
+
+
+def _reference_scores(
+    cats: np.ndarray[Any, Any], expected: np.ndarray[Any, Any], **o: Any
+) -> dict[str, Any]:
+    """The scores as written before the kernel: numpy's samplers, one size at a time, 1-D
+    means and standard deviations."""
+    n_rows = int(cats.sum())
+    rng = np.random.default_rng(o["seed"])
+    ratios = np.linspace(0.0, 1.0, o["n_bins"])
+    sizes, means, stds, stderrs = [], [], [], []
+    for r in ratios:
+        g = max(round(n_rows * float(r)), 2)
+        if not o["draw_with_replacement"]:
+            g = min(g, n_rows)
+        k = o["trials"] * o["draws"]
+        if o["draw_with_replacement"]:
+            hist = rng.multinomial(g, cats / n_rows, size=k)
+        else:
+            hist = rng.multivariate_hypergeometric(cats, g, size=k)
+        diff = np.cumsum(hist[:, :-1], axis=1) / g - expected[None, :]
+        if o["cali_type"] == "mean_abs":
+            err = np.mean(np.abs(diff), axis=1)
+        else:
+            err = np.sqrt(np.mean(diff * diff, axis=1))
+        worst = err.reshape(o["trials"], o["draws"]).max(axis=1)
+        sizes.append(g)
+        means.append(float(np.mean(worst)))
+        if o["trials"] > 1:
+            sd = float(np.std(worst, ddof=1))
+            stds.append(sd)
+            stderrs.append(sd / math.sqrt(o["trials"]))
+        else:
+            stds.append(None)
+            stderrs.append(None)
+    return {
+        "value": float(np.mean(means)),
+        "group_sizes": [float(r) for r in ratios],
+        "group_rows": sizes,
+        "score_mean": means,
+        "score_std": stds,
+        "score_stderr": stderrs,
+        "cali_type": o["cali_type"],
+        "prop_type": o["prop_type"],
+    }
+
+
+@pytest.mark.parametrize("jit_on", [True, False])
+@pytest.mark.parametrize(
+    ("trials", "draws", "n_bins"), [(10, 10, 10), (1, 7, 4), (13, 3, 2), (2, 1, 25)]
+)
+@pytest.mark.parametrize("replace", [False, True])
+@pytest.mark.parametrize("cali_type", ["mean_abs", "root_mean_sq"])
+def test_scores_equal_the_per_size_numpy_procedure(
+    monkeypatch: pytest.MonkeyPatch,
+    jit_on: bool,
+    trials: int,
+    draws: int,
+    n_bins: int,
+    replace: bool,
+    cali_type: str,
+) -> None:
+    if not jit_on:
+        monkeypatch.setattr(gc, "kernels", lambda: None)
+    rs = np.random.default_rng(trials * 100 + draws)
+    for m in (1, 9, 99, 200):
+        cats = rs.integers(0, 40, size=m + 1)
+        cats[0] += 3
+        expected = np.sort(rs.uniform(size=m))
+        opts = {
+            "cali_type": cali_type,
+            "prop_type": "interval",
+            "n_bins": n_bins,
+            "trials": trials,
+            "draws": draws,
+            "draw_with_replacement": replace,
+            "seed": int(rs.integers(0, 1000)),
+        }
+        gc._RECENT.clear()
+        assert gc.group_scores(cats, expected, **opts) == _reference_scores(cats, expected, **opts)
 
 
 @needs_jit
