@@ -720,7 +720,7 @@ _HRUA_D2 = 0.8989161620588988
 _HALF_LOG_2PI = 0.9189385332046728
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _stirling_log_factorial(k: Any) -> Any:
     """log(k!) by the Stirling series truncated after the 1/k³ term, in numpy's order of
     operations (its ``logfactorial`` for k ≥ 126)."""
@@ -729,14 +729,14 @@ def _stirling_log_factorial(k: Any) -> Any:
     )
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def fill_log_factorials(table: NDArray, start: int) -> None:
     """``table[k]`` = :func:`_stirling_log_factorial` (k) for k from ``start`` (≥ 1) on."""
     for k in range(start, table.shape[0]):
         table[k] = _stirling_log_factorial(k)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _log_factorial(k: Any, table: NDArray) -> Any:
     """log(k!) from ``table`` (numpy's values), by the series past its end."""
     if k < table.shape[0]:
@@ -744,7 +744,7 @@ def _log_factorial(k: Any, table: NDArray) -> Any:
     return _stirling_log_factorial(k)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _bounded(bitgen: Any, high: Any) -> Any:
     """A uniform integer in [0, ``high``] (uint64), drawn as numpy's ``random_interval``: the
     bits of one 32-bit (or, past 2³² − 1, 64-bit) draw under the smallest all-ones mask ≥
@@ -765,7 +765,7 @@ def _bounded(bitgen: Any, high: Any) -> Any:
     return v
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _hypergeometric_by_draws(bitgen: Any, good: Any, bad: Any, sample: Any) -> Any:
     """The good ones among ``sample`` of ``good`` + ``bad`` items drawn one by one without
     replacement (numpy's sampler below 10 draws, or within 10 of all items): the smaller of
@@ -785,7 +785,7 @@ def _hypergeometric_by_draws(bitgen: Any, good: Any, bad: Any, sample: Any) -> A
     return good_left if complement else good - good_left
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _hypergeometric_hrua(
     bitgen: Any, good: Any, bad: Any, sample: Any, p: float, q: float, table: NDArray
 ) -> Any:
@@ -812,8 +812,8 @@ def _hypergeometric_hrua(
     while True:
         u = next_double(bitgen)
         v = next_double(bitgen)
-        x = a + h * (v - 0.5) / u
-        if x < 0.0 or x >= b:
+        x = a + h * (v - 0.5) / u  # u = 0: ±inf, as in C (numba's numpy error model)
+        if not (x >= 0.0 and x < b):  # numpy's x < 0 or x >= b, and NaN (u = 0, v = 1/2)
             continue
         k = np.int64(np.floor(x))
         t = g - (
@@ -835,7 +835,7 @@ def _hypergeometric_hrua(
     return k
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _pairwise_block(a: NDArray, lo: int, n: int) -> Any:
     """Σ a[lo : lo + n] for n ≤ 128 in numpy's order: in order below 8 terms, else in 8
     running sums (a stride of 8 apart) combined as a tree, then the last n mod 8 in order."""
@@ -866,7 +866,7 @@ def _pairwise_block(a: NDArray, lo: int, n: int) -> Any:
     return s
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _pairwise_sum(a: NDArray, n: int) -> Any:
     """Σ a[:n] in numpy's order for a contiguous reduction (its pairwise summation): blocks
     of at most 128 terms (:func:`_pairwise_block`); a longer run is split in two, the first
@@ -906,7 +906,7 @@ def _pairwise_sum(a: NDArray, n: int) -> Any:
     return sums[0]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def group_errors(
     rng: Any,
     colors: NDArray,

@@ -250,7 +250,7 @@ def hypergeometric_group_errors(
     With the compiled kernels, :func:`uqcore._jit.group_errors` draws the same histograms
     from ``rng`` (numpy's algorithm, the same bits of its generator, which ends in the same
     state) and computes the errors as numpy does, the same values to the last bit, without the
-    GIL and without a (count, M + 1) histogram: 0.7× the time of numpy's sampler and passes
+    GIL and without a (count, M + 1) histogram: 0.65× the time of numpy's sampler and passes
     at N = 10^4, the default 100 levels and 100 groups per size. ``UQCORE_JIT=0`` or a
     missing numba: numpy's sampler and :func:`group_errors`.
     """
