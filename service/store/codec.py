@@ -252,15 +252,25 @@ def _key_of(prefix: str, name: str, meta: Mapping[str, Any]) -> str:
     return str(meta["key"]) if "key" in meta else blob_name(prefix, name)
 
 
+#: Arrays of fewer bytes are read into memory (read-only) rather than memory-mapped: a
+#: mapping costs about twice a read at 80 kB (the map, then a page fault per page).
+MAP_FROM_BYTES = 1 << 20
+
+
 def _load_blob(
     blobs: BlobStore, key: str, meta: Mapping[str, Any], scratch: Path
 ) -> np.ndarray[Any, Any]:
     path = blobs.local_path(key, scratch)
+    nbytes = int(np.prod(meta["shape"], dtype=np.int64)) * np.dtype(meta["dtype"]).itemsize
     try:
-        out: np.ndarray[Any, Any] = np.load(path, mmap_mode="r", allow_pickle=False)
+        out: np.ndarray[Any, Any] = np.load(
+            path, mmap_mode="r" if nbytes >= MAP_FROM_BYTES else None, allow_pickle=False
+        )
+        out.setflags(write=False)
     finally:
-        # A download is mapped, then unlinked: the mapping keeps the data until it is freed.
-        if path.resolve().is_relative_to(Path(scratch).resolve()):
+        # A download (into the directory scratch, see BlobStore.local_path) is read or
+        # mapped, then unlinked: a mapping keeps the data until it is freed.
+        if path.parent == Path(scratch):
             path.unlink(missing_ok=True)
     if list(out.shape) != list(meta["shape"]) or str(out.dtype) != str(meta["dtype"]):
         raise ValueError(

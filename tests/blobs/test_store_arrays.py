@@ -58,12 +58,35 @@ def test_arrays_go_to_the_blob_store_and_come_back_read_only(bstore: Store) -> N
     for name, array in data.items():
         assert loaded[name].dtype == array.dtype and loaded[name].shape == array.shape
         np.testing.assert_array_equal(loaded[name], array)
-        assert isinstance(loaded[name], np.memmap)
+        # small arrays are read (a mapping costs more than the read), large ones mapped
+        assert not isinstance(loaded[name], np.memmap)
         assert not loaded[name].flags.writeable
     with pytest.raises(ValueError, match="read-only"):
         loaded["mean"][0] = 1.0
-    # A download is unlinked once mapped: nothing piles up in scratch.
+    # A download is unlinked once read: nothing piles up in scratch.
     assert not bstore.scratch.exists() or list(bstore.scratch.iterdir()) == []
+
+
+def test_large_arrays_come_back_memory_mapped(bstore: Store) -> None:
+    n = codec.MAP_FROM_BYTES // 8
+    rng = np.random.default_rng(2)
+    # float32 targets: half the bytes, below the threshold (read)
+    data = {
+        "mean": rng.normal(size=n),
+        "std": np.ones(n),
+        "y": rng.normal(size=n).astype(np.float32),
+    }
+    rec, _ = bstore.create_submission(record(), data)
+    loaded = bstore.load_arrays(rec.id)
+    assert loaded is not None
+    for name in ("mean", "std"):
+        assert isinstance(loaded[name], np.memmap) and not loaded[name].flags.writeable
+        np.testing.assert_array_equal(loaded[name], data[name])
+    assert not isinstance(loaded["y"], np.memmap) and not loaded["y"].flags.writeable
+    np.testing.assert_array_equal(loaded["y"], data["y"])
+    # A download is unlinked once mapped (the mapping keeps its data): nothing piles up.
+    assert not bstore.scratch.exists() or list(bstore.scratch.iterdir()) == []
+    del loaded
 
 
 def test_stored_array_references_are_recorded_not_copied(bstore: Store) -> None:
