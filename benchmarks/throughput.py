@@ -235,10 +235,10 @@ def report(
         "ms per job with one worker (the rest: the API receiving, checking and storing the "
         "upload, the queue, the worker loading the arrays, packing its curves and storing the "
         "result, on the same two cores). About 6 ms of the metrics' CPU time is adversarial "
-        "group calibration's random groups (9 group sizes × 100 draws of 100 category counts "
-        "from numpy's multivariate hypergeometric sampler, the same at any N), which `evaluate` "
-        "draws in a helper thread beside the other metrics (wall time above; "
-        'docs/performance.md, "What a small batch shares").',
+        "group calibration's random groups (9 group sizes × 100 draws of 100 category counts, "
+        "the draws of numpy's multivariate hypergeometric sampler from a compiled kernel, the "
+        "same at any N), which `evaluate` draws without the GIL in a helper thread beside the "
+        'other metrics (wall time above; docs/performance.md, "What a small batch shares").',
     ]
     return "\n".join(lines)
 
