@@ -98,6 +98,14 @@ def _warm(jit: Any) -> None:
         for root in (False, True):
             errors = np.empty((1, 2))
             jit.group_errors(np.random.default_rng(0), colors, sizes, expected, root, table, errors)
+    # the Murphy diagram's sums: read-only views (uqcore.score_curves._frozen), unit weights
+    # (an empty array) or weights, the mean's expectile and quantiles
+    grid = np.array([0.0, 1.0])
+    grid.setflags(write=False)
+    for weights in (frozen[:0], frozen):
+        for expectile in (True, False):
+            sums = np.zeros((6, 3))
+            jit.elementary_score_bins(frozen, frozen, weights, grid, 0.5, expectile, sums)
     bits = np.ones(3).view(np.uint64)
     fixed_bits = bits.copy()
     fixed_bits.setflags(write=False)

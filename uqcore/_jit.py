@@ -7,7 +7,8 @@ the bootstrap's rank block paths (Spearman's ρ, AUSE, AURG) in one pass along e
 the unit-weight isotonic (PAV) fit of CORP in bounded memory, and a radix sort of float64
 values that yields their ascending order along with them, and the random groups of adversarial
 group calibration (numpy's multivariate hypergeometric sampler, drawn from the caller's
-generator, and each group's calibration error).
+generator, and each group's calibration error), and the per-threshold sums of the Murphy
+diagram's elementary scores.
 
 Imported only through :func:`uqcore._compiled.kernels`, which compiles them on first use (or
 loads them from numba's cache) and falls back to the numpy algorithms when numba is missing or
@@ -24,6 +25,7 @@ from numba import njit
 from numba.np.random import generator_core as _bit_generator
 
 __all__ = [
+    "elementary_score_bins",
     "fill_log_factorials",
     "group_errors",
     "lower_quantile",
@@ -982,3 +984,62 @@ def group_errors(
                 terms[j] = d * d if root else abs(d)
             mean = (0.0 + _pairwise_sum(terms, m_levels)) / m_levels
             out[s, i] = np.sqrt(mean) if root else mean
+
+
+# -- the elementary scores of the Murphy diagram -----------------------------------------------
+@njit(cache=True, nogil=True, inline="always")
+def _first_not_below(grid: NDArray, v: float) -> int:
+    """numpy's ``searchsorted(grid, v, side="left")``: the first index whose value is not
+    below ``v`` in numpy's order (NaN after every number), by bisection of the ascending
+    ``grid``."""
+    lo, hi = 0, grid.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        g = grid[mid]
+        if g < v or (v != v and g == g):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, nogil=True)
+def elementary_score_bins(
+    x: NDArray,
+    y: NDArray,
+    w: NDArray,
+    grid: NDArray,
+    level: float,
+    expectile: bool,
+    out: NDArray,
+) -> None:
+    """The six per-threshold sums of :func:`uqcore.score_curves.elementary_scores` over the
+    rows (``w``: their weights, or an empty array for unit weights), into the zeroed
+    ``out`` (6 × (K + 1)): rows live from and to each threshold, the rates (c, or the slope
+    ±c of an expectile) entering and leaving, and the values entering and leaving (an
+    expectile). Each row is binned as numpy's ``searchsorted(grid, ..., side="left")`` bins
+    it and each sum accumulates the rows in order, as ``numpy.bincount`` does: the same sums
+    to the last bit, in one pass without the per-row temporaries."""
+    k = grid.shape[0]
+    weighted = w.shape[0] == x.shape[0]
+    for i in range(x.shape[0]):
+        xi, yi = x[i], y[i]
+        below = yi < xi
+        first = _first_not_below(grid, min(xi, yi))
+        stop = _first_not_below(grid, max(xi, yi))
+        wi = w[i] if weighted else 1.0
+        c = wi * (1.0 - level) if below else wi * level
+        if first >= stop:
+            c = 0.0
+        live = 1.0 if c != 0.0 else 0.0
+        out[0, first] += live
+        out[1, stop] += live
+        if not expectile:
+            out[2, first] += c
+            out[3, stop] += c
+            continue
+        out[4, first] += c * abs(grid[min(first, k - 1)] - yi)
+        out[5, stop] += c * abs(grid[max(stop - 1, 0)] - yi)
+        slope = c if below else -c
+        out[2, first] += slope
+        out[3, stop] += slope
