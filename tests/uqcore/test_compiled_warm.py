@@ -19,6 +19,7 @@ SCRIPT = textwrap.dedent(
     import json, warnings
     import numpy as np
     from uqcore import _compiled, evaluate, predictions as P
+    from uqcore.curves import curves
     from uqcore.stability import bootstrap
 
     jit = _compiled.kernels()
@@ -47,6 +48,8 @@ SCRIPT = textwrap.dedent(
         for pred in predictions:
             for w in (None, rng.integers(1, 3, n).astype(np.float64)):
                 evaluate(pred, y, "all", sample_weight=w)
+                # and the curves a job keeps for its plots (the Murphy diagram's pass, ...)
+                curves(pred, y, "all", sample_weight=w)
         bootstrap(P.Gaussian(mu[:5000], sd[:5000]), y[:5000], "all", n_resamples=8)
     new = {
         k: sorted(set(map(str, getattr(jit, k).signatures)) - warmed[k])
