@@ -201,6 +201,12 @@ class RegressionPrediction:
         [F_i⁻¹(½ − c/2), F_i⁻¹(½ + c/2)] at c = ``level`` (required). An :class:`Interval`
         returns its bounds; ``level`` must then be ``None`` or its own level.
         """
+        q = self.ppf(self._central(level))
+        return q[:, 0], q[:, 1]
+
+    def _central(self, level: float | None) -> list[float]:
+        """The levels ½ ∓ c/2 of the central interval at nominal coverage c = ``level``
+        (validated)."""
         if "quantiles" not in self.capabilities:
             raise self._missing("prediction intervals")
         if level is None:
@@ -216,8 +222,7 @@ class RegressionPrediction:
                 argument="level",
                 value=level,
             )
-        q = self.ppf([0.5 - c / 2.0, 0.5 + c / 2.0])
-        return q[:, 0], q[:, 1]
+        return [0.5 - c / 2.0, 0.5 + c / 2.0]
 
     def _levels(self, levels: Any) -> Array:
         xp = self.xp
@@ -244,6 +249,28 @@ class _LocationScale(RegressionPrediction):
     @property
     def _scale(self) -> Array:
         return getattr(self, self._scale_name)
+
+    def _standard_ppf(self, lv: Array) -> Array | None:
+        """The standard quantiles z(p) of the levels ``lv`` when every row shares them (the
+        quantiles are then loc_i + scale_i·z(p)); ``None`` where they differ by row."""
+        return None
+
+    def ppf(self, levels: Any) -> Array:
+        lv = self._levels(levels)
+        zq = self._standard_ppf(lv)
+        if zq is None:
+            raise self._missing("a quantile function")
+        return self._loc[:, None] + self._scale[:, None] * zq[None, :]
+
+    def interval(self, level: float | None = None) -> tuple[Array, Array]:
+        """As :meth:`RegressionPrediction.interval`; where the rows share their standard
+        quantiles, each bound is loc + scale·z in one pass of its own (contiguous, the values
+        of the :meth:`ppf` columns to the last bit)."""
+        lv = self._levels(self._central(level))
+        zq = self._standard_ppf(lv)
+        if zq is None:
+            return super().interval(level)
+        return self._loc + self._scale * zq[0], self._loc + self._scale * zq[1]
 
     def standardize(self, y: Array) -> Array:
         """z_i = (y_i − loc_i) / scale_i (a new array: one allocation, divided in place)."""
@@ -291,10 +318,8 @@ class Gaussian(_LocationScale):
         z = self.standardize(y)
         return -0.5 * z * z - self.xp.log(self.std_) - LOG_SQRT_2PI
 
-    def ppf(self, levels: Any) -> Array:
-        lv = self._levels(levels)
-        zq = special(self.xp).ndtri(lv)
-        return self.mean_[:, None] + self.std_[:, None] * zq[None, :]
+    def _standard_ppf(self, lv: Array) -> Array:
+        return special(self.xp).ndtri(lv)
 
 
 class Laplace(_LocationScale):
@@ -330,11 +355,9 @@ class Laplace(_LocationScale):
         xp = self.xp
         return -xp.abs(self.standardize(y)) - xp.log(2.0 * self.scale)
 
-    def ppf(self, levels: Any) -> Array:
+    def _standard_ppf(self, lv: Array) -> Array:
         xp = self.xp
-        lv = self._levels(levels)
-        zq = xp.where(lv < 0.5, xp.log(2.0 * lv), -xp.log(2.0 * (1.0 - lv)))
-        return self.loc[:, None] + self.scale[:, None] * zq[None, :]
+        return xp.where(lv < 0.5, xp.log(2.0 * lv), -xp.log(2.0 * (1.0 - lv)))
 
 
 class StudentT(_LocationScale):
