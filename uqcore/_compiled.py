@@ -106,6 +106,8 @@ def _warm(jit: Any) -> None:
         for expectile in (True, False):
             sums = np.zeros((6, 3))
             jit.elementary_score_bins(frozen, frozen, weights, grid, 0.5, expectile, sums)
+    # HSIC's box moments: read-only views (uqcore.regression.intervals.box_moments)
+    jit.box_moments(frozen, frozen, 0.0, 0.125, 3)
     bits = np.ones(3).view(np.uint64)
     fixed_bits = bits.copy()
     fixed_bits.setflags(write=False)

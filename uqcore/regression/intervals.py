@@ -17,6 +17,7 @@ import numpy as np
 
 from uqcore._backend import argsort_host, sort_host, to_numpy
 from uqcore._binomial import binomtest_pvalue
+from uqcore._compiled import kernels
 from uqcore.batch import Batch
 from uqcore.options import Coverage, Range
 from uqcore.registry import IntegerWeights, register, undefined
@@ -493,6 +494,14 @@ def box_moments(t: FloatArray, a: FloatArray) -> FloatArray:
     """P[B, m] = Σ_{l∈B} a_l (t_l − c_B)^m, m < p, of the boxes B of width h from min t (an
     (boxes × p) array): p weighted bincounts over the rows, O(N·p)."""
     t0 = float(np.min(t))
+    jit = kernels()
+    if jit is not None:  # the same sums in one compiled pass
+        tt = np.ascontiguousarray(t, dtype=np.float64).view()
+        aa = np.ascontiguousarray(a, dtype=np.float64).view()
+        tt.setflags(write=False)
+        aa.setflags(write=False)
+        moments: FloatArray = jit.box_moments(tt, aa, t0, _PAIR_BOX, _PAIR_TERMS)
+        return moments
     s = t - t0
     s *= 1.0 / _PAIR_BOX
     box = s.astype(np.int64)  # s >= 0: truncation is the floor
