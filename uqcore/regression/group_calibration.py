@@ -265,6 +265,11 @@ def hypergeometric_group_errors(
                 for g in sizes
             ]
         )
+    if np.shape(expected) != (colors.shape[0] - 1,):
+        raise ValueError(
+            f"{colors.shape[0]} category totals need {colors.shape[0] - 1} expected "
+            f"proportions, found shape {np.shape(expected)}"
+        )
     out = np.empty((len(sizes), count))
     table = log_factorials(int(colors.sum()) + 1)
     jit.group_errors(rng, colors, np.array(sizes, dtype=np.int64), expected, bool(root), table, out)

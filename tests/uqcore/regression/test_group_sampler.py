@@ -258,3 +258,11 @@ def test_metric_equal_with_and_without_the_kernels(
     plain = metric("adversarial_group_calibration", pred, y, **opts)
     gc._RECENT.clear()
     assert compiled == plain
+
+
+@needs_jit
+def test_expected_proportions_must_match_the_categories() -> None:
+    with pytest.raises(ValueError, match="expected proportions"):
+        gc.hypergeometric_group_errors(
+            np.random.default_rng(0), np.array([3, 4, 5]), [2], 4, np.array([0.5]), False
+        )
