@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["kernels"]
+__all__ = ["frozen_float64", "kernels"]
 
 _KERNELS: list[Any] = []
 
@@ -26,6 +26,15 @@ def kernels() -> Any:
     if not _KERNELS:
         _KERNELS.append(_load_kernels())
     return _KERNELS[0]
+
+
+def frozen_float64(a: Any) -> np.ndarray[Any, Any]:
+    """``a`` as a contiguous float64 read-only view (a copy only where it is not contiguous
+    float64), for the kernels compiled once, for read-only arrays, whatever the caller's
+    arrays are (writable or not: numba types the two apart)."""
+    view: np.ndarray[Any, Any] = np.ascontiguousarray(a, dtype=np.float64).view()
+    view.setflags(write=False)
+    return view
 
 
 def _load_kernels() -> Any:
@@ -98,7 +107,7 @@ def _warm(jit: Any) -> None:
         for root in (False, True):
             errors = np.empty((1, 2))
             jit.group_errors(np.random.default_rng(0), colors, sizes, expected, root, table, errors)
-    # the Murphy diagram's sums: read-only views (uqcore.score_curves._frozen), unit weights
+    # the Murphy diagram's sums: read-only views (frozen_float64), unit weights
     # (an empty array) or weights, the mean's expectile and quantiles
     grid = np.array([0.0, 1.0])
     grid.setflags(write=False)
@@ -106,7 +115,7 @@ def _warm(jit: Any) -> None:
         for expectile in (True, False):
             sums = np.zeros((6, 3))
             jit.elementary_score_bins(frozen, frozen, weights, grid, 0.5, expectile, sums)
-    # HSIC's box moments: read-only views (uqcore.regression.intervals.box_moments)
+    # HSIC's box moments: read-only views (frozen_float64)
     jit.box_moments(frozen, frozen, 0.0, 0.125, 3)
     bits = np.ones(3).view(np.uint64)
     fixed_bits = bits.copy()

@@ -39,7 +39,7 @@ from typing import Any, Literal
 import numpy as np
 
 from uqcore._backend import host_floats, to_numpy
-from uqcore._compiled import kernels
+from uqcore._compiled import frozen_float64, kernels
 from uqcore._validation import UQValidationError
 from uqcore.batch import make_batch, regression_batch
 
@@ -190,14 +190,6 @@ _NO_WEIGHTS = np.empty(0)
 _NO_WEIGHTS.setflags(write=False)
 
 
-def _frozen(a: NDArray) -> NDArray:
-    """``a`` as a contiguous float64 read-only view (a copy only where it is not contiguous
-    float64): the compiled pass is compiled once, for read-only arrays."""
-    view: NDArray = np.ascontiguousarray(a, dtype=np.float64).view()
-    view.setflags(write=False)
-    return view
-
-
 #: Rows per step of :func:`elementary_scores` (its per-row temporaries, about 100 bytes a
 #: row, stay bounded; up to this many rows it is one step).
 _SCORE_CHUNK = 1 << 20
@@ -236,10 +228,10 @@ def elementary_scores(
             # the same sums of the chunk's rows in one compiled pass (equal to the bit)
             part = np.zeros((6, m))
             jit.elementary_score_bins(
-                _frozen(x[rows]),
-                _frozen(y[rows]),
-                _NO_WEIGHTS if w is None else _frozen(w[rows]),
-                _frozen(grid),
+                frozen_float64(x[rows]),
+                frozen_float64(y[rows]),
+                _NO_WEIGHTS if w is None else frozen_float64(w[rows]),
+                frozen_float64(grid),
                 float(level),
                 expectile,
                 part,

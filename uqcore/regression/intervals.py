@@ -17,7 +17,7 @@ import numpy as np
 
 from uqcore._backend import argsort_host, sort_host, to_numpy
 from uqcore._binomial import binomtest_pvalue
-from uqcore._compiled import kernels
+from uqcore._compiled import frozen_float64, kernels
 from uqcore.batch import Batch
 from uqcore.options import Coverage, Range
 from uqcore.registry import IntegerWeights, register, undefined
@@ -496,10 +496,7 @@ def box_moments(t: FloatArray, a: FloatArray) -> FloatArray:
     t0 = float(np.min(t))
     jit = kernels()
     if jit is not None:  # the same sums in one compiled pass
-        tt = np.ascontiguousarray(t, dtype=np.float64).view()
-        aa = np.ascontiguousarray(a, dtype=np.float64).view()
-        tt.setflags(write=False)
-        aa.setflags(write=False)
+        tt, aa = frozen_float64(t), frozen_float64(a)
         moments: FloatArray = jit.box_moments(tt, aa, t0, _PAIR_BOX, _PAIR_TERMS)
         return moments
     s = t - t0
