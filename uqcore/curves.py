@@ -63,6 +63,11 @@ class CurveSpec:
     integer_weights : bool
         It applies only to integer (frequency) sample weights: it draws rows at random, a
         row of weight k being k rows.
+    late : bool
+        Computed after the other curves of a :func:`curves` call: it reads a metric's result
+        that :func:`uqcore.evaluate` may still be computing in a helper thread when it
+        computes its curves (the curve then waits for that result instead of computing it
+        again), so the others are computed meanwhile.
     """
 
     name: str
@@ -74,6 +79,7 @@ class CurveSpec:
     needs_any: frozenset[str] = frozenset()
     description: str = ""
     integer_weights: bool = False
+    late: bool = False
 
     def why_not(
         self,
@@ -167,12 +173,13 @@ def curves(
             if reason is not None:
                 raise UQValidationError(reason, argument="names", value=name)
             chosen.append(spec)
-    return {
+    found = {
         s.name: s.compute(
             prediction, y, sample_weight=sample_weight, groups=groups, ood=ood, seed=seed
         )
-        for s in chosen
+        for s in sorted(chosen, key=lambda s: s.late)  # stable: the late ones last
     }
+    return {s.name: found[s.name] for s in chosen}
 
 
 #: Types returned as they are by :func:`_plain` (checked by identity first: a curve holds

@@ -259,6 +259,7 @@ def evaluate(
     groups: Any = None,
     curves: bool | Sequence[str] = False,
     seed: int = 0,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Report:
     """Compute several metrics on one batch, sharing sorts and PIT values between them.
 
@@ -291,6 +292,16 @@ def evaluate(
         for every one that applies, or a list of curve names. :mod:`uqcore.plots` draws them.
     seed : int, default 0
         The seed of the curves that draw at random (adversarial group calibration).
+    meanwhile : callable, optional
+        Called once with no arguments after the metrics and the curves, while the metrics
+        that compute in a helper thread (adversarial group calibration at N < 2^20) finish:
+        work of the caller's own to overlap with theirs (the service keeps its plots' curves
+        there). Its exceptions propagate; its warnings are emitted as usual (they are not
+        notes of the report).
+
+    The curves are computed while those helper threads run too (a curve that reads such a
+    metric's result waits for it, :attr:`uqcore.curves.CurveSpec.late`); their warnings are
+    emitted as usual, not collected as notes.
 
     The task (regression or classification) is the prediction's; ``y`` holds the hard labels
     for classification.
@@ -318,6 +329,7 @@ def evaluate(
                 groups=groups,
                 curves=curves,
                 seed=seed,
+                meanwhile=meanwhile,
             )
     batch = make_batch(prediction, y, sample_weight, ood=ood, soft_labels=soft_labels)
     task = str(getattr(prediction, "task", "regression"))
@@ -421,12 +433,34 @@ def evaluate(
                 batch.forget_since(before)  # a group's working set, before the next one's
                 if batch.n >= _TRIM_ROWS:
                     release_free_memory()
+        # The curves and the caller's own work while the started metrics' helper threads
+        # run; their warnings are not the metrics' notes: emitted after this block.
+        mark = len(caught)
+        held: dict[str, Any] = {}
+        if curves is not False:
+            from uqcore.curves import curves as compute_curves
+
+            held = compute_curves(
+                prediction,
+                y,
+                "all" if curves is True else list(curves),
+                sample_weight=sample_weight,
+                groups=groups,
+                ood=ood,
+                seed=seed,
+            )
+        if meanwhile is not None:
+            meanwhile()
+        theirs = caught[mark:]
+        del caught[mark:]
         for spec, finish in started:
             start = time.perf_counter()
             done = _finisher(finish)
             values[spec.name], msgs = _run_one(spec, batch, {}, caught, run=done)
             timings[spec.name] += time.perf_counter() - start
             notes.extend(msgs)
+    for w in theirs:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
     values = {s.name: values[s.name] for s in chosen}
     meta: dict[str, Any] = {
         "uqcore_version": __version__,
@@ -441,19 +475,6 @@ def evaluate(
     if est_names:
         meta["estimators"] = est_names
         meta["by_estimator"] = by_estimator
-    held: dict[str, Any] = {}
-    if curves is not False:
-        from uqcore.curves import curves as compute_curves
-
-        held = compute_curves(
-            prediction,
-            y,
-            "all" if curves is True else list(curves),
-            sample_weight=sample_weight,
-            groups=groups,
-            ood=ood,
-            seed=seed,
-        )
     return Report(values, used, not_applicable, notes, meta, held)
 
 

@@ -250,6 +250,7 @@ def compute(
     sub_id: str | None = None,
     split: SplitBootstrap | None = None,
     given: Inputs | None = None,
+    meanwhile: tuple[str, Callable[[], object]] | None = None,
 ) -> dict[str, Any]:
     """The result document of one submission.
 
@@ -273,6 +274,9 @@ def compute(
     (:func:`uqcore.stability.bootstrap_values` of every resample, combined) or None to let
     :func:`uqcore.stability.bootstrap` resample here. ``given``: the :func:`inputs` of
     ``arrays`` when the caller built them already (to use the same prediction object after).
+    ``meanwhile``: (name, work) of the caller's to do while the metrics computed in helper
+    threads finish (:func:`uqcore.evaluate`'s ``meanwhile``: the job keeps its plots' curves
+    there); its time is ``timings[name]``, not the metrics'.
     """
     start = time.perf_counter()
     task = task_of(kind)
@@ -301,9 +305,29 @@ def compute(
 
     t0 = time.perf_counter()
     n = int(np.shape(y)[0])
+    spent: list[float] = []
+
+    def timed() -> None:
+        assert meanwhile is not None
+        begun = time.perf_counter()
+        try:
+            meanwhile[1]()
+        finally:
+            spent.append(time.perf_counter() - begun)
+
     with EstimatedProgress(phases.part(), n):
-        report = uqcore.evaluate(pred, y, metrics, params=params, sample_weight=weights, **extra)
-    timings["metrics"] = time.perf_counter() - t0
+        report = uqcore.evaluate(
+            pred,
+            y,
+            metrics,
+            params=params,
+            sample_weight=weights,
+            meanwhile=None if meanwhile is None else timed,
+            **extra,
+        )
+    timings["metrics"] = time.perf_counter() - t0 - sum(spent)
+    if meanwhile is not None and spent:
+        timings[meanwhile[0]] = sum(spent)
     notes.extend(report.warnings)
     phases.end_phase()
 

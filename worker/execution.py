@@ -44,7 +44,7 @@ from worker.comparisons import run_comparison
 from worker.evaluation import compute, inputs
 from worker.fanout import Enqueue, SplitJob
 from worker.leaderboard import ranking
-from worker.plots import keep_curves
+from worker.plots import keep_curves, pack_curves
 from worker.ranks import compute_ranks
 
 __all__ = [
@@ -313,6 +313,17 @@ def run_job(
         if shared:
             reuse.enter_context(reusing_batches(SHARED_BATCH_ROWS))
         given = None
+        # A small batch's curves are kept while the metrics that draw in a helper thread
+        # (adversarial group calibration) finish: packed during the evaluation, stored after.
+        packed: list[bytes | None] = []
+        meanwhile = None
+        if keep and not later and not record.analyses.curves:
+
+            def pack() -> None:
+                pred = None if given is None else given.prediction
+                packed.append(pack_curves(sub_id, record.kind, arrays, record.analyses.seed, pred))
+
+            meanwhile = ("plot_curves", pack)
         try:
             try:
                 interrupter.arm()
@@ -332,6 +343,7 @@ def run_job(
                         sub_id=sub_id,
                         split=split,
                         given=given,
+                        meanwhile=meanwhile,
                     )
                     if private is not None:
                         # Sealed: stored under its own key, read by no route while open.
@@ -408,9 +420,18 @@ def run_job(
         # puts them on the boards only if the submission is public then (its visibility can
         # change at any time, also while this job runs).
         entries = ranking(record, doc)
-        if keep and not later:
+        if keep and not later and packed != [None]:  # [None]: packing failed (logged)
             pred = None if given is None else given.prediction
-            keep_curves(store, sub_id, record.kind, arrays, doc, record.analyses.seed, pred)
+            keep_curves(
+                store,
+                sub_id,
+                record.kind,
+                arrays,
+                doc,
+                record.analyses.seed,
+                pred,
+                packed=packed[0] if packed else None,
+            )
         reuse.close()  # the metrics' batch and its caches
         if private is not None:
             store.put_private_result(sub_id, sealed)

@@ -44,7 +44,7 @@ from uqcore.curves import curve_to_json, curves
 from uqcore.plots import PLOTS, PlotSpec
 from uqcore.report import json_safe
 
-__all__ = ["NotDrawable", "keep_curves", "render_plot"]
+__all__ = ["NotDrawable", "keep_curves", "pack_curves", "render_plot"]
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,24 @@ def _curves_json(
 CURVES_ZLIB_LEVEL = 1
 
 
+def pack_curves(
+    sub_id: str,
+    kind: str,
+    arrays: Mapping[str, Any],
+    seed: int,
+    prediction: Any = None,
+) -> bytes | None:
+    """The kept form of every curve that applies (compressed JSON, see :func:`keep_curves`);
+    None when they cannot be computed (logged: a failure here never fails the job)."""
+    try:
+        drawn = _curves_json(kind, arrays, seed, prediction=prediction)
+        doc = orjson.dumps(drawn)  # NaN-free already (json_safe); the same values as json
+        return zlib.compress(doc, CURVES_ZLIB_LEVEL)
+    except Exception:
+        log.exception("curves of %s not kept", sub_id)
+        return None
+
+
 def keep_curves(
     store: Store,
     sub_id: str,
@@ -107,19 +125,24 @@ def keep_curves(
     result: Mapping[str, Any],
     seed: int,
     prediction: Any = None,
+    packed: bytes | None = None,
 ) -> None:
     """At the end of a job: keep every curve that applies (compressed) when the result does
     not hold them, so that the submission's curve plots can be drawn after its raw arrays
     expire. Curves are thinned (at most a few thousand points each): tens of kB per
     submission. A failure here never fails the job; the plots then fall back to the arrays.
     ``prediction``: the job's prediction of ``arrays`` (host arrays, the kind's fields), whose
-    batch the job's ``uqcore.reusing_batches`` block may still hold with its caches."""
+    batch the job's ``uqcore.reusing_batches`` block may still hold with its caches;
+    ``packed``: their :func:`pack_curves`, computed already (while the job's metrics finished
+    in their helper threads)."""
     if result.get("curves"):
         return
+    if packed is None:
+        packed = pack_curves(sub_id, kind, arrays, seed, prediction)
+    if packed is None:
+        return
     try:
-        drawn = _curves_json(kind, arrays, seed, prediction=prediction)
-        doc = orjson.dumps(drawn)  # NaN-free already (json_safe); the same values as json
-        store.put_curves(sub_id, zlib.compress(doc, CURVES_ZLIB_LEVEL))
+        store.put_curves(sub_id, packed)
     except StoreUnavailable:
         raise
     except Exception:

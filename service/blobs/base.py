@@ -8,10 +8,15 @@ reader sees the whole object or none of it.
 from __future__ import annotations
 
 import abc
+import os
 import re
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 __all__ = [
     "BlobInfo",
@@ -75,6 +80,18 @@ class BlobStore(abc.ABC):
     @abc.abstractmethod
     def put_bytes(self, key: str, data: bytes) -> None:
         """Store ``data`` under ``key``."""
+
+    def put_npy(self, key: str, array: np.ndarray[Any, Any], scratch: Path) -> None:
+        """Store ``array`` as an ``.npy`` object under ``key`` (``numpy.save``, no pickles):
+        by default written to a file in the directory ``scratch``, then stored from it."""
+        scratch.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="put-", suffix=".npy", dir=scratch)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.save(fh, array, allow_pickle=False)
+            self.put_file(key, Path(tmp), move=True)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
 
     @abc.abstractmethod
     def get_bytes(self, key: str) -> bytes:

@@ -13,6 +13,9 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from service.blobs.base import BlobInfo, BlobNotFound, BlobStore, BlobUnavailable, check_key
 
@@ -39,16 +42,32 @@ class LocalBlobStore(BlobStore):
 
     def put_file(self, key: str, path: Path, *, move: bool = False) -> None:
         target = self._path(key)
+        if move:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.replace(path, target)  # same filesystem: atomic, no copy
+                return
+            except OSError:
+                pass  # another filesystem: copied below, then removed
         tmp = self._tmp(target)
         try:
-            if move:
-                try:
-                    os.replace(path, tmp)  # same filesystem: no copy
-                except OSError:
-                    shutil.copyfile(path, tmp)
-                    Path(path).unlink(missing_ok=True)
-            else:
-                shutil.copyfile(path, tmp)
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        if move:
+            Path(path).unlink(missing_ok=True)
+
+    def put_npy(self, key: str, array: np.ndarray[Any, Any], scratch: Path) -> None:
+        """Written to a temporary file beside the object, renamed into place."""
+        target = self._path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=_TMP, dir=target.parent)
+        tmp = Path(name)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.save(fh, array, allow_pickle=False)
             os.replace(tmp, target)
         except BaseException:
             tmp.unlink(missing_ok=True)

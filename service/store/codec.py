@@ -18,9 +18,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import re
-import tempfile
 import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -208,15 +206,8 @@ def write_blobs(
                 }
                 continue
             array = np.asarray(value)
-            scratch.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix="put-", suffix=".npy", dir=scratch)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    np.save(fh, array, allow_pickle=False)
-                written.append(key)
-                blobs.put_file(key, Path(tmp), move=True)
-            finally:
-                Path(tmp).unlink(missing_ok=True)
+            written.append(key)
+            blobs.put_npy(key, array, scratch)
             # No "key": it is the default one (bytes of Redis per submission).
             manifest[name] = {
                 "codec": BLOB_CODEC,

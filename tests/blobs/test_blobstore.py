@@ -50,6 +50,38 @@ def test_put_file_copy_and_move_and_local_path(blobs: BlobStore, tmp_path: Path)
         blobs.local_path("submissions/s1/none.npy", scratch)
 
 
+def test_put_npy_stores_the_array_and_leaves_no_temporary_file(
+    blobs: BlobStore, tmp_path: Path
+) -> None:
+    """An array written as ``.npy`` reads back equal (dtype, shape, values) and nothing else
+    is left: no temporary file beside the objects nor in scratch. A move of a file of another
+    directory of the same filesystem replaces the object at once; an array that cannot be
+    written leaves no object."""
+    scratch = tmp_path / "scratch"
+    arrays = {
+        "mean": np.random.default_rng(2).normal(size=777),
+        "labels": np.arange(12, dtype=np.int32).reshape(3, 4),
+    }
+    for name, array in arrays.items():
+        blobs.put_npy(f"submissions/n1/{name}.npy", array, scratch)
+    for name, array in arrays.items():
+        got = np.load(blobs.local_path(f"submissions/n1/{name}.npy", scratch / "dl"))
+        assert got.dtype == array.dtype and got.shape == array.shape
+        np.testing.assert_array_equal(got, array)
+    assert sorted(b.key for b in blobs.list("submissions/n1/")) == [
+        "submissions/n1/labels.npy",
+        "submissions/n1/mean.npy",
+    ]
+    assert not list(scratch.glob("put-*"))
+    if is_local(blobs):
+        assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".tmp-")]
+    with pytest.raises(ValueError, match="pickle"):
+        blobs.put_npy("submissions/n1/bad.npy", np.array([{"a": 1}], dtype=object), scratch)
+    assert not blobs.exists("submissions/n1/bad.npy")
+    if is_local(blobs):
+        assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".tmp-")]
+
+
 def test_list_and_delete_prefix(blobs: BlobStore) -> None:
     for i in range(5):
         blobs.put_bytes(f"submissions/p1/{i}.npy", b"x" * (i + 1))

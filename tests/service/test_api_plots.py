@@ -414,6 +414,8 @@ def test_curve_plots_outlive_the_raw_arrays(
     sub = doc["id"]
     kept = store.get_curves(sub)
     assert kept is not None
+    # packed while the metrics' helper thread drew the groups, its time apart from theirs
+    assert doc["result"]["provenance"]["timings_s"]["plot_curves"] > 0
     a = regression_arrays()
     pred = build_prediction("gaussian", {f: np.asarray(a[f]) for f in KIND_FIELDS["gaussian"]})
     want = curves(pred, a["y"], groups=a["groups"], seed=2)

@@ -176,3 +176,50 @@ def test_a_large_job_writes_its_result_before_keeping_its_curves(
         for name, c in curves(pred, arrays["y"], seed=0).items()
     }
     assert json.loads(zlib.decompress(kept)) == json.loads(json.dumps(want))
+
+
+def test_a_small_job_packs_its_curves_while_its_metrics_finish(
+    own_store: tuple[Settings, Store], monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    """Below CURVES_AFTER_RESULT_ROWS the curves are packed inside the evaluation (while the
+    metrics' helper thread draws the groups), once, and kept before the result; curves that
+    cannot be computed are logged and never fail the job (nor are they tried twice)."""
+    import worker.plots as plots
+
+    settings, store = own_store
+    arrays = gaussian_arrays(3000, seed=8)
+    packs: list[int] = []
+    real = plots._curves_json
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        packs.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plots, "_curves_json", counted)
+    rec = submit(store, settings, arrays, {"metrics": ["adversarial_group_calibration", "mae"]})
+    assert run_job(store, settings, NUMPY, rec.id, token="t", worker_name="w") == "succeeded"
+    assert packs == [1]
+    result = store.get_result(rec.id)
+    assert result is not None
+    assert result["provenance"]["timings_s"]["plot_curves"] > 0
+    kept = store.get_curves(rec.id)
+    assert kept is not None
+    pred = build_prediction("gaussian", {f: arrays[f] for f in ("mean", "std")})
+    notes: list[str] = []
+    want = {
+        name: json_safe(curve_to_json(c), name, notes)
+        for name, c in curves(pred, arrays["y"], seed=0).items()
+    }
+    assert json.loads(zlib.decompress(kept)) == json.loads(json.dumps(want))
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        packs.append(1)
+        raise RuntimeError("no curves today")
+
+    monkeypatch.setattr(plots, "_curves_json", broken)
+    packs.clear()
+    rec = submit(store, settings, arrays, {"metrics": ["adversarial_group_calibration", "mae"]})
+    assert run_job(store, settings, NUMPY, rec.id, token="t", worker_name="w") == "succeeded"
+    assert packs == [1]
+    assert store.get_curves(rec.id) is None
+    assert "not kept" in caplog.text

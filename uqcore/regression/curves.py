@@ -520,6 +520,7 @@ for _spec in (
         _group,
         GroupCalibrationCurve,
         integer_weights=True,
+        late=True,
         description="Worst calibration error of random groups against the group size",
     ),
     CurveSpec(

@@ -19,6 +19,7 @@ errors as numpy does, bit for bit (:func:`hypergeometric_group_errors`).
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import decimal
 import functools
 import math
@@ -96,7 +97,7 @@ def _start(batch: Batch, **options: Any) -> Callable[[], dict[str, Any] | None]:
     got = _prepared(batch, **options)
     if got is None:
         return lambda: None
-    return _background.submit(group_scores, got[0], got[1], **got[2])
+    return group_scores.submit(got[0], got[1], **got[2])
 
 
 @register(
@@ -350,35 +351,89 @@ def numba_uses_svml() -> bool:
 _RECENT: collections.OrderedDict[tuple[Any, ...], dict[str, Any]] = collections.OrderedDict()
 _RECENT_SIZE = 8
 _RECENT_LOCK = threading.Lock()
+#: The results being computed, by their inputs: a second call with the same inputs (the
+#: curve, while :func:`uqcore.evaluate` still draws the metric's groups in its helper thread)
+#: waits for the first instead of drawing them again.
+_PENDING: dict[tuple[Any, ...], concurrent.futures.Future[dict[str, Any]]] = {}
 
 _Scores = Callable[..., dict[str, Any]]
 
 
-def _kept(fn: _Scores) -> _Scores:
+class _Kept:
     """``fn(cats, expected, **options)``, a function of its inputs alone, with its last few
-    results kept by those inputs and returned again (as copies) for equal ones."""
+    results kept by those inputs and returned again (as copies) for equal ones; a call whose
+    inputs another thread is computing waits for that result. :meth:`submit` computes in the
+    helper thread (:mod:`uqcore._background`), the inputs being claimed at once in the
+    calling thread: a call made before the helper thread begins waits for it too."""
 
-    @functools.wraps(fn)
-    def kept(cats: np.ndarray[Any, Any], expected: np.ndarray[Any, Any], **options: Any) -> Any:
+    def __init__(self, fn: _Scores) -> None:
+        self.fn = fn
+        functools.update_wrapper(self, fn)  # its name, its doc, __wrapped__
+
+    def __call__(
+        self, cats: np.ndarray[Any, Any], expected: np.ndarray[Any, Any], **options: Any
+    ) -> dict[str, Any]:
+        return self.submit(cats, expected, now=True, **options)()
+
+    def submit(
+        self,
+        cats: np.ndarray[Any, Any],
+        expected: np.ndarray[Any, Any],
+        *,
+        now: bool = False,
+        **options: Any,
+    ) -> Callable[[], dict[str, Any]]:
+        """The result of ``fn(cats, expected, **options)``, kept, computed by another call
+        (then waited for), or computed here (``now``) or in the helper thread; the returned
+        callable waits for it and returns a copy (or raises its error)."""
         c = np.ascontiguousarray(cats)
         e = np.ascontiguousarray(expected, dtype=np.float64)
-        key = (c.dtype.str, c.tobytes(), e.tobytes(), *sorted(options.items()))
+        key = (self.fn, c.dtype.str, c.tobytes(), e.tobytes(), *sorted(options.items()))
+        other: concurrent.futures.Future[dict[str, Any]] | None = None
         with _RECENT_LOCK:
             held = _RECENT.get(key)
             if held is not None:
                 _RECENT.move_to_end(key)
-        if held is None:
-            held = fn(c, e, **options)
+            elif key in _PENDING:
+                other = _PENDING[key]
+            else:
+                mine: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+                _PENDING[key] = mine
+        if held is not None:
+            found = held
+            return lambda: _copy(found)
+        if other is not None:
+            waited = other
+            return lambda: _copy(waited.result())  # the other call's result, or its error
+
+        def compute() -> None:
+            try:
+                value = self.fn(c, e, **options)
+            except BaseException as exc:
+                with _RECENT_LOCK:
+                    del _PENDING[key]
+                mine.set_exception(exc)
+                return
             with _RECENT_LOCK:
-                _RECENT[key] = held
+                _RECENT[key] = value
                 while len(_RECENT) > _RECENT_SIZE:
                     _RECENT.popitem(last=False)
-        return {k: list(v) if isinstance(v, list) else v for k, v in held.items()}
+                del _PENDING[key]
+            mine.set_result(value)
 
-    return kept
+        if now:
+            compute()
+        else:
+            _background.submit(compute)
+        return lambda: _copy(mine.result())
 
 
-@_kept
+def _copy(held: dict[str, Any]) -> dict[str, Any]:
+    """A caller's copy of a kept result (its lists copied)."""
+    return {k: list(v) if isinstance(v, list) else v for k, v in held.items()}
+
+
+@_Kept
 def group_scores(
     cats: np.ndarray[Any, Any],
     expected: np.ndarray[Any, Any],
@@ -394,7 +449,7 @@ def group_scores(
     """The result of :func:`adversarial_group_calibration` from the category totals ``cats``
     (validated options; also the stability engine's per-resample form, whose totals come from
     cumulative weights along the PIT order). A function of its inputs alone (the draws are
-    seeded): the last few results are kept (:func:`_kept`)."""
+    seeded): the last few results are kept (:class:`_Kept`)."""
     n_rows = int(cats.sum())
     rng = np.random.default_rng(seed)
     ratios = np.linspace(0.0, 1.0, n_bins)

@@ -3,7 +3,11 @@ in distribution with Uncertainty Toolbox's unseeded procedure."""
 
 from __future__ import annotations
 
+import concurrent.futures
+import dataclasses
 import math
+import threading
+import time
 import warnings
 from typing import Any
 
@@ -11,9 +15,9 @@ import matplotlib
 import numpy as np
 import pytest
 
-from uqcore import UQValidationError, metric
+from uqcore import UQValidationError, evaluate, metric
 from uqcore import predictions as P
-from uqcore.curves import curves
+from uqcore.curves import CURVES, curves
 from uqcore.regression import group_calibration as gc
 
 matplotlib.use("Agg")
@@ -57,7 +61,7 @@ def test_the_curve_reuses_the_draws_of_the_metric(monkeypatch: pytest.MonkeyPatc
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(gc, "group_scores", gc._kept(counted))
+    monkeypatch.setattr(gc, "group_scores", gc._Kept(counted))
     gc._RECENT.clear()
     a = metric(NAME, pred, y, seed=7)
     curve = curves(pred, y, ["group_calibration"], seed=7)["group_calibration"]
@@ -68,6 +72,109 @@ def test_the_curve_reuses_the_draws_of_the_metric(monkeypatch: pytest.MonkeyPatc
     assert len(calls) == 1
     metric(NAME, pred, y, seed=8)  # other inputs: drawn
     assert len(calls) == 2
+
+
+def test_a_call_waits_for_the_same_inputs_drawn_in_another_thread() -> None:
+    """The curve, computed while evaluate's helper thread still draws the metric's groups,
+    waits for that result instead of drawing the same groups again; an error reaches both
+    calls, and the next call computes afresh."""
+    started, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    def slow(cats: Any, expected: Any, *, fail: bool = False) -> dict[str, Any]:
+        calls.append(1)
+        started.set()
+        assert release.wait(30)
+        if fail:
+            raise UQValidationError("no groups")
+        return {"value": float(cats.sum()), "score_mean": [1.0, 2.0]}
+
+    kept = gc._Kept(slow)
+    cats, expected = np.arange(5), np.full(5, 0.2)
+    for fail in (False, True):
+        gc._RECENT.clear()
+        calls.clear()
+        started.clear()
+        release.clear()
+        out: dict[str, Any] = {}
+
+        def first(fail: bool = fail, out: dict[str, Any] = out) -> None:
+            try:
+                out["first"] = kept(cats, expected, fail=fail)
+            except UQValidationError as exc:
+                out["first"] = exc
+
+        t = threading.Thread(target=first)
+        t.start()
+        assert started.wait(30)
+        waiter = concurrent.futures.ThreadPoolExecutor(1)
+        second = waiter.submit(kept, cats, expected, fail=fail)
+        time.sleep(0.05)
+        assert not second.done()  # waiting for the first call, not computing
+        release.set()
+        t.join(30)
+        waiter.shutdown()
+        assert len(calls) == 1
+        if fail:
+            assert isinstance(out["first"], UQValidationError)
+            with pytest.raises(UQValidationError, match="no groups"):
+                second.result()
+            assert not gc._PENDING
+            with pytest.raises(UQValidationError):
+                kept(cats, expected, fail=True)  # not kept: computed again
+            assert len(calls) == 2
+        else:
+            assert out["first"] == second.result() == {"value": 10.0, "score_mean": [1.0, 2.0]}
+            assert out["first"]["score_mean"] is not second.result()["score_mean"]  # copies
+            assert not gc._PENDING
+
+
+def test_evaluate_computes_the_curves_and_its_callers_work_while_the_groups_are_drawn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """evaluate's curves and ``meanwhile`` run while the metric draws in its helper thread;
+    the group calibration curve (``late``: computed last) waits for the metric's draws rather
+    than drawing them again."""
+    pred, y, _, _ = _data(2000, 6)
+    real = gc.group_scores.__wrapped__  # type: ignore[attr-defined]
+    order: list[str] = []
+    release = threading.Event()
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        release.wait(30)
+        order.append("groups drawn")
+        return real(*args, **kwargs)
+
+    pit_spec = CURVES["pit_histogram"]
+
+    def pit(*args: Any, **kwargs: Any) -> Any:
+        order.append("pit_histogram")
+        return pit_spec.compute(*args, **kwargs)
+
+    monkeypatch.setattr(gc, "group_scores", gc._Kept(counted))
+    monkeypatch.setitem(CURVES, "pit_histogram", dataclasses.replace(pit_spec, compute=pit))
+    gc._RECENT.clear()
+    rep = evaluate(
+        pred,
+        y,
+        [NAME, "mae"],
+        curves=["pit_histogram"],
+        meanwhile=lambda: (order.append("meanwhile"), release.set()),
+    )
+    assert order == ["pit_histogram", "meanwhile", "groups drawn"]
+    assert list(rep.curves) == ["pit_histogram"]
+
+    # The late curve waits for the metric's draws (released 0.3 s after the start).
+    order.clear()
+    release.clear()
+    gc._RECENT.clear()
+    timer = threading.Timer(0.3, release.set)
+    timer.start()
+    rep = evaluate(pred, y, [NAME, "mae"], curves=["group_calibration", "pit_histogram"])
+    timer.join()
+    assert order == ["pit_histogram", "groups drawn"]  # drawn once, for both
+    assert list(rep.curves) == ["group_calibration", "pit_histogram"]  # the order asked
+    assert list(rep.curves["group_calibration"].score_mean) == rep[NAME]["score_mean"]
 
 
 @pytest.mark.parametrize("cali", [("mean_abs", "ece"), ("root_mean_sq", "rmsce")])
@@ -166,7 +273,7 @@ def test_evaluate_finishes_it_after_the_others_with_the_same_value(
         threads.append(threading.current_thread().name)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(gc, "group_scores", where)
+    monkeypatch.setattr(gc, "group_scores", gc._Kept(where))
     gc._RECENT.clear()
     on = evaluate(pred, y, params={NAME: {"seed": 5}})
     assert threads and threads[0].startswith("uqcore-bg")
@@ -198,6 +305,6 @@ def test_evaluate_reports_its_undefined_value_and_raises_its_error(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("drawn badly")
 
-    monkeypatch.setattr(gc, "group_scores", broken)
+    monkeypatch.setattr(gc, "group_scores", gc._Kept(broken))
     with pytest.raises(RuntimeError, match="drawn badly"):
         evaluate(pred, y, [NAME, "ece"])
