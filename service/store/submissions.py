@@ -377,14 +377,18 @@ class SubmissionStore(StoreBase):
         """Drop an idempotency mapping (rollback of a submission that was never enqueued)."""
         self._call(lambda: self.client.delete(keys.idempotency(owner, sha256_hex(idempotency_key))))
 
-    def queue_position(self, sub_id: str) -> int | None:
-        """0-based position among the queued jobs of its queue; None if not queued."""
+    def queue_position(self, sub_id: str, queue: str | None = None) -> int | None:
+        """0-based position among the queued jobs of its queue (``queue``: that queue, known
+        to the caller, else read from the record); None if not queued."""
 
         def read() -> int | None:
-            queue = self.client.hget(keys.submission(sub_id), "queue")
-            if queue is None:
-                return None
-            rank: Any = self.client.zrank(keys.queued(decode(queue)), sub_id)
+            name = queue
+            if name is None:
+                raw = self.client.hget(keys.submission(sub_id), "queue")
+                if raw is None:
+                    return None
+                name = decode(raw)
+            rank: Any = self.client.zrank(keys.queued(name), sub_id)
             return None if rank is None else int(rank)
 
         return self._call(read)

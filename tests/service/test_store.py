@@ -245,6 +245,7 @@ def test_submission_round_trip_and_listing(store: Store) -> None:
     assert store.queue_position(a1.id) == 0
     assert store.queue_position(a2.id) == 1
     assert store.queue_position(b1.id) == 0
+    assert store.queue_position(a2.id, a2.queue) == 1  # the queue known: one read fewer
     assert store.queue_depths() == {"cpu": 2, "gpu": 1}
 
     store.mark_running(a1.id, "w1", 5.0, 3)

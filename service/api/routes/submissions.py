@@ -143,7 +143,8 @@ def summary(record: SubmissionRecord) -> SubmissionSummary:
 
 
 def detail(store: Store, record: SubmissionRecord, *, with_result: bool = True) -> SubmissionDetail:
-    position = store.queue_position(record.id) if record.status == "queued" else None
+    queued = record.status == "queued"
+    position = store.queue_position(record.id, record.queue) if queued else None
     result = store.get_result(record.id) if with_result and record.status == "succeeded" else None
     return _detail(record, position, result)
 
@@ -270,7 +271,8 @@ def _submit(
             field="Idempotency-Key",
             code="idempotency_conflict",
         ) from None
-    position = store.queue_position(record.id) if record.status == "queued" else None
+    queued = record.status == "queued"
+    position = store.queue_position(record.id, record.queue) if queued else None
     return record, created, position
 
 
