@@ -137,6 +137,19 @@ def own_store(settings: Settings) -> Iterator[tuple[Settings, Store]]:
         store.close()
 
 
+def _assert_kept_curves(store: Store, sub_id: str, arrays: dict[str, np.ndarray]) -> None:
+    """The curves kept for the submission's plots are uqcore's curves of its Gaussian batch."""
+    kept = store.get_curves(sub_id)
+    assert kept is not None
+    pred = build_prediction("gaussian", {f: arrays[f] for f in ("mean", "std")})
+    notes: list[str] = []
+    want = {
+        name: json_safe(curve_to_json(c), name, notes)
+        for name, c in curves(pred, arrays["y"], seed=0).items()
+    }
+    assert json.loads(zlib.decompress(kept)) == json.loads(json.dumps(want))
+
+
 def test_a_large_job_writes_its_result_before_keeping_its_curves(
     own_store: tuple[Settings, Store],
 ) -> None:
@@ -167,15 +180,7 @@ def test_a_large_job_writes_its_result_before_keeping_its_curves(
         job.join(timeout=300)
     assert outcome == ["succeeded"]
     assert seen_before_curves, "the result was written after the curves"
-    kept = store.get_curves(rec.id)
-    assert kept is not None
-    pred = build_prediction("gaussian", {f: arrays[f] for f in ("mean", "std")})
-    notes: list[str] = []
-    want = {
-        name: json_safe(curve_to_json(c), name, notes)
-        for name, c in curves(pred, arrays["y"], seed=0).items()
-    }
-    assert json.loads(zlib.decompress(kept)) == json.loads(json.dumps(want))
+    _assert_kept_curves(store, rec.id, arrays)
 
 
 def test_a_small_job_packs_its_curves_while_its_metrics_finish(
@@ -202,15 +207,7 @@ def test_a_small_job_packs_its_curves_while_its_metrics_finish(
     result = store.get_result(rec.id)
     assert result is not None
     assert result["provenance"]["timings_s"]["plot_curves"] > 0
-    kept = store.get_curves(rec.id)
-    assert kept is not None
-    pred = build_prediction("gaussian", {f: arrays[f] for f in ("mean", "std")})
-    notes: list[str] = []
-    want = {
-        name: json_safe(curve_to_json(c), name, notes)
-        for name, c in curves(pred, arrays["y"], seed=0).items()
-    }
-    assert json.loads(zlib.decompress(kept)) == json.loads(json.dumps(want))
+    _assert_kept_curves(store, rec.id, arrays)
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         packs.append(1)
