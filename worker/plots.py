@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
+from celery.exceptions import SoftTimeLimitExceeded
 
 from service.kinds import ESTIMATE_PREFIX, KIND_FIELDS, build_prediction, target_field, task_of
 from service.plots import (
@@ -112,6 +113,8 @@ def pack_curves(
         drawn = _curves_json(kind, arrays, seed, prediction=prediction)
         doc = orjson.dumps(drawn)  # NaN-free already (json_safe); the same values as json
         return zlib.compress(doc, CURVES_ZLIB_LEVEL)
+    except SoftTimeLimitExceeded:
+        raise  # the job's time is up (packed within its evaluation): it fails as such
     except Exception:
         log.exception("curves of %s not kept", sub_id)
         return None

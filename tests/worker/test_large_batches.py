@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 
 import worker.evaluation as evaluation
 from service.analyses import Analyses
@@ -220,3 +221,12 @@ def test_a_small_job_packs_its_curves_while_its_metrics_finish(
     assert packs == [1]
     assert store.get_curves(rec.id) is None
     assert "not kept" in caplog.text
+
+    def late(*args: Any, **kwargs: Any) -> Any:
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(plots, "_curves_json", late)
+    rec = submit(store, settings, arrays, {"metrics": ["adversarial_group_calibration", "mae"]})
+    assert run_job(store, settings, NUMPY, rec.id, token="t", worker_name="w") == "failed"
+    failed = store.get_submission(rec.id)
+    assert failed is not None and "time limit" in (failed.error or "")
