@@ -32,6 +32,7 @@ from service.settings import Settings
 
 __all__ = [
     "CHUNK_ROWS",
+    "MEMORY_BODY_BYTES",
     "GunzipTo",
     "Sink",
     "Spool",
@@ -47,6 +48,11 @@ CHUNK_ROWS = 1 << 20
 INLINE_MEMBER_BYTES = 1 << 20
 #: Bytes copied at a time from the request stream or an archive member.
 COPY_BYTES = 1 << 20
+#: An NPZ body of at most this many bytes (declared Content-Length, not gzip-encoded) is read
+#: into memory rather than spooled to a file: a file and a directory per request cost more
+#: than the bytes (a 10^4-row Gaussian is 240 kB). Its members are read as a spooled body's
+#: are (a deflated member inflating past INLINE_MEMBER_BYTES goes to a file).
+MEMORY_BODY_BYTES = 1 << 20
 
 
 def scratch_dir(settings: Settings) -> Path:
@@ -58,11 +64,25 @@ def scratch_dir(settings: Settings) -> Path:
 
 
 class Spool:
-    """A private directory for one request's files, removed (with them) by :meth:`close`."""
+    """A private directory for one request's files, removed (with them) by :meth:`close`;
+    made when first used (a small body read in memory may need none)."""
 
     def __init__(self, settings: Settings) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="spool-", dir=scratch_dir(settings)))
+        self._settings = settings
+        self._dir: Path | None = None
         self._n = 0
+
+    @property
+    def dir(self) -> Path:
+        """The directory (made now if it is not yet)."""
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="spool-", dir=scratch_dir(self._settings)))
+        return self._dir
+
+    @property
+    def used(self) -> bool:
+        """Whether the directory was made (so :meth:`close` has something to remove)."""
+        return self._dir is not None
 
     def path(self, suffix: str = "") -> Path:
         """A new file name in the directory."""
@@ -70,7 +90,8 @@ class Spool:
         return self.dir / f"{self._n}{suffix}"
 
     def close(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> Spool:
         return self

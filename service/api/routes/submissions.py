@@ -8,8 +8,11 @@ exactly like an unknown id; an admin key reads and changes every submission.
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import pathlib
+from collections.abc import Callable
 from dataclasses import replace
 from typing import IO, Annotated, Any
 
@@ -42,7 +45,7 @@ from service.api.schemas import (
     SubmissionSummary,
     SubmissionUpdate,
 )
-from service.api.spool import Spool, spool_body
+from service.api.spool import MEMORY_BODY_BYTES, Spool, spool_body
 from service.api.upload_blobs import stored_arrays
 from service.api.validation import ValidSubmission, validate
 from service.memory import benchmark_shapes, estimate_job, job_memory_budget, over_budget
@@ -170,16 +173,16 @@ def _check_json(body: bytes, settings: Settings, store: Store) -> ValidSubmissio
 
 
 def check_npz(
-    path: pathlib.Path | IO[bytes],
+    path: pathlib.Path | IO[bytes] | bytes,
     digest: str,
     settings: Settings,
     store: Store,
     spool: Spool,
     max_bytes: int,
 ) -> ValidSubmission:
-    """The spooled NPZ body at ``path`` or a seekable file object (an upload's parts), whose
-    body hash is ``digest``, decoded and validated, its large arrays memory-mapped from files
-    of ``spool``."""
+    """The spooled NPZ body at ``path``, a seekable file object (an upload's parts) or the
+    bytes of a small body, whose body hash is ``digest``, decoded and validated, its large
+    arrays memory-mapped from files of ``spool``."""
     sub = decode_npz(path, max_bytes=max_bytes, spool=spool)
     sub.body_hash = digest
     valid = _check(sub, settings, store)
@@ -218,6 +221,21 @@ def _check_memory(valid: ValidSubmission, bench: Any, settings: Settings) -> Non
     reason = over_budget(estimate, job_memory_budget(settings))
     if reason is not None:
         raise ApiError(422, reason, field="analyses", code="over_memory_budget")
+
+
+def _checked_submit(
+    store: Store,
+    settings: Settings,
+    key: ApiKeyRecord,
+    valid: ValidSubmission | Callable[[], ValidSubmission],
+    idempotency_key: str | None,
+) -> tuple[SubmissionRecord, bool, int | None]:
+    """:func:`_submit` of ``valid`` (checked first when it is the callable that checks it),
+    its callback URL checked before (it resolves the host: blocking)."""
+    checked = valid() if callable(valid) else valid
+    if checked.callback_url is not None:
+        check_callback(store, settings, key, checked.callback_url)
+    return _submit(store, settings, key, checked, idempotency_key)
 
 
 def _submit(
@@ -336,22 +354,42 @@ async def create_submission(
         del body  # the arrays live on in ``valid``; the raw bytes can go
         return await accept(request, store, settings, key, valid, idempotency_key)
     spool = Spool(settings)
+    length = request.headers.get("content-length")
     try:
-        path = spool.path(".npz")
-        _size, digest = await spool_body(
-            request.stream(),
-            path,
-            content_length=request.headers.get("content-length"),
-            limit=settings.max_body_bytes,
-            gzip=gzip,
-            prefix=b"npz\0",
+        source: pathlib.Path | bytes
+        if not gzip and _declared(length) <= min(MEMORY_BODY_BYTES, settings.max_body_bytes):
+            # A small body: in memory (its hash as a spooled body's, the same bytes after
+            # the same prefix); a member inflating past the inline size still goes to a file.
+            source = await read_limited(
+                request.stream(), content_length=length, limit=MEMORY_BODY_BYTES, gzip=False
+            )
+            digest = body_hash("npz", source)
+        else:
+            source = spool.path(".npz")
+            _size, digest = await spool_body(
+                request.stream(),
+                source,
+                content_length=length,
+                limit=settings.max_body_bytes,
+                gzip=gzip,
+                prefix=b"npz\0",
+            )
+        check = functools.partial(
+            check_npz, source, digest, settings, store, spool, settings.max_body_bytes
         )
-        valid = await run_in_threadpool(
-            check_npz, path, digest, settings, store, spool, settings.max_body_bytes
-        )
-        return await accept(request, store, settings, key, valid, idempotency_key)
+        return await accept(request, store, settings, key, check, idempotency_key)
     finally:
-        await run_in_threadpool(spool.close)
+        if spool.used:
+            await run_in_threadpool(spool.close)
+
+
+def _declared(length: str | None) -> int | float:
+    """The declared Content-Length as a number (infinite when absent or not a number: such a
+    body is spooled, and :func:`spool_body` answers a bad one)."""
+    try:
+        return int(length) if length is not None else math.inf
+    except ValueError:
+        return math.inf
 
 
 async def accept(
@@ -359,14 +397,13 @@ async def accept(
     store: Store,
     settings: Settings,
     key: ApiKeyRecord,
-    valid: ValidSubmission,
+    valid: ValidSubmission | Callable[[], ValidSubmission],
     idempotency_key: str | None,
 ) -> JSONResponse:
-    """Store and queue ``valid``: the 202 answer of ``POST /v1/submissions``."""
-    if valid.callback_url is not None:
-        await run_in_threadpool(check_callback, store, settings, key, valid.callback_url)
+    """Store and queue ``valid`` (or what the callable ``valid`` checks: checked, stored and
+    queued in one call off the event loop): the 202 answer of ``POST /v1/submissions``."""
     record, created, position = await run_in_threadpool(
-        _submit, store, settings, key, valid, idempotency_key
+        _checked_submit, store, settings, key, valid, idempotency_key
     )
     url = status_url(request, record.id)
     accepted = SubmissionAccepted(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import io
 import json
@@ -464,11 +465,11 @@ async def complete_upload(
                 )
                 answer = benchmark_routes.created(record)
             else:
-                valid = await run_in_threadpool(
+                check = functools.partial(
                     submission_routes.check_npz, body, digest, settings, store, spool, limit
                 )
                 answer = await submission_routes.accept(
-                    request, store, settings, key, valid, idempotency_key
+                    request, store, settings, key, check, idempotency_key
                 )
         finally:
             if not isinstance(body, FilePath):
