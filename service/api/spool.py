@@ -3,7 +3,8 @@
 A body of ``POST /v1/submissions``, ``POST /v1/benchmarks`` or a resumable upload's part is
 written to a file in a per-request directory under the setting ``scratch_dir`` as it arrives
 (gzip decoded on the way), counted against its limit, and hashed; it is never held whole in
-memory. An NPZ archive is then read from that file member by member (stored and deflated
+memory (but for an NPZ submission of at most :data:`MEMORY_BODY_BYTES`, read in memory: a file
+per request would cost more than its bytes). An NPZ archive is then read from that file member by member (stored and deflated
 members alike stream out of :mod:`zipfile`) into one ``.npy`` file per member, which is
 memory-mapped read-only for validation. Validation reads the arrays in blocks of
 :data:`CHUNK_ROWS` rows and gives the pages of each block back after use (:func:`release`),

@@ -87,8 +87,8 @@ Two body formats:
 
 Either may be sent with `Content-Encoding: gzip`; the body size limit applies to the bytes
 received and to the decompressed content, while the body streams in (413, chunked bodies
-included). An NPZ body is spooled to disk and validated from there in blocks of rows; a large
-one may instead be sent in parts with checksums, resumably (`POST /v1/uploads`).
+included). An NPZ body over 1 MiB is spooled to disk and validated from there in blocks of
+rows; a large one may instead be sent in parts with checksums, resumably (`POST /v1/uploads`).
 """
 
 _REQUEST_BODY: dict[str, Any] = {
