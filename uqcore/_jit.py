@@ -1004,6 +1004,54 @@ def _first_not_below(grid: NDArray, v: float) -> int:
     return lo
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _guess(v: float, g0: float, scale: float, k: int) -> int:
+    """The index of ``v`` among ``k`` thresholds evenly spaced from ``g0``, ``scale`` per
+    unit (clipped to [0, k]; only a starting point of the search)."""
+    t = (v - g0) * scale
+    if not t > 0.0:
+        return 0
+    if t >= k:
+        return k
+    i = int(t)  # t in (0, k): its ceiling
+    return i + 1 if i < t else i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _first_not_below_near(grid: NDArray, v: float, guess: int) -> int:
+    """:func:`_first_not_below` of a number ``v`` (not NaN), searched from the index
+    ``guess`` outwards (doubling steps, then bisection of the bracket found): the same index
+    whatever the guess, in a few comparisons when the guess is close (a grid of evenly spaced
+    thresholds, where it is v's position by arithmetic)."""
+    k: int = grid.shape[0]
+    i = min(max(guess, 0), k)
+    if i < k and grid[i] < v:  # the answer is after i
+        lo = i + 1
+        step = 1
+        j = lo
+        while j < k and grid[j] < v:
+            lo = j + 1
+            step <<= 1
+            j = lo + step - 1
+        hi = min(j, k)
+    else:  # the answer is i or before it
+        hi = i
+        step = 1
+        j = hi - 1
+        while j >= 0 and not grid[j] < v:
+            hi = j
+            step <<= 1
+            j = hi - step
+        lo = max(j + 1, 0)
+    while lo < hi:  # grid[lo - 1] < v (or lo = 0); grid[hi] >= v (or hi = k)
+        mid = (lo + hi) >> 1
+        if grid[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 @njit(cache=True, nogil=True)
 def elementary_score_bins(
     x: NDArray,
@@ -1023,11 +1071,20 @@ def elementary_score_bins(
     to the last bit, in one pass without the per-row temporaries."""
     k = grid.shape[0]
     weighted = w.shape[0] == x.shape[0]
+    # where a value falls if the thresholds are evenly spaced: the searches start there
+    g0 = grid[0] if k else 0.0
+    span = grid[k - 1] - g0 if k else 0.0
+    scale = (k - 1) / span if k > 1 and span > 0.0 and span < np.inf else 0.0
     for i in range(x.shape[0]):
         xi, yi = x[i], y[i]
         below = yi < xi
-        first = _first_not_below(grid, min(xi, yi))
-        stop = _first_not_below(grid, max(xi, yi))
+        low, high = min(xi, yi), max(xi, yi)
+        if low != low or high != high:  # NaN: no guess (numpy's order puts it last)
+            first = _first_not_below(grid, low)
+            stop = _first_not_below(grid, high)
+        else:
+            first = _first_not_below_near(grid, low, _guess(low, g0, scale, k))
+            stop = _first_not_below_near(grid, high, _guess(high, g0, scale, k))
         wi = w[i] if weighted else 1.0
         c = wi * (1.0 - level) if below else wi * level
         if first >= stop:

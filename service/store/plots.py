@@ -91,9 +91,10 @@ class PlotStore(StoreBase):
         return None if data is None else bytes(data)
 
     def put_curves(self, sub_id: str, data: bytes) -> None:
-        """Keep the curves a submission's plots are drawn from (zlib-compressed JSON), in the
-        blob store (tens of kB: too much for Redis' budget per submission); they live as long
-        as the submission (see :mod:`service.store.blobsweep`)."""
+        """Keep the curves a submission's plots are drawn from (the bytes of
+        ``worker.plots.encode_curves``), in the blob store (tens of kB: too much for Redis'
+        budget per submission); they live as long as the submission (see
+        :mod:`service.store.blobsweep`)."""
         self.track_blobs(keys.curves_blobs(sub_id), time.time() + self.blob_grace_s)
         self._call(lambda: self.blobs.put_bytes(_curves_blob(sub_id), data))
 

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import numpy as np
+import pytest
 
 from service.kinds import KIND_FIELDS, build_prediction, task_of
 from service.store import TERMINAL, Store
@@ -400,15 +401,21 @@ def test_concurrent_misses_queue_one_render_and_wait_bounded(idle_settings: Any)
         store.close()
 
 
+@pytest.mark.parametrize("form", ["current", "legacy", "damaged"])
 def test_curve_plots_outlive_the_raw_arrays(
-    api: TestClient, submitter: dict[str, str], store: Store, worker: Any
+    api: TestClient, submitter: dict[str, str], store: Store, worker: Any, form: str
 ) -> None:
     """The job keeps the curves at its end; once the raw arrays are gone (their retention
     ended: deleted here), every listed curve plot is still drawn, from those curves, and
-    they are the curves uqcore computes from the prediction."""
+    they are the curves uqcore computes from the prediction. Curves kept by earlier versions
+    (zlib-compressed JSON) draw the same; kept curves that cannot be read are drawn from the
+    arrays while those are kept."""
     import zlib
 
+    import orjson
+
     from service import keys
+    from worker.plots import decode_curves
 
     doc = submit_regression(api, submitter)
     sub = doc["id"]
@@ -420,11 +427,16 @@ def test_curve_plots_outlive_the_raw_arrays(
     pred = build_prediction("gaussian", {f: np.asarray(a[f]) for f in KIND_FIELDS["gaussian"]})
     want = curves(pred, a["y"], groups=a["groups"], seed=2)
     notes: list[str] = []
-    assert json.loads(zlib.decompress(kept)) == {
+    assert decode_curves(kept) == {
         n: json_safe(curve_to_json(c), n, notes) for n, c in want.items()
     }
-    store.client.delete(keys.arrays(sub))
-    assert store.load_arrays(sub) is None
+    if form == "legacy":
+        store.put_curves(sub, zlib.compress(orjson.dumps(decode_curves(kept))))
+    if form == "damaged":
+        store.put_curves(sub, kept[:-1])
+    else:
+        store.client.delete(keys.arrays(sub))
+        assert store.load_arrays(sub) is None
     curve_plots = [p for p in doc["result"]["plots"] if PLOTS[p["name"]].curves]
     assert curve_plots
     load_all(api, submitter, curve_plots)

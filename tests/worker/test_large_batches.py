@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from uqcore.report import json_safe
 from worker.backend import Backend
 from worker.evaluation import compute
 from worker.execution import CURVES_AFTER_RESULT_ROWS, run_job
+from worker.plots import decode_curves
 
 NUMPY = Backend("numpy", "cpu", False)
 
@@ -148,7 +148,7 @@ def _assert_kept_curves(store: Store, sub_id: str, arrays: dict[str, np.ndarray]
         name: json_safe(curve_to_json(c), name, notes)
         for name, c in curves(pred, arrays["y"], seed=0).items()
     }
-    assert json.loads(zlib.decompress(kept)) == json.loads(json.dumps(want))
+    assert decode_curves(kept) == json.loads(json.dumps(want))
 
 
 def test_a_large_job_writes_its_result_before_keeping_its_curves(

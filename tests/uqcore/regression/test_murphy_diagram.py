@@ -153,3 +153,62 @@ def test_compiled_sums_equal_numpys_to_the_bit(
     monkeypatch.setattr(score_curves, "kernels", lambda: None)
     want = elementary_scores(x, y, w, t, functional, a)
     assert np.array_equal(got, want)
+
+
+def _grids() -> list[np.ndarray]:
+    """Ascending grids the compiled search meets: evenly spaced (the default), uneven,
+    repeated values, one or two values, a span past float64's range (no guess)."""
+    rng = np.random.default_rng(7)
+    return [
+        np.linspace(-3.0, 3.0, 101),
+        np.linspace(1e6, 1e6 + 1e-3, 57),
+        np.sort(rng.normal(size=40)),
+        np.sort(np.round(rng.normal(size=60), 1)),
+        np.array([0.5]),
+        np.array([2.0, 2.0, 2.0]),
+        np.array([-1e308, 0.0, 1e308]),
+        np.concatenate([np.linspace(0.0, 1.0, 30), [50.0, 1e5]]),
+    ]
+
+
+@pytest.mark.skipif(score_curves.kernels() is None, reason="numba is not installed")
+@pytest.mark.parametrize("grid", _grids(), ids=range(len(_grids())))
+def test_compiled_search_from_any_guess_is_searchsorted(grid: np.ndarray) -> None:
+    """The compiled search started from any index (in range or not) finds what
+    ``searchsorted(side="left")`` finds: at, between, before and after the thresholds."""
+    from uqcore import _jit
+
+    k = grid.shape[0]
+    finite = grid[np.isfinite(grid)]
+    values = np.concatenate(
+        [grid, np.nextafter(grid, -np.inf), np.nextafter(grid, np.inf), [-np.inf, np.inf]]
+    )
+    lo, hi = max(finite.min(), -1e300), min(finite.max(), 1e300)
+    values = np.concatenate([values, np.linspace(lo - 1, hi + 1, 25)])
+    for v in values:
+        want = int(np.searchsorted(grid, v, side="left"))
+        for guess in range(-3, k + 4):
+            assert _jit._first_not_below_near(grid, float(v), guess) == want, (v, guess)
+
+
+@pytest.mark.skipif(score_curves.kernels() is None, reason="numba is not installed")
+@pytest.mark.parametrize("seed", range(12))
+def test_compiled_sums_on_even_grids_equal_numpys_to_the_bit(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the default grid (evenly spaced from the smallest to the largest value, where the
+    compiled search starts at each value's computed position), and on grids wider or
+    narrower than the data, the compiled sums equal numpy's exactly."""
+    rng = np.random.default_rng(500 + seed)
+    n = int(rng.integers(1, 3000))
+    x = rng.normal(size=n) * 10.0 ** rng.integers(-6, 7)
+    y = x + rng.standard_t(3, size=n) * np.abs(x).mean()
+    lo, hi = min(x.min(), y.min()), max(x.max(), y.max())
+    pad = (hi - lo) * [0.0, 0.3, -0.3][seed % 3]
+    t = np.linspace(lo - pad, hi + pad, int(rng.integers(2, 300)))
+    for functional in ("mean", "quantile"):
+        got = elementary_scores(x, y, None, t, functional, 0.3)
+        with monkeypatch.context() as m:
+            m.setattr(score_curves, "kernels", lambda: None)
+            want = elementary_scores(x, y, None, t, functional, 0.3)
+        assert np.array_equal(got, want)
