@@ -27,6 +27,11 @@ SOURCE_FIELD = "source"
 
 
 def _curves_blob(sub_id: str) -> str:
+    return f"{keys.curves_blobs(sub_id)}curves.bin"
+
+
+def _earlier_curves_blob(sub_id: str) -> str:
+    """Where earlier versions kept the curves (zlib-compressed JSON)."""
     return f"{keys.curves_blobs(sub_id)}curves.json.zz"
 
 
@@ -99,10 +104,13 @@ class PlotStore(StoreBase):
         self._call(lambda: self.blobs.put_bytes(_curves_blob(sub_id), data))
 
     def get_curves(self, sub_id: str) -> bytes | None:
-        try:
-            return self._call(lambda: self.blobs.get_bytes(_curves_blob(sub_id)))
-        except BlobNotFound:
-            pass
+        """The bytes :meth:`put_curves` kept (or earlier versions kept: in the blob store under
+        another name, or in Redis); None when none are kept."""
+        for name in (_curves_blob(sub_id), _earlier_curves_blob(sub_id)):
+            try:
+                return self._call(lambda n=name: self.blobs.get_bytes(n))  # type: ignore[misc]
+            except BlobNotFound:
+                pass
         # Kept in Redis by earlier versions.
         data: Any = self._call(lambda: self.client.get(keys.submission_curves(sub_id)))
         return None if data is None else bytes(data)

@@ -178,3 +178,16 @@ def test_curves_kept_in_redis_by_earlier_versions_are_still_read(bstore: Store) 
     assert bstore.get_curves(sub) == b"old curves"
     bstore.drop_curves(sub)
     assert bstore.get_curves(sub) is None
+
+
+def test_curves_kept_in_the_blob_store_by_earlier_versions_are_still_read(bstore: Store) -> None:
+    """Earlier versions kept the curves as ``curves.json.zz`` beside where they go now: read
+    while nothing newer is kept, deleted with the submission's curves."""
+    sub = submit(bstore)
+    bstore.blobs.put_bytes(f"{keys.curves_blobs(sub)}curves.json.zz", b"older curves")
+    assert bstore.get_curves(sub) == b"older curves"
+    bstore.put_curves(sub, b"new curves")
+    assert bstore.get_curves(sub) == b"new curves"
+    bstore.drop_curves(sub)
+    assert bstore.get_curves(sub) is None
+    assert list(bstore.blobs.list(keys.curves_blobs(sub))) == []
