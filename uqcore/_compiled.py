@@ -95,6 +95,32 @@ def _warm(jit: Any) -> None:
             counts, cum, counts, order, order, one, one, np.ones(3), np.ones(3), np.empty_like(cum)
         )
     jit.pav_unit(one)
+    # the CORP decomposition of the mean, a block of resamples: the weights along the
+    # forecasts' order as the block holds them (counts in a narrow integer type, or real)
+    for w_type in (np.uint8, np.uint16, np.int32, np.int64, np.float64):
+        jit.corp_mean_sums(
+            one,
+            one,
+            np.ones((1, 2), dtype=w_type),
+            np.empty((1, 4)),
+            np.empty(2),
+            np.empty(2),
+            np.empty(2, dtype=np.int64),
+        )
+    # the skill scores' climatological sums: cumulative weights of counts (int32, int64) or of
+    # real weights, a block of resamples
+    for cum_type in (np.int32, np.int64, np.float64):
+        for crps in (False, True):
+            jit.climatology_sums(
+                np.ones((1, 2), dtype=cum_type),
+                one[:1],
+                one,
+                np.ones(3),
+                np.ones(3),
+                one[:1],
+                crps,
+                np.empty(1),
+            )
     # the random groups of adversarial group calibration: a seeded generator, int64 totals,
     # the expected proportions as given (the calibration tally's are read-only), and the
     # read-only table of log(k!)

@@ -26,6 +26,8 @@ from numba.np.random import generator_core as _bit_generator
 
 __all__ = [
     "box_moments",
+    "climatology_sums",
+    "corp_mean_sums",
     "elementary_score_bins",
     "fill_log_factorials",
     "group_errors",
@@ -1101,6 +1103,139 @@ def elementary_score_bins(
         slope = c if below else -c
         out[2, first] += slope
         out[3, stop] += slope
+
+
+# -- the climatological references of the skill scores, a block of resamples at a time --------
+@njit(cache=True, nogil=True)
+def climatology_sums(
+    cum: NDArray,
+    total: NDArray,
+    taus: NDArray,
+    below: NDArray,
+    above: NDArray,
+    gaps: NDArray,
+    crps: bool,
+    out: NDArray,
+) -> None:
+    """out[r] = Σ_j gaps_j φ(F_j, G_j) for each resample r (a row of ``cum``, its cumulative
+    weights along the targets' order; j < len(gaps)), F_j = cum[r, j] / total[r] and
+    G_j = (total[r] − cum[r, j]) / total[r] as numpy computes them: φ = F·G (``crps``), else
+    G·below[k] + F·above[k] with k = ``searchsorted(taus, F, side="left")`` (the pinball sums
+    of :mod:`uqcore.stability.blocks.skill`). F grows along the order, so k is a pointer that
+    moves forward (and back, should F not grow), in one pass without the b × N temporaries of
+    the numpy path; its sum runs in row order (numpy's matrix product sums in its own order:
+    the two agree to rounding)."""
+    m = gaps.shape[0]
+    nk = taus.shape[0]
+    for r in range(cum.shape[0]):
+        tot = total[r]
+        acc = 0.0
+        k = 0
+        for j in range(m):
+            c = cum[r, j]
+            f = c / tot
+            g = (tot - c) / tot
+            if crps:
+                acc += gaps[j] * (f * g)
+                continue
+            while k < nk and taus[k] < f:
+                k += 1
+            while k > 0 and not taus[k - 1] < f:
+                k -= 1
+            acc += gaps[j] * (g * below[k] + f * above[k])
+        out[r] = acc
+
+
+# -- the CORP decomposition of the mean, a block of resamples at a time ------------------------
+@njit(cache=True, nogil=True)
+def corp_mean_sums(
+    xs: NDArray,
+    ys: NDArray,
+    w: NDArray,
+    out: NDArray,
+    block_w: NDArray,
+    block_s: NDArray,
+    block_end: NDArray,
+) -> None:
+    """For each resample r (a row of ``w``: its weights along the forecasts' ascending order;
+    ``xs``, ``ys``: the forecasts and the outcomes in that order) the sums of the CORP
+    decomposition of the mean (:func:`uqcore._isotonic.corp`), into out[r, :4]: the total
+    weight W, Σ w (x − y)², Σ w (x̂ − y)² and Σ w (y − ȳ)² with ȳ = Σ w y / W.
+
+    x̂ is the isotonic regression of y on x: tied forecasts one point of their summed weight and
+    weighted mean, pooled adjacent violators (a stack of blocks, each its weight, its weighted
+    sum and the row where it ends; a block whose mean is not below the next one's is merged
+    with it, the means compared by cross-multiplication); the rows of zero weight join a
+    block without changing it, as if left out. ``block_*``: workspace of N entries. Three
+    passes along the order, no gather; the sums run in row order (the per-resample path's
+    fit, scipy's PAVA, and its dot products round differently: the two agree to rounding)."""
+    n = xs.shape[0]
+    for r in range(w.shape[0]):
+        # the blocks below the current one are on the stack; the current one (cw, cs) is
+        # kept apart. A group of zero weight (0, 0) merges into it (0 >= 0): no branch on the
+        # weights, and a block's sums never change by it.
+        top = 0
+        cw = 0.0
+        cs = 0.0
+        i = 0
+        while i < n:
+            gx = xs[i]
+            gw = 0.0
+            gs = 0.0
+            j = i
+            while j < n and xs[j] == gx:
+                wj = float(w[r, j])
+                gw += wj
+                gs += wj * ys[j]
+                j += 1
+            # the current block's mean not below the group's (weights >= 0: no division)
+            if cs * gw >= gs * cw:
+                gw += cw
+                gs += cs
+                while top > 0 and block_s[top - 1] * gw >= gs * block_w[top - 1]:
+                    top -= 1
+                    gw += block_w[top]
+                    gs += block_s[top]
+            else:
+                block_w[top] = cw
+                block_s[top] = cs
+                top += 1
+            cw = gw
+            cs = gs
+            block_end[top] = j
+            i = j
+        block_w[top] = cw
+        block_s[top] = cs
+        top += 1
+        total = 0.0
+        wy = 0.0
+        s_x = 0.0
+        s_hat = 0.0
+        i = 0
+        for k in range(top):
+            # (a block of zero weight holds rows of zero weight only: all of them)
+            fit = block_s[k] / block_w[k] if block_w[k] > 0.0 else 0.0
+            end = block_end[k]
+            while i < end:  # a row of zero weight adds exact zeros (finite inputs)
+                wi = float(w[r, i])
+                yi = ys[i]
+                total += wi
+                wy += wi * yi
+                d = xs[i] - yi
+                s_x += wi * (d * d)
+                d = fit - yi
+                s_hat += wi * (d * d)
+                i += 1
+        s_ref = 0.0
+        if total > 0.0:
+            mean = wy / total
+            for i in range(n):
+                d = ys[i] - mean
+                s_ref += float(w[r, i]) * (d * d)
+        out[r, 0] = total
+        out[r, 1] = s_x
+        out[r, 2] = s_hat
+        out[r, 3] = s_ref
 
 
 # -- the box moments of the HSIC kernel sum ----------------------------------------------------

@@ -15,12 +15,13 @@ distribution of y:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from uqcore._backend import argsort_host, to_numpy
+from uqcore._compiled import kernels
 from uqcore._validation import UQValidationError
 from uqcore.registry import NO_TERMS, get
 from uqcore.regression import scoring
@@ -35,27 +36,70 @@ from uqcore.stability.blocks.context import (
 
 __all__ = ["skill"]
 
-#: φ(F, G) evaluated on the block's b × (N − 1) fractions.
-Phi = Callable[[FloatArray, FloatArray], FloatArray]
+
+class Phi:
+    """φ(F, G) evaluated on the block's b × (N − 1) fractions: F·G (the CRPS, no levels), or
+    the pinball sum Σ_k c_k min((1 − τ_k)F, τ_k G) = G·below[k] + F·above[k] with k the number
+    of levels τ below F (as the implementation evaluates it)."""
+
+    def __init__(self, taus: FloatArray | None = None, coefs: FloatArray | None = None) -> None:
+        self.crps = taus is None
+        if taus is None or coefs is None:
+            self.taus = self.below = self.above = np.zeros(1)
+            return
+        order = np.argsort(taus)
+        t, c = taus[order], coefs[order]
+        self.taus = np.ascontiguousarray(t, dtype=np.float64)
+        self.below = np.concatenate([[0.0], np.cumsum(c * t)])
+        self.above = np.concatenate([np.cumsum((c * (1.0 - t))[::-1])[::-1], [0.0]])
+
+    def __call__(self, f: FloatArray, g: FloatArray) -> FloatArray:
+        if self.crps:
+            return f * g
+        k = np.searchsorted(self.taus, f, side="left")
+        out: FloatArray = g * self.below[k] + f * self.above[k]
+        return out
+
+    def sums(self, ctx: BlockContext, order: IntArray, gaps: FloatArray) -> FloatArray:
+        """Σ_j gaps_j φ(F_j, G_j) per resample of the block, F_j its cumulative weight
+        fraction along the targets' order up to gap j and G_j = 1 − F_j (computed as
+        (total − cum) / total): one compiled pass per resample
+        (:func:`uqcore._jit.climatology_sums`), else numpy's b × (N − 1) temporaries and one
+        matrix product (the two agree to rounding)."""
+        total = ctx.total
+        cum = ctx.cum("y", lambda: order)
+        jit = kernels()
+        if jit is not None and cum.flags.c_contiguous and cum.dtype in _CUM_TYPES:
+            out = np.empty(cum.shape[0])
+            jit.climatology_sums(
+                cum,
+                np.ascontiguousarray(total, dtype=np.float64),
+                self.taus,
+                self.below,
+                self.above,
+                gaps,
+                self.crps,
+                out,
+            )
+            return out
+        part = cum[:, :-1]
+        f = part / total[:, None]
+        g = (total[:, None] - part) / total[:, None]
+        ref: FloatArray = self(f, g) @ gaps
+        return ref
+
+
+#: The cumulative weights the compiled pass is compiled for (counts below and above 2^31,
+#: real weights).
+_CUM_TYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float64))
+
+#: φ of the CRPS: F·G.
+_CRPS = Phi()
 
 
 def _pinball_phi(taus: FloatArray, coefs: FloatArray) -> Phi:
     """φ(F, G) = Σ_k c_k min((1 − τ_k)F, τ_k G), as the implementation evaluates it."""
-    order = np.argsort(taus)
-    t, c = taus[order], coefs[order]
-    a = np.concatenate([[0.0], np.cumsum(c * t)])
-    b = np.concatenate([np.cumsum((c * (1.0 - t))[::-1])[::-1], [0.0]])
-
-    def phi(f: FloatArray, g: FloatArray) -> FloatArray:
-        k = np.searchsorted(t, f, side="left")
-        out: FloatArray = g * a[k] + f * b[k]
-        return out
-
-    return phi
-
-
-def _crps_phi(f: FloatArray, g: FloatArray) -> FloatArray:
-    return f * g
+    return Phi(taus, coefs)
 
 
 def _terms(keys: Keys, name: str, params: Mapping[str, Any]) -> FloatArray | None:
@@ -80,7 +124,7 @@ def _terms(keys: Keys, name: str, params: Mapping[str, Any]) -> FloatArray | Non
 def _reference(keys: Keys, name: str, params: Mapping[str, Any]) -> Phi | None:
     batch = keys.batch
     if name == "crps_skill":
-        return _crps_phi
+        return _CRPS
     if name == "check_score_skill":
         levels, _own = scoring._check_grid(batch, params.get("levels"))
         factor = 1.0 / levels.shape[0] if params.get("scaled", True) else 1.0
@@ -141,10 +185,7 @@ def skill(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | 
 
     def run(ctx: BlockContext) -> FloatArray:
         total = ctx.total
-        cum = ctx.cum("y", lambda: order)[:, :-1]
-        f = cum / total[:, None]
-        g = (total[:, None] - cum) / total[:, None]
-        ref = phi(f, g) @ gaps
+        ref = phi.sums(ctx, order, gaps)
         score = ctx.sums(col) / total
         ok = ref > 0.0
         return np.where(ok, 1.0 - score / np.where(ok, ref, 1.0), np.nan)
@@ -154,12 +195,7 @@ def skill(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | 
 
 def _spread(ctx: BlockContext, order: IntArray, gaps: FloatArray) -> FloatArray:
     """Σ_j g_j F_j G_j per resample: 0 exactly where the resample's targets are constant."""
-    total = ctx.total
-    cum = ctx.cum("y", lambda: order)[:, :-1]
-    f = cum / total[:, None]
-    g = (total[:, None] - cum) / total[:, None]
-    out: FloatArray = (f * g) @ gaps
-    return out
+    return _CRPS.sums(ctx, order, gaps)
 
 
 def _nll(
