@@ -86,7 +86,13 @@ def _compiled_mean(keys: Keys, part: str, level: float) -> BlockEvaluator:
         n = xs.shape[0]
         sums = np.empty((ctx.rows, 4))
         kernels().corp_mean_sums(
-            xs, ys, w, sums, np.empty(n), np.empty(n), np.empty(n, dtype=np.int64)
+            xs,
+            ys,
+            w,
+            sums,
+            keys.scratch(f"{tag}:block_w", (n,), np.float64),
+            keys.scratch(f"{tag}:block_s", (n,), np.float64),
+            keys.scratch(f"{tag}:block_end", (n,), np.int64),
         )
         total, s_x, s_hat, s_ref = (sums[:, k] for k in range(4))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
