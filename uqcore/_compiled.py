@@ -107,6 +107,17 @@ def _warm(jit: Any) -> None:
             np.empty(2),
             np.empty(2, dtype=np.int64),
         )
+    # size-stratified coverage: cumulative weights of counts (int32, int64) or real weights
+    for cum_type in (np.int32, np.int64, np.float64):
+        jit.strata_worst_coverage(
+            np.ones((1, 2), dtype=cum_type),
+            one,
+            np.ones(2, dtype=np.int64),
+            3,
+            np.empty(1),
+            np.empty(3),
+            np.empty(3),
+        )
     # the skill scores' climatological sums: cumulative weights of counts (int32, int64) or of
     # real weights, a block of resamples
     for cum_type in (np.int32, np.int64, np.float64):

@@ -40,6 +40,7 @@ __all__ = [
     "rank_sums",
     "ratio_order_stats",
     "scaled_table",
+    "strata_worst_coverage",
     "wis_rows",
 ]
 
@@ -1236,6 +1237,57 @@ def corp_mean_sums(
         out[r, 1] = s_x
         out[r, 2] = s_hat
         out[r, 3] = s_ref
+
+
+# -- size-stratified coverage, a block of resamples at a time ---------------------------------
+@njit(cache=True, nogil=True)
+def strata_worst_coverage(
+    cum: NDArray,
+    covered: NDArray,
+    last: NDArray,
+    bins: int,
+    out: NDArray,
+    weight: NDArray,
+    hits: NDArray,
+) -> None:
+    """The smallest coverage over the strata of each resample r (a row of ``cum``, its
+    cumulative weights along the widths' stable order; ``covered``: 1.0 where the row in that
+    order is covered, else 0.0; ``last``: the last position of each position's tie): a row's
+    stratum is k = ⌈bins · F − 10⁻⁹⌉ − 1 clipped to [0, bins − 1], F = cum[r, last] / W
+    computed as numpy computes it, and a stratum's weight and covered weight are the sums of
+    the rows' weights cum[r, j] − cum[r, j − 1] (exact integers for counts). Strata without
+    weight are left out. ``weight``, ``hits``: workspace of ``bins`` entries."""
+    n = cum.shape[1]
+    for r in range(cum.shape[0]):
+        for k in range(bins):
+            weight[k] = 0.0
+            hits[k] = 0.0
+        total = float(cum[r, n - 1])
+        if not total > 0.0:  # no weight: no stratum
+            out[r] = np.nan
+            continue
+        prev = 0.0
+        for j in range(n):
+            now = float(cum[r, j])
+            wj = now - prev
+            prev = now
+            f = float(cum[r, last[j]]) / total
+            f *= bins
+            f -= 1e-9
+            k = int(np.ceil(f)) - 1
+            if k < 0:
+                k = 0
+            elif k > bins - 1:
+                k = bins - 1
+            weight[k] += wj
+            hits[k] += wj * covered[j]
+        worst = np.inf
+        for k in range(bins):
+            if weight[k] > 0.0:
+                c = hits[k] / weight[k]
+                if c < worst:
+                    worst = c
+        out[r] = worst
 
 
 # -- the box moments of the HSIC kernel sum ----------------------------------------------------

@@ -4,7 +4,9 @@
   k = ⌈bins · F(width)⌉ − 1 with F the resample's weighted distribution function of the widths,
   read from the cumulative weights along the fixed (stable) order of the widths at the last
   row of each tie; the covered and total weight of each stratum are differences of cumulative
-  sums along that order (exact integers for integer weights). MAPIE's equal-count strata
+  sums along that order (exact integers for integer weights): one compiled pass per resample
+  (:func:`uqcore._jit.strata_worst_coverage`, the weights from the cumulative weights'
+  differences), else numpy's b × N passes. MAPIE's equal-count strata
   (``strata="mapie"``) split the resample's distinct rows, not its weights, and are evaluated
   resample by resample.
 """
@@ -17,10 +19,15 @@ from typing import Any
 import numpy as np
 
 from uqcore._backend import argsort_host
+from uqcore._compiled import kernels
 from uqcore.stability.blocks.context import BlockContext, BlockEvaluator, FloatArray, Keys
 from uqcore.stability.blocks.intervals import interval_arrays
 
 __all__ = ["size_stratified"]
+
+#: The cumulative weights the compiled pass is compiled for (counts below and above 2^31,
+#: real weights); others take the numpy path.
+_CUM_TYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float64))
 
 
 def size_stratified(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | None:
@@ -48,6 +55,11 @@ def size_stratified(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEv
 
     def run(ctx: BlockContext) -> FloatArray:
         cum = ctx.cum("ssc", lambda: order)
+        jit = kernels()
+        if jit is not None and cum.flags.c_contiguous and cum.dtype in _CUM_TYPES:
+            out = np.empty(ctx.rows)
+            jit.strata_worst_coverage(cum, covered, last, bins, out, np.empty(bins), np.empty(bins))
+            return out
         w = ctx.by("ssc", lambda: order)
         total = cum[:, -1].astype(np.float64)
         f = cum[:, last] / total[:, None]
