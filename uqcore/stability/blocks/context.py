@@ -42,6 +42,11 @@ def has_ties(values: FloatArray) -> bool:
     return bool(s.shape[0] > 1 and np.any(s[1:] == s[:-1]))
 
 
+#: The dtypes :meth:`BlockContext.cum` gives (counts below and above 2^31, real weights): the
+#: compiled block passes that read cumulative weights are compiled for these.
+CUM_TYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float64))
+
+
 def int_type(top: float) -> Any:
     """The narrowest signed integer type that holds values up to ``top``."""
     return np.int32 if top < 2**31 else np.int64

@@ -27,6 +27,7 @@ from uqcore.registry import NO_TERMS, get
 from uqcore.regression import scoring
 from uqcore.regression._intervals import interval_at
 from uqcore.stability.blocks.context import (
+    CUM_TYPES,
     BlockContext,
     BlockEvaluator,
     FloatArray,
@@ -69,7 +70,7 @@ class Phi:
         total = ctx.total
         cum = ctx.cum("y", lambda: order)
         jit = kernels()
-        if jit is not None and cum.flags.c_contiguous and cum.dtype in _CUM_TYPES:
+        if jit is not None and cum.flags.c_contiguous and cum.dtype in CUM_TYPES:
             out = np.empty(cum.shape[0])
             jit.climatology_sums(
                 cum,
@@ -88,10 +89,6 @@ class Phi:
         ref: FloatArray = self(f, g) @ gaps
         return ref
 
-
-#: The cumulative weights the compiled pass is compiled for (counts below and above 2^31,
-#: real weights).
-_CUM_TYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float64))
 
 #: φ of the CRPS: F·G.
 _CRPS = Phi()

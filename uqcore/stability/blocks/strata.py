@@ -20,14 +20,16 @@ import numpy as np
 
 from uqcore._backend import argsort_host
 from uqcore._compiled import kernels
-from uqcore.stability.blocks.context import BlockContext, BlockEvaluator, FloatArray, Keys
+from uqcore.stability.blocks.context import (
+    CUM_TYPES,
+    BlockContext,
+    BlockEvaluator,
+    FloatArray,
+    Keys,
+)
 from uqcore.stability.blocks.intervals import interval_arrays
 
 __all__ = ["size_stratified"]
-
-#: The cumulative weights the compiled pass is compiled for (counts below and above 2^31,
-#: real weights); others take the numpy path.
-_CUM_TYPES = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.float64))
 
 
 def size_stratified(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | None:
@@ -56,7 +58,7 @@ def size_stratified(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEv
     def run(ctx: BlockContext) -> FloatArray:
         cum = ctx.cum("ssc", lambda: order)
         jit = kernels()
-        if jit is not None and cum.flags.c_contiguous and cum.dtype in _CUM_TYPES:
+        if jit is not None and cum.flags.c_contiguous and cum.dtype in CUM_TYPES:
             out = np.empty(ctx.rows)
             jit.strata_worst_coverage(cum, covered, last, bins, out, np.empty(bins), np.empty(bins))
             return out
