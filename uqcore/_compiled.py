@@ -152,8 +152,15 @@ def _warm(jit: Any) -> None:
         for expectile in (True, False):
             sums = np.zeros((6, 3))
             jit.elementary_score_bins(frozen, frozen, weights, grid, 0.5, expectile, sums)
-    # HSIC's box moments: read-only views (frozen_float64)
+    # HSIC's box moments: read-only views (frozen_float64); and a block of resamples (the
+    # bootstrap's block path): the weights as the block holds them (counts in a narrow
+    # integer type, or real), whole and a resample's row
     jit.box_moments(frozen, frozen, 0.0, 0.125, 3)
+    for w_type in (np.uint8, np.uint16, np.int32, np.int64, np.float64):
+        block = np.ones((1, 2), dtype=w_type)
+        jit.kept_ends(block, np.arange(2, dtype=np.intp), np.empty((1, 2), dtype=np.int64))
+        jit.weighted_spread(one, block[0], 1.0, 2.0)
+        jit.weighted_box_moments(one, one, block[0], 1.0, 1.0, 0.5, 1.0, 1.0, 1.0, 0.125, 3)
     bits = np.ones(3).view(np.uint64)
     fixed_bits = bits.copy()
     fixed_bits.setflags(write=False)

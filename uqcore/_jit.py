@@ -8,7 +8,8 @@ the unit-weight isotonic (PAV) fit of CORP in bounded memory, and a radix sort o
 values that yields their ascending order along with them, and the random groups of adversarial
 group calibration (numpy's multivariate hypergeometric sampler, drawn from the caller's
 generator, and each group's calibration error), and the per-threshold sums of the Murphy
-diagram's elementary scores, and the box moments of HSIC's kernel sum.
+diagram's elementary scores, and the box moments of HSIC's kernel sum (also a block of
+resamples at a time, with each resample's statistics of the rows it keeps).
 
 Imported only through :func:`uqcore._compiled.kernels`, which compiles them on first use (or
 loads them from numba's cache) and falls back to the numpy algorithms when numba is missing or
@@ -31,6 +32,7 @@ __all__ = [
     "elementary_score_bins",
     "fill_log_factorials",
     "group_errors",
+    "kept_ends",
     "lower_quantile",
     "pav_unit",
     "pinball_sums",
@@ -41,6 +43,8 @@ __all__ = [
     "ratio_order_stats",
     "scaled_table",
     "strata_worst_coverage",
+    "weighted_box_moments",
+    "weighted_spread",
     "wis_rows",
 ]
 
@@ -1316,4 +1320,95 @@ def box_moments(t: NDArray, a: NDArray, t0: float, width: float, terms: int) -> 
         for m in range(terms):
             out[b, m] += term
             term *= s
+    return out
+
+
+# -- HSIC of width and coverage, a block of resamples -----------------------------------------
+@njit(cache=True, nogil=True)
+def kept_ends(w: NDArray, order: NDArray, out: NDArray) -> None:
+    """Per resample r (row of the b × N weights ``w``): ``out[r]`` = the first and the last
+    position j of ``order`` whose row has positive weight, w[r, order[j]] > 0 (−1, −1 where
+    none has). A walk from each end: about 1.6 steps each for a bootstrap's counts."""
+    b, n = w.shape
+    for r in range(b):
+        first = -1
+        for j in range(n):
+            if w[r, order[j]] > 0:
+                first = j
+                break
+        last = -1
+        if first >= 0:
+            for j in range(n - 1, first - 1, -1):
+                if w[r, order[j]] > 0:
+                    last = j
+                    break
+        out[r, 0] = first
+        out[r, 1] = last
+
+
+@njit(cache=True, nogil=True)
+def weighted_spread(width: NDArray, w: NDArray, top: float, total: float) -> float:
+    """√(Σ w (v − v̄)² / Σ w) of v = ``width`` / ``top``, v̄ = Σ w v / ``total`` over the rows
+    of positive weight ``w`` (one resample; ``total`` = Σ w): the weighted standard deviation
+    as :func:`uqcore.regression.intervals.hsic_width_coverage` computes it, in two passes (the
+    sums two-level; finite widths, ``top`` > 0)."""
+    n = width.shape[0]
+    last = _SUM_BLOCK - 1
+    acc = 0.0
+    part = 0.0
+    # a row of weight 0 adds 0 · (a finite value) = 0: no branch on the weight
+    for i in range(n):
+        part += float(w[i]) * (width[i] / top)
+        if (i & last) == last:
+            acc += part
+            part = 0.0
+    mean = (acc + part) / total
+    acc = 0.0
+    part = 0.0
+    for i in range(n):
+        d = width[i] / top - mean
+        part += float(w[i]) * (d * d)
+        if (i & last) == last:
+            acc += part
+            part = 0.0
+    return float(np.sqrt((acc + part) / total))
+
+
+@njit(cache=True, nogil=True)
+def weighted_box_moments(
+    width: NDArray,
+    covered: NDArray,
+    w: NDArray,
+    unit: float,
+    scale: float,
+    centre: float,
+    w_top: float,
+    lo: float,
+    hi: float,
+    box: float,
+    terms: int,
+) -> NDArray:
+    """:func:`box_moments` of t = (``width`` / ``unit``) / ``scale`` and
+    a = (``covered`` − ``centre``) · (w / ``w_top``) over the rows of positive weight ``w`` (one
+    resample), in row order, as :func:`uqcore.regression.intervals.hsic_width_coverage` makes
+    t and a from the rows it keeps: the same operations, so the same moments to the last bit,
+    without the N-long t and a. ``lo``, ``hi``: the least and largest width of those rows
+    (the boxes start at the least t; division by positive numbers keeps the order)."""
+    inv = 1.0 / box
+    t0 = lo / unit / scale
+    count = np.int64((hi / unit / scale - t0) * inv) + 1
+    out = np.zeros((count, terms))
+    n = width.shape[0]
+    for i in range(n):
+        x = float(w[i])
+        if x > 0.0:
+            s = (width[i] / unit / scale - t0) * inv
+            b = np.int64(s)
+            s -= b
+            s -= 0.5
+            s *= box
+            term = (covered[i] - centre) * (x / w_top)
+            for m in range(terms):
+                out[b, m] += term
+                term *= s
     return out

@@ -596,15 +596,18 @@ class Engine:
         self,
         name: str,
         rows: np.ndarray[Any, Any],
-        v: FloatArray,
+        v: FloatArray | blocks.Partial,
         out: dict[str, FloatArray],
         handled: dict[str, np.ndarray[Any, np.dtype[np.bool_]]],
     ) -> None:
-        out[name][rows] = v
+        values = v.values[v.done] if isinstance(v, blocks.Partial) else v
+        if isinstance(v, blocks.Partial):  # the rest: resample by resample
+            rows = rows[v.done]
+        out[name][rows] = values
         handled[name][rows] = True
         reason = blocks.undefined_reason(name)
         reasons = self.undefined_reasons[name]
-        undefined = reason is not None and bool(np.any(np.isnan(v)))
+        undefined = reason is not None and bool(np.any(np.isnan(values)))
         if undefined and reason is not None and reason not in reasons and len(reasons) < 3:
             reasons.append(reason)
 

@@ -32,7 +32,8 @@ weights), :mod:`~.background` (the helper thread), :mod:`~.tuning` (block and ch
 one module per family of metrics — :mod:`~.ranks` (Spearman, AUSE, AURG),
 :mod:`~.calibration` (the PIT and the calibration errors), :mod:`~.row_sums` (Pearson, corr,
 R², coverage, mean width), :mod:`~.quantiles` (MdAE, MeRCI, n-MeRCI), :mod:`~.binned` (ENCE,
-UCE), :mod:`~.strata` (size-stratified coverage) — and :mod:`~.table`, the metrics that have
+UCE), :mod:`~.strata` (size-stratified coverage), :mod:`~.hsic` (HSIC of the interval width and
+coverage) — and :mod:`~.table`, the metrics that have
 a block path.
 """
 
@@ -41,6 +42,7 @@ from uqcore.stability.blocks.context import (
     BlockContext,
     BlockEvaluator,
     Keys,
+    Partial,
     context,
     rows_per_block,
 )
@@ -54,6 +56,7 @@ __all__ = [
     "BlockPath",
     "Deferred",
     "Keys",
+    "Partial",
     "ahead",
     "beside",
     "context",

@@ -5,6 +5,7 @@ matrix, its row sums and the matrices derived from it, computed lazily)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -21,6 +22,7 @@ __all__ = [
     "FloatArray",
     "IntArray",
     "Keys",
+    "Partial",
     "context",
     "has_ties",
     "int_type",
@@ -381,9 +383,19 @@ class BlockContext:
         return (base + np.sum(part, axis=2)).astype(np.float64)  # type: ignore[no-any-return]
 
 
-#: b values (NaN where undefined) from a block, a :class:`Deferred` of them, or None: not
-#: applicable to this block.
-BlockEvaluator = Callable[[BlockContext], "FloatArray | Deferred | None"]
+@dataclass(frozen=True)
+class Partial:
+    """The values of the block's resamples where ``done`` (a boolean mask over them); the
+    others go resample by resample through the metric's implementation (which then says why
+    one is undefined), e.g. where the evaluator's conditions hold on some resamples only."""
+
+    values: FloatArray
+    done: np.ndarray[Any, np.dtype[np.bool_]]
+
+
+#: b values (NaN where undefined) from a block, a :class:`Deferred` of them, a :class:`Partial`
+#: block, or None: not applicable to this block.
+BlockEvaluator = Callable[[BlockContext], "FloatArray | Partial | Deferred | None"]
 
 
 def context(keys: Keys, w: FloatArray, lin: FloatArray | None = None) -> BlockContext:

@@ -22,6 +22,7 @@ from uqcore.regression import skill as rskill
 from uqcore.stability.blocks import (
     binned,
     calibration,
+    hsic,
     intervals,
     isotonic,
     quantiles,
@@ -77,6 +78,7 @@ PATHS: dict[str, BlockPath] = {
     "cwc": BlockPath(intervals.interval_sums, "the targets are constant (their range R is 0)"),
     "coverage_pvalue": BlockPath(intervals.interval_sums),
     "size_stratified_coverage": BlockPath(strata.size_stratified),
+    "hsic_width_coverage": BlockPath(hsic.hsic),
     "corp_mcb": BlockPath(isotonic.corp),
     "corp_dsc": BlockPath(isotonic.corp),
     "corp_unc": BlockPath(isotonic.corp),
@@ -92,10 +94,14 @@ FIRST = ("adversarial_group_calibration", "spearman", "ause", "aurg", "ence", "u
 #: Evaluators that run in a helper thread beside the others on each piece of a block: those of
 #: the uncertainty, |e| and ratio orders (gathers and cumulative sums of their own, about half
 #: of the block work at N = 10⁶; the quantiles after the ranks, so that they read the
-#: cumulative weights along |e| instead of searching), while the main thread computes those of
-#: the PIT order and the row-sum functions. The two sets share no cached array that either
-#: writes, and the piece's totals are computed before they start.
-BESIDE = frozenset({"spearman", "ause", "aurg", "ence", "uce", "mdae", "merci", "nmerci"})
+#: cumulative weights along |e| instead of searching), and HSIC's compiled passes (which read
+#: only the piece's weights, totals and row sums), while the main thread computes those of the
+#: PIT order, the other interval metrics, the decompositions, the skill scores and the row-sum
+#: functions. The two sets share no cached array that either writes, and the piece's totals
+#: are computed before they start.
+BESIDE = frozenset(
+    {"spearman", "ause", "aurg", "ence", "uce", "mdae", "merci", "nmerci", "hsic_width_coverage"}
+)
 
 
 def undefined_reason(name: str) -> str | None:
