@@ -22,6 +22,7 @@ Run from the repository root:
 
     python benchmarks/bootstrap_speed.py                    # N = 10^6, B = 1000 (~2 minutes)
     python benchmarks/bootstrap_speed.py --against ../old  # also the earlier version
+    python benchmarks/bootstrap_speed.py --against ../old --against-all  # and its "all"
     python benchmarks/bootstrap_speed.py --n 100000 --no-write
 
 Writes the "Bootstrap speed" section of ``benchmarks/RESULTS.md`` (unless ``--no-write``).
@@ -86,7 +87,14 @@ def run_bootstrap(
     n: int, b: int, metrics: str | list[str]
 ) -> tuple[float, float, dict[str, list[float | None]]]:
     """Wall-clock and CPU seconds of ``bootstrap(..., metrics, n_resamples=b)``, and its
-    values."""
+    values. The compiled kernels are loaded (or compiled, in a fresh copy of an earlier
+    version) before the clock starts, as a worker has them."""
+    try:
+        from uqcore._compiled import kernels
+    except ImportError:  # a version before the compiled kernels
+        pass
+    else:
+        kernels()
     mu, sd, y = gaussian(n)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -181,7 +189,9 @@ def child(n: int, b: int, path: str, metrics: list[str]) -> None:
     Path(path).write_text(json.dumps({"wall": wall, "cpu": cpu, "values": values}))
 
 
-def against(src: Path, n: int, b: int, metrics: list[str]) -> tuple[float, float, dict[str, Any]]:
+def against(
+    src: Path, n: int, b: int, metrics: str | list[str]
+) -> tuple[float, float, dict[str, Any]]:
     """The same bootstrap call of the version of ``uqcore`` under ``src``, in a subprocess."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.json"
@@ -233,6 +243,12 @@ def main() -> None:
         default=1000,
         help='B of the bootstrap of every metric "all" selects (default 1000; 0 skips it)',
     )
+    ap.add_argument(
+        "--against-all",
+        action="store_true",
+        help='with --against: also the earlier version\'s bootstrap of every metric "all" '
+        "selects (its own set), once",
+    )
     ap.add_argument("--no-write", action="store_true", help="print only")
     args = ap.parse_args()
     n, b = args.n, args.resamples
@@ -254,6 +270,10 @@ def main() -> None:
     every = run_bootstrap(n, b_all, "all") if b_all > 0 else None
     if every is not None:
         print(("all metrics", b_all, *every[:2]), flush=True)
+    every_old = None
+    if every is not None and args.against is not None and args.against_all:
+        every_old = against(args.against.resolve(), n, b_all, "all")
+        print(("all metrics, earlier version", b_all, *every_old[:2]), flush=True)
     per_part = parts(n, args.parts, metrics)
     load_after = os.getloadavg()
     best = {label: min((w, c) for lab, w, c in runs if lab == label) for label, _, _ in runs}
@@ -295,6 +315,12 @@ def main() -> None:
             f'| for information: bootstrap(..., "all"), {n_all} metrics{per} '
             f"(CPU {c_all * scale:.2f} s) | {w_all * scale:.2f} | {w_all * scale / fl:.1f}× |"
         )
+        if every_old is not None:
+            wo, co, got_old = every_old
+            lines.append(
+                f"| for information: the same, {args.against_name}, {len(got_old)} metrics{per} "
+                f"(CPU {co * scale:.2f} s) | {wo * scale:.2f} | {wo * scale / fl:.1f}× |"
+            )
     if "earlier version" in best:
         lines += [
             "",
@@ -306,6 +332,16 @@ def main() -> None:
             + f" s); the B values of every metric agree to {worst:.1e} relative (largest: "
             f"{where or 'none'}).",
         ]
+    if every is not None and every_old is not None:
+        common = {k: v for k, v in every[2].items() if k in every_old[2]}
+        worst_all, where_all = max_relative_difference(common, every_old[2])
+        lines.append("")
+        lines.append(
+            f'bootstrap(..., "all"): {every_old[0] / every[0]:.2f}× (wall), '
+            f"{every_old[1] / every[1]:.2f}× (CPU), one call each; the B values of the "
+            f"{len(common)} metrics both select agree to {worst_all:.1e} relative (largest: "
+            f"{where_all or 'none'})."
+        )
     lines += [
         "",
         f"CPU time per resample of each part, run in turn in one thread (ms; {args.parts} "

@@ -253,3 +253,36 @@ def test_kept_ends_are_the_first_and_last_kept_rows_along_the_order() -> None:
         pos = np.flatnonzero(w[r, order] > 0)
         want = (pos[0], pos[-1]) if pos.size else (-1, -1)
         assert tuple(out[r]) == want
+
+
+@pytest.mark.parametrize("weights", ["counts", "real"])
+def test_cwc_range_from_kept_ends_equals_the_gathered_weights(
+    weights: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cwc's block path reads each resample's range of y from the first and last kept rows
+    along y's order (kept_ends), else from the block's weights gathered along it: the same
+    values as each other and as the per-resample path. With 40 rows, the rows of the least
+    and largest y are dropped by about a third of the resamples each."""
+    from uqcore.stability.blocks import intervals as block_intervals
+
+    n = 40
+    pred, y = _gaussian(n, 43)
+    rng = np.random.default_rng(44)
+    base = None if weights == "counts" else rng.uniform(0.5, 2.0, size=n)
+    counts = np.asarray(Resampler(n).block(12, range(30)))
+    lo, hi = int(np.argmin(y)), int(np.argmax(y))
+    assert (counts[:, lo] == 0).any() and (counts[:, hi] == 0).any()
+    chosen, _ = select_metrics([pred], ["cwc"], None)
+
+    def values(blocks: bool = True) -> np.ndarray[Any, Any]:
+        engine = Engine(Batch(pred, y, base), chosen, use_blocks=blocks)
+        assert ("cwc" in engine._fast) == blocks
+        return engine.values([Resample(r) for r in counts])["cwc"]
+
+    got = values()
+    ref = values(blocks=False)
+    with monkeypatch.context() as m:
+        m.setattr(block_intervals, "kernels", lambda: None)
+        gathered = values()
+    np.testing.assert_array_equal(got, gathered)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=0.0)

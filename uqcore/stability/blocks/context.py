@@ -17,6 +17,7 @@ from uqcore.stability.blocks import tuning
 from uqcore.stability.blocks.background import Deferred
 
 __all__ = [
+    "WEIGHT_TYPES",
     "BlockContext",
     "BlockEvaluator",
     "FloatArray",
@@ -43,6 +44,11 @@ def has_ties(values: FloatArray) -> bool:
     s = sort_host(values)
     return bool(s.shape[0] > 1 and np.any(s[1:] == s[:-1]))
 
+
+#: The weight types the compiled block passes are compiled for (a block's counts in a narrow
+#: integer type, or real weights); others are converted first
+#: (:meth:`BlockContext.compiled_weights`).
+WEIGHT_TYPES = frozenset(np.dtype(t) for t in (np.uint8, np.uint16, np.int32, np.int64, np.float64))
 
 #: The dtypes :meth:`BlockContext.cum` gives (counts below and above 2^31, real weights): the
 #: compiled block passes that read cumulative weights are compiled for these.
@@ -309,6 +315,18 @@ class BlockContext:
             return w.astype(int_type(float(np.max(w))))
 
         return self.get("small", compute)
+
+    def compiled_weights(self) -> Any:
+        """W as the compiled block passes take it: :meth:`small` when C-contiguous and of
+        one of :data:`WEIGHT_TYPES`, else a float64 copy."""
+
+        def compute() -> Any:
+            w = self.small()
+            if w.dtype not in WEIGHT_TYPES or not w.flags.c_contiguous:
+                w = np.ascontiguousarray(w, dtype=np.float64)
+            return w
+
+        return self.get("compiled_weights", compute)
 
     def by(self, name: str, order: Callable[[], IntArray]) -> Any:
         """W with its columns in a fixed order (one gather per block and order); integer

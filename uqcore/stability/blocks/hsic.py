@@ -36,10 +36,6 @@ from uqcore.stability.blocks.intervals import interval_arrays
 
 __all__ = ["hsic"]
 
-#: The weight types the kernels are compiled for (a block's counts in a narrow integer type,
-#: or real weights); others are converted first.
-WEIGHT_TYPES = frozenset(np.dtype(t) for t in (np.uint8, np.uint16, np.int32, np.int64, np.float64))
-
 
 def _options(params: Mapping[str, Any]) -> tuple[float | None, float, str] | None:
     """(s or None for ``"std"``, t, statistic) when the path handles the options, else None."""
@@ -127,9 +123,7 @@ def hsic(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | N
         return rintervals.pair_sum(moments)
 
     def run(ctx: BlockContext) -> Partial:
-        w = ctx.small()
-        if w.dtype not in WEIGHT_TYPES or not w.flags.c_contiguous:
-            w = np.ascontiguousarray(w, dtype=np.float64)
+        w = ctx.compiled_weights()
         total, count = ctx.total, ctx.positive_rows
         hit = ctx.sums(col_cov) if ctx.lin is not None else w @ covered
         w_top = np.max(w, axis=1).astype(np.float64)

@@ -19,7 +19,13 @@ from uqcore._backend import to_numpy
 from uqcore._compiled import kernels
 from uqcore._scaling import exponent, max_abs, rescaled
 from uqcore.regression import decomposition
-from uqcore.stability.blocks.context import BlockContext, BlockEvaluator, FloatArray, Keys
+from uqcore.stability.blocks.context import (
+    WEIGHT_TYPES,
+    BlockContext,
+    BlockEvaluator,
+    FloatArray,
+    Keys,
+)
 
 __all__ = ["corp"]
 
@@ -54,13 +60,6 @@ def corp(keys: Keys, name: str, params: Mapping[str, Any]) -> BlockEvaluator | N
     return run
 
 
-#: The weight types the compiled fit is compiled for (a block's counts in a narrow integer
-#: type, or real weights); others are converted first.
-_WEIGHT_TYPES = frozenset(
-    np.dtype(t) for t in (np.uint8, np.uint16, np.int32, np.int64, np.float64)
-)
-
-
 def _compiled_mean(keys: Keys, part: str, level: float) -> BlockEvaluator:
     """The block path of the mean's decomposition through :func:`uqcore._jit.corp_mean_sums`
     (its sums scaled back and combined as :func:`uqcore._isotonic.corp` combines them)."""
@@ -81,7 +80,7 @@ def _compiled_mean(keys: Keys, part: str, level: float) -> BlockEvaluator:
     def fits(ctx: BlockContext) -> dict[str, FloatArray]:
         xs, ys, order, e = keys.get(f"{tag}:sorted", prepare)
         w = ctx.by(f"{tag}:x", lambda: order)
-        if w.dtype not in _WEIGHT_TYPES or not w.flags.c_contiguous:
+        if w.dtype not in WEIGHT_TYPES or not w.flags.c_contiguous:
             w = np.ascontiguousarray(w, dtype=np.float64)
         n = xs.shape[0]
         sums = np.empty((ctx.rows, 4))
