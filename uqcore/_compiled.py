@@ -152,6 +152,11 @@ def _warm(jit: Any) -> None:
         for expectile in (True, False):
             sums = np.zeros((6, 3))
             jit.elementary_score_bins(frozen, frozen, weights, grid, 0.5, expectile, sums)
+    # a bootstrap resample's counts, into a row of the block (counts in a narrow integer type,
+    # or real weights) or a new int64 array
+    halves, totals = np.zeros(2, dtype=np.uint32), np.ones(1, dtype=np.int64)
+    for w_type in (np.uint8, np.uint16, np.int32, np.int64, np.float64):
+        jit.chunk_counts(halves, 31, totals, 2, np.empty(2, dtype=w_type), 255.0)
     # HSIC's box moments: read-only views (frozen_float64); and a block of resamples (the
     # bootstrap's block path): the weights as the block holds them (counts in a narrow
     # integer type, or real), whole and a resample's row

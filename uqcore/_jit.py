@@ -27,6 +27,7 @@ from numba.np.random import generator_core as _bit_generator
 
 __all__ = [
     "box_moments",
+    "chunk_counts",
     "climatology_sums",
     "corp_mean_sums",
     "elementary_score_bins",
@@ -1412,3 +1413,29 @@ def weighted_box_moments(
                 out[b, m] += term
                 term *= s
     return out
+
+
+# -- a bootstrap resample's counts --------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def chunk_counts(
+    halves: NDArray, shift: int, totals: NDArray, chunk: int, out: NDArray, top: float
+) -> bool:
+    """The counts of :func:`uqcore.stability.weights.multinomial_counts`'s full chunks into
+    ``out`` (its first len(totals)·``chunk`` entries, zeroed first): chunk j bins the next
+    ``totals[j]`` of ``halves`` >> ``shift`` among its rows, one increment per draw (the same
+    counts as a ``bincount`` per chunk, without its int64 array and the copy into ``out``).
+    False, with ``out`` partly filled, when a count would exceed ``top`` (the largest value
+    ``out``'s type holds exactly)."""
+    full = totals.shape[0]
+    for i in range(full * chunk):
+        out[i] = 0
+    pos = 0
+    for j in range(full):
+        base = j * chunk
+        for _ in range(totals[j]):
+            k = base + (np.int64(halves[pos]) >> shift)
+            pos += 1
+            if out[k] >= top:
+                return False
+            out[k] += 1
+    return True

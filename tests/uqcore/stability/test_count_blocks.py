@@ -96,3 +96,79 @@ def test_the_engine_gives_the_same_values_on_byte_and_float_counts() -> None:
         b = Engine(Batch(pred, y), chosen).values([Resample(w) for w in byte])
     for name in a:
         np.testing.assert_allclose(b[name], a[name], rtol=1e-12, atol=1e-15, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.int32, np.int64, np.float64])
+@pytest.mark.parametrize("compiled", [True, False])
+def test_counts_into_a_buffer_of_each_type_are_the_generators_bounded_draws(
+    dtype: type, compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compiled count (uqcore._jit.chunk_counts: one increment per draw, straight into the
+    buffer) and the bincounts per chunk fill every buffer type with the same counts, and leave
+    the generator in the same state; so does a strided buffer (never compiled)."""
+    if compiled and W.kernels() is None:
+        pytest.skip("numba is not installed")
+    if not compiled:
+        monkeypatch.setattr(W, "kernels", lambda: None)
+    n = 3 * W.CHUNK + 7
+    for seed in range(3):
+        a, b = np.random.default_rng([seed, 0, n]), np.random.default_rng([seed, 0, n])
+        out = np.full(n, 99, dtype=dtype)  # stale values from an earlier block
+        W.multinomial_counts(n, a, out=out)
+        np.testing.assert_array_equal(out, reference_counts(n, b))
+        assert a.integers(0, 2**31 - 1, dtype=np.int32) == b.integers(0, 2**31 - 1, dtype=np.int32)
+    strided = np.full((n, 2), 7, dtype=dtype)[:, 0]
+    W.multinomial_counts(n, np.random.default_rng(5), out=strided)
+    np.testing.assert_array_equal(strided, reference_counts(n, np.random.default_rng(5)))
+
+
+def test_the_compiled_count_stops_at_a_count_its_type_cannot_hold() -> None:
+    jit = W.kernels()
+    if jit is None:
+        pytest.skip("numba is not installed")
+    chunk, shift = 8, 29  # the top 3 bits of each 32-bit half: a row among 8
+    halves = np.zeros(300, dtype=np.uint32)  # every draw the chunk's first row
+    totals = np.array([300], dtype=np.int64)
+    assert not jit.chunk_counts(halves, shift, totals, chunk, np.empty(8, np.uint8), 255.0)
+    wide = np.empty(8, np.uint16)
+    assert jit.chunk_counts(halves, shift, totals, chunk, wide, 65535.0)
+    np.testing.assert_array_equal(wide, [300, 0, 0, 0, 0, 0, 0, 0])
+    # the draws' top bits pick the row: 0b101 << 29 is row 5
+    halves[:10] = np.uint32(5 << 29)
+    assert jit.chunk_counts(halves, shift, totals, chunk, wide, 65535.0)
+    np.testing.assert_array_equal(wide, [290, 0, 0, 0, 0, 10, 0, 0])
+
+
+def test_a_block_falls_back_to_float_counts_when_the_compiled_count_overflows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A byte that cannot hold a count (simulated: multinomial counts above 255 do not occur at
+    these sizes): the compiled count says so, OverflowError is raised, and the block is drawn
+    again as float64, the same counts."""
+    jit = W.kernels()
+    if jit is None:
+        pytest.skip("numba is not installed")
+    n = 2 * W.CHUNK + 5
+    r = W.Resampler(n)
+    ref = r.block(6, [0, 1])
+
+    class Narrow:
+        def chunk_counts(
+            self,
+            halves: object,
+            shift: int,
+            totals: object,
+            chunk: int,
+            out: np.ndarray,
+            top: float,
+        ) -> bool:
+            if out.dtype == np.uint8:
+                return False
+            return bool(jit.chunk_counts(halves, shift, totals, chunk, out, top))
+
+    monkeypatch.setattr(W, "kernels", lambda: Narrow())
+    with pytest.raises(OverflowError):
+        W.multinomial_counts(n, np.random.default_rng(1), out=np.empty(n, np.uint8))
+    got = r.block(6, [0, 1], out=np.empty((2, n), np.uint8))
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, ref)
