@@ -232,7 +232,9 @@ class SubmissionStore(StoreBase):
         """One page of submissions, newest first, and the total matching count.
 
         ``team`` lists one team's; else ``owner`` one key's; ``owner=None`` every owner's.
-        ``status`` filters on the current status.
+        ``status`` filters on the current status: read for every submission of the scope, or,
+        for ``queued`` and ``running`` when the queues (or the running set) hold fewer ids than
+        the scope, for those ids only (the same page: newest first, ties by id).
         """
         if team is not None:
             index = keys.team_submissions(team)
@@ -247,6 +249,43 @@ class SubmissionStore(StoreBase):
                 pipe.hgetall(keys.submission(decode(sub_id)))
             return [SubmissionRecord.from_hash(raw) for raw in pipe.execute() if raw]
 
+        def page_of(matching: list[str]) -> tuple[list[SubmissionRecord], int]:
+            page = matching[offset : offset + limit]
+            return fetch([s.encode() for s in page]), len(matching)
+
+        def in_flight() -> tuple[list[SubmissionRecord], int] | None:
+            """A queued or running listing from the jobs' own indexes (the queues, the running
+            set: every scope's in-flight submissions), when they hold fewer ids than the scope's
+            index; None otherwise (then the scope's statuses are read)."""
+            flight = (
+                [keys.running()] if status == "running" else list(map(keys.queued, keys.QUEUES))
+            )
+            pipe = self.client.pipeline(transaction=False)
+            for name in (index, *flight):
+                pipe.zcard(name)
+            scope_size, *sizes = pipe.execute()
+            if sum(sizes) >= scope_size:
+                return None
+            pipe = self.client.pipeline(transaction=False)
+            for name in flight:
+                pipe.zrange(name, 0, -1)
+            ids = sorted({m for part in pipe.execute() for m in part})
+            pipe = self.client.pipeline(transaction=False)
+            for sub_id in ids:
+                pipe.zscore(index, sub_id)  # None: not in this scope
+                pipe.hget(keys.submission(decode(sub_id)), "status")
+            got = pipe.execute()
+            # the scope index's order: by creation time, newest first, ties by id descending
+            rows = sorted(
+                (
+                    (float(score), sub_id)
+                    for sub_id, score, st in zip(ids, got[0::2], got[1::2], strict=True)
+                    if score is not None and st is not None and decode(st) == status
+                ),
+                reverse=True,
+            )
+            return page_of([decode(sub_id) for _, sub_id in rows])
+
         def read() -> tuple[list[SubmissionRecord], int]:
             if status is None:
                 total = int(self.client.zcard(index))
@@ -254,6 +293,10 @@ class SubmissionStore(StoreBase):
                     return [], total
                 ids = self.client.zrevrange(index, offset, offset + limit - 1)
                 return fetch(ids), total
+            if status in ("queued", "running"):
+                got = in_flight()
+                if got is not None:
+                    return got
             ids = self.client.zrevrange(index, 0, -1)
             matching: list[str] = []
             for start in range(0, len(ids), 500):
@@ -264,8 +307,7 @@ class SubmissionStore(StoreBase):
                 for sub_id, st in zip(part, pipe.execute(), strict=True):
                     if st is not None and decode(st) == status:
                         matching.append(decode(sub_id))
-            page = matching[offset : offset + limit]
-            return fetch([s.encode() for s in page]), len(matching)
+            return page_of(matching)
 
         return self._call(read)
 

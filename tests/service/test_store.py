@@ -257,6 +257,59 @@ def test_submission_round_trip_and_listing(store: Store) -> None:
     assert total == 2 and [r.id for r in page] == [a2.id, b1.id]
 
 
+def test_status_listings_read_the_in_flight_indexes_or_the_scope_the_same_page(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``status=queued`` and ``running`` listings: from the queues or the running set when they
+    hold fewer ids than the scope's index, else from the statuses of the scope; either way the
+    page of the unfiltered listing filtered by status (newest first, equal creation times by id
+    descending), for the global, key and team scopes, every offset and a few limits."""
+    made: list[SubmissionRecord] = []
+    for i in range(18):
+        owner, team = ("key_a", "team_x") if i % 3 else ("key_b", None)
+        rec = submission_record(
+            owner=owner,
+            team=team,
+            queue="gpu" if i % 4 == 0 else "cpu",
+            created_ts=1000.0 + i // 3,  # three submissions per creation time: ties
+        )
+        got, created = store.create_submission(rec, arrays())
+        assert created
+        made.append(got)
+    for rec in made[:6]:
+        store.mark_running(rec.id, "w1", 5.0, 3)
+    store.finish(made[0].id, {"metrics": {}}, 0.1)
+    store.fail(made[1].id, "boom")
+    assert store.cancel_submission(made[2].id) is not None
+    assert store.cancel_submission(made[9].id) is not None  # queued: cancelled at once
+    scans: list[str] = []
+    real = store.client.zrevrange
+
+    def zrevrange(name: str, start: int, end: int, *args: object, **kw: object) -> object:
+        if (start, end) == (0, -1):
+            scans.append(name)  # the scope's whole index: its statuses are read
+        return real(name, start, end, *args, **kw)
+
+    monkeypatch.setattr(store.client, "zrevrange", zrevrange)
+    scopes = [(None, None), ("key_a", None), ("key_b", None), (None, "team_x")]
+    seen_paths = set()
+    for owner, team in scopes:
+        everything, total = store.list_submissions(owner, None, 0, 100, team=team)
+        assert total == len(everything) > 0
+        for status in ("queued", "running", "succeeded", "cancelled"):
+            want = [r.id for r in everything if r.status == status]
+            for offset in range(len(want) + 2):
+                for limit in (1, 2, 100):
+                    del scans[:]
+                    page, total = store.list_submissions(owner, status, offset, limit, team=team)
+                    assert total == len(want), (owner, team, status)
+                    assert [r.id for r in page] == want[offset : offset + limit]
+                    assert all(r.status == status for r in page)
+                    seen_paths.add((status in ("queued", "running"), bool(scans)))
+    # both ways were taken for the in-flight statuses (the small scope of key_b scans)
+    assert seen_paths == {(True, False), (True, True), (False, True)}
+
+
 def test_delete_submission_removes_everything(store: Store) -> None:
     rec = submit(store)
     store.mark_running(rec.id, "w1", 5.0, 3)
