@@ -428,9 +428,21 @@ class StudentT(_LocationScale):
             - (nu + 1.0) / 2.0 * xp.log1p(z * z / nu)
         )
 
+    def _standard_ppf(self, lv: Array) -> Array | None:
+        """Where every row has the same df (a scalar df, or equal ones): the standard
+        quantiles t_df(p) once per level, the values each row's own evaluation gives (one
+        ``stdtrit`` per level instead of one per row and level); None where the df differ."""
+        xp = self.xp
+        if self.n == 0 or not bool(xp.all(self.df == self.df[0])):
+            return None
+        return special(xp).stdtrit(xp.broadcast_to(self.df[:1], lv.shape), lv)
+
     def ppf(self, levels: Any) -> Array:
         lv = self._levels(levels)
         xp = self.xp
+        zq = self._standard_ppf(lv)
+        if zq is not None:  # q_ij = zq_j: the same values as below, in one pass
+            return self.loc[:, None] + self.scale[:, None] * zq[None, :]
         q = special(xp).stdtrit(
             self.df[:, None], xp.broadcast_to(lv[None, :], (self.n, lv.shape[0]))
         )
