@@ -155,13 +155,13 @@ def _warm(jit: Any) -> None:
     # a bootstrap resample's counts, into a row of the block (counts in a narrow integer type,
     # or real weights) or a new int64 array
     halves, totals = np.zeros(2, dtype=np.uint32), np.ones(1, dtype=np.int64)
-    for w_type in (np.uint8, np.uint16, np.int32, np.int64, np.float64):
+    for w_type in (np.uint8, np.int64, np.float64):
         jit.chunk_counts(halves, 31, totals, 2, np.empty(2, dtype=w_type), 255.0)
     # HSIC's box moments: read-only views (frozen_float64); and a block of resamples (the
-    # bootstrap's block path): the weights as the block holds them (counts in a narrow
-    # integer type, or real), whole and a resample's row
+    # bootstrap's block path): the weights as BlockContext.compiled_weights gives them (byte
+    # counts or real), whole and a resample's row
     jit.box_moments(frozen, frozen, 0.0, 0.125, 3)
-    for w_type in (np.uint8, np.uint16, np.int32, np.int64, np.float64):
+    for w_type in (np.uint8, np.float64):
         block = np.ones((1, 2), dtype=w_type)
         jit.kept_ends(block, np.arange(2, dtype=np.intp), np.empty((1, 2), dtype=np.int64))
         jit.weighted_spread(one, block[0], 1.0, 2.0)

@@ -149,8 +149,9 @@ def multinomial_counts(n: int, rng: np.random.Generator, out: Any = None) -> Any
     return out
 
 
-#: The weight types :func:`multinomial_counts` counts into with the compiled kernel.
-_COUNTED = frozenset(np.dtype(t) for t in (np.uint8, np.uint16, np.int32, np.int64, np.float64))
+#: The types :func:`multinomial_counts` counts into with the compiled kernel: a block's bytes,
+#: its float64 rows, a new int64 array (each type is compiled at a worker's start).
+_COUNTED = frozenset(np.dtype(t) for t in (np.uint8, np.int64, np.float64))
 
 
 def _counted_into(out: Any) -> bool:

@@ -130,12 +130,13 @@ def test_the_compiled_count_stops_at_a_count_its_type_cannot_hold() -> None:
     halves = np.zeros(300, dtype=np.uint32)  # every draw the chunk's first row
     totals = np.array([300], dtype=np.int64)
     assert not jit.chunk_counts(halves, shift, totals, chunk, np.empty(8, np.uint8), 255.0)
-    wide = np.empty(8, np.uint16)
-    assert jit.chunk_counts(halves, shift, totals, chunk, wide, 65535.0)
+    wide = np.empty(8, np.int64)
+    top = float(np.iinfo(np.int64).max)
+    assert jit.chunk_counts(halves, shift, totals, chunk, wide, top)
     np.testing.assert_array_equal(wide, [300, 0, 0, 0, 0, 0, 0, 0])
     # the draws' top bits pick the row: 0b101 << 29 is row 5
     halves[:10] = np.uint32(5 << 29)
-    assert jit.chunk_counts(halves, shift, totals, chunk, wide, 65535.0)
+    assert jit.chunk_counts(halves, shift, totals, chunk, wide, top)
     np.testing.assert_array_equal(wide, [290, 0, 0, 0, 0, 10, 0, 0])
 
 

@@ -17,6 +17,7 @@ from uqcore.stability.blocks import tuning
 from uqcore.stability.blocks.background import Deferred
 
 __all__ = [
+    "COMPILED_WEIGHT_TYPES",
     "WEIGHT_TYPES",
     "BlockContext",
     "BlockEvaluator",
@@ -45,10 +46,13 @@ def has_ties(values: FloatArray) -> bool:
     return bool(s.shape[0] > 1 and np.any(s[1:] == s[:-1]))
 
 
-#: The weight types the compiled block passes are compiled for (a block's counts in a narrow
-#: integer type, or real weights); others are converted first
-#: (:meth:`BlockContext.compiled_weights`).
+#: The weight types the compiled block passes of CORP are compiled for (a block's counts in a
+#: narrow integer type, or real weights); others are converted first.
 WEIGHT_TYPES = frozenset(np.dtype(t) for t in (np.uint8, np.uint16, np.int32, np.int64, np.float64))
+
+#: The weight types of :meth:`BlockContext.compiled_weights`: byte counts (a bootstrap's) or
+#: real weights; each further type would be compiled for every kernel that reads them.
+COMPILED_WEIGHT_TYPES = frozenset(np.dtype(t) for t in (np.uint8, np.float64))
 
 #: The dtypes :meth:`BlockContext.cum` gives (counts below and above 2^31, real weights): the
 #: compiled block passes that read cumulative weights are compiled for these.
@@ -318,11 +322,11 @@ class BlockContext:
 
     def compiled_weights(self) -> Any:
         """W as the compiled block passes take it: :meth:`small` when C-contiguous and of
-        one of :data:`WEIGHT_TYPES`, else a float64 copy."""
+        one of :data:`COMPILED_WEIGHT_TYPES`, else a float64 copy (counts above 255)."""
 
         def compute() -> Any:
             w = self.small()
-            if w.dtype not in WEIGHT_TYPES or not w.flags.c_contiguous:
+            if w.dtype not in COMPILED_WEIGHT_TYPES or not w.flags.c_contiguous:
                 w = np.ascontiguousarray(w, dtype=np.float64)
             return w
 
