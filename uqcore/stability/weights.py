@@ -93,7 +93,7 @@ def group_codes(groups: Any, n: int) -> tuple[IntArray, int]:
 
 #: Rows per chunk of :func:`multinomial_counts` (its bincount then stays in the L2 cache). A
 #: power of two: the uniform draws among a chunk's rows are then the top bits of the
-#: generator's 32-bit outputs (see :func:`_uniform_chunks`).
+#: generator's 32-bit outputs (see :func:`_chunk_halves`).
 CHUNK = 2**15
 
 
@@ -163,16 +163,6 @@ def _counted_into(out: Any) -> bool:
         and out.flags.c_contiguous
         and out.flags.writeable
     )
-
-
-def _uniform_chunks(rng: np.random.Generator, count: int) -> Any:
-    """``count`` draws of ``rng.integers(0, CHUNK, dtype=np.int32)``, the same values, with the
-    generator left in the same state (:func:`_chunk_halves`)."""
-    got = _chunk_halves(rng, count)
-    if got is None:
-        return rng.integers(0, CHUNK, size=count, dtype=np.int32)
-    halves, shift = got
-    return halves >> np.uint32(shift)
 
 
 def _chunk_halves(rng: np.random.Generator, count: int) -> tuple[Any, int] | None:
