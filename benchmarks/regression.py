@@ -8,11 +8,14 @@ Run from the repository root (the ``bench`` extra installs the peer):
                                                # (get_all_metrics, adversarial group
                                                # calibration): about 18 minutes
     python benchmarks/regression.py --against-sort   # only the part below (a few minutes)
+    python benchmarks/regression.py --student-t      # only the Student-t section (~2 minutes)
 
 Writes the "Regression metrics (uqcore)" section of ``benchmarks/RESULTS.md`` and, for the
 metrics of conformal intervals, score decompositions and skill scores (each against one sort
 of N values and its peer, see ``benchmarks/_against_sort.py``), the section
-"Regression: intervals, decompositions and skill against one sort".
+"Regression: intervals, decompositions and skill against one sort", and the section
+"Regression: Student-t predictions" (one df shared by every row against a df per row, and
+against scipy and scoringrules).
 
 Method. Every comparison is measured in the same run, on the same arrays, and reported as a
 ratio: absolute times on a shared machine are noise, ratios much less so. Paired quantities
@@ -56,6 +59,7 @@ from uqcore import predictions as P
 
 SECTION = "Regression metrics (uqcore)"
 AGAINST_SORT = "Regression: intervals, decompositions and skill against one sort"
+STUDENT_T = "Regression: Student-t predictions"
 
 
 # -- inputs, timing, memory ------------------------------------------------------------------------
@@ -517,6 +521,122 @@ def bench_samples(n_total: int, tg: Targets) -> list[str]:
     return lines
 
 
+# -- Student-t -------------------------------------------------------------------------------------
+class _PerRowDf(P.StudentT):
+    """A Student-t prediction that never takes the shared-df paths: every quantile is its row's
+    own ``stdtrit`` and every density its row's own Γ ratio, as when the rows' df differ."""
+
+    def _shared_df(self) -> Any:
+        return None
+
+    def _standard_ppf(self, lv: Any) -> Any:
+        return None
+
+
+def _student_t_rows(n: int, df: float, rng: np.random.Generator) -> list[str]:
+    """The Student-t section's rows at one N."""
+    import scoringrules as sr
+    from scipy import stats
+
+    lines: list[str] = []
+    loc = rng.normal(size=n)
+    scale = rng.uniform(0.5, 2.0, size=n)
+    y = loc + scale * rng.standard_t(df, size=n)
+    shared = P.StudentT(loc, scale, df)
+    per_row = _PerRowDf(loc, scale, df)
+    reps = 5 if n < 10**6 else 3
+    cases: list[tuple[str, Any, str, Any]] = [
+        (
+            "`interval(0.9)`",
+            lambda p: np.stack(p.interval(0.9)),
+            "`scipy.stats.t.interval`",
+            lambda: np.stack(stats.t.interval(0.9, df, loc=loc, scale=scale)),
+        ),
+        (
+            "`nll`",
+            lambda p: metric("nll", p, y),
+            "−mean `scipy.stats.t.logpdf`",
+            lambda: -float(np.mean(stats.t.logpdf(y, df, loc=loc, scale=scale))),
+        ),
+        (
+            "`crps`",
+            lambda p: metric("crps", p, y),
+            "mean scoringrules `crps_t`",
+            lambda: float(np.mean(sr.crps_t(y, df, loc, scale))),
+        ),
+    ]
+    for label, ours, peer_name, peer in cases:
+        fns = {
+            "one": quiet(lambda ours=ours: ours(shared)),
+            "rows": quiet(lambda ours=ours: ours(per_row)),
+            "peer": quiet(peer),
+        }
+        t = medians(fns, dict.fromkeys(fns, reps))
+        a, b, c = (np.asarray(fns[k](), dtype=np.float64) for k in ("one", "rows", "peer"))
+        scale_ = float(np.max(np.abs(a))) or 1.0
+        d_rows = float(np.max(np.abs(a - b))) / scale_
+        d_peer = float(np.max(np.abs(a - c))) / scale_
+        emit(
+            lines,
+            f"| {p10(n)} | {label} | {fmt_s(t['one'])} | {fmt_s(t['rows'])} | "
+            f"{t['rows'] / t['one']:.1f}× | {peer_name} | {fmt_s(t['peer'])} | "
+            f"{t['peer'] / t['one']:.1f}× | {d_rows:.1e}, {d_peer:.1e} |",
+        )
+    names = regression_metric_names(shared, ("adversarial_group_calibration",))
+    g = P.Gaussian(loc, scale * math.sqrt(df / (df - 2.0)))
+    fns = {
+        "one": quiet(lambda names=names: evaluate(shared, y, metrics=names)),
+        "rows": quiet(lambda names=names: evaluate(per_row, y, metrics=names)),
+        "gauss": quiet(lambda names=names: evaluate(g, y, metrics=names)),
+    }
+    t = medians(fns, dict.fromkeys(fns, reps))
+    emit(
+        lines,
+        f"| {p10(n)} | `evaluate`, the {len(names)} metrics (no group calibration) | "
+        f"{fmt_s(t['one'])} | {fmt_s(t['rows'])} | {t['rows'] / t['one']:.1f}× | the same "
+        f"metrics of a Gaussian (same N) | {fmt_s(t['gauss'])} | "
+        f"{t['gauss'] / t['one']:.2f}× | |",
+    )
+    return lines
+
+
+def bench_student_t(sizes: list[int], df: float = 4.0) -> str:
+    """The section on Student-t predictions whose rows share one df."""
+    import scoringrules as sr
+
+    start = time.perf_counter()
+    load0 = os.getloadavg()
+    lines = [
+        f"Run: `python benchmarks/regression.py --student-t` on {time.strftime('%Y-%m-%d')}. "
+        f"Machine: {machine()}, {platform.system()} {platform.machine()}; Python "
+        f"{platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, "
+        f"scoringrules {getattr(sr, '__version__', '?')}.",
+        "",
+        f"A Student-t batch (loc, scale, df = {df:g} for every row, given as a scalar) and the "
+        "same batch with the shared-df paths switched off (each row's own `stdtrit` per level "
+        "and its own Γ ratio: the cost whenever the rows' df differ), side by side with the "
+        "peers' functions on the same arrays: `scipy.stats.t` and scoringrules' `crps_t`. "
+        "Medians of 5 alternated runs (3 at N = 10^6 and above) after one warm-up each; "
+        "`agrees` is the largest relative difference of the values (interval bounds, the mean "
+        "score) from the shared-df path's.",
+        "",
+        "| N | quantity | one df | df per row | ratio | peer | peer's time | ratio (peer / "
+        "one df) | agrees (per row, peer) |",
+        "|---:|---|---:|---:|---:|---|---:|---:|---|",
+    ]
+    rng = np.random.default_rng(6)
+    for n in sizes:
+        lines += _student_t_rows(n, df, rng)
+    load1 = os.getloadavg()
+    lines += [
+        "",
+        f"{(time.perf_counter() - start) / 60:.1f} min; 1-minute load average {load0[0]:.1f} "
+        f"at the start, {load1[0]:.1f} at the end (a shared machine: the ratios, measured in "
+        "one run, are what to read).",
+    ]
+    return "\n".join(lines)
+
+
 # -- main ---------------------------------------------------------------------------------------------
 def machine() -> str:
     model = platform.processor() or platform.machine()
@@ -558,10 +678,19 @@ def main() -> None:
         action="store_true",
         help="only the intervals, decompositions and skill scores against one sort",
     )
+    parser.add_argument(
+        "--student-t",
+        action="store_true",
+        help="only the Student-t section (one df against a df per row, and the peers)",
+    )
     parser.add_argument("--child-peak", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_peak:
         child_peak(args.child_peak)
+        return
+    if args.student_t:
+        sizes = [10**4, 10**5] if args.quick else [10**4, 10**5, 10**6]
+        write_section(STUDENT_T, bench_student_t(sizes))
         return
     bench_against_sort(args.quick, args.full)
     if args.against_sort:

@@ -436,6 +436,14 @@ class Special:
             return self._lib.stdtrit(df, p)
         return self._host(sps.stdtrit, df, p)
 
+    def poch(self, a: Array, m: float) -> Array:
+        """Pochhammer's symbol (a)_m = Γ(a + m)/Γ(a), without the cancellation of
+        exp(log Γ(a + m) − log Γ(a)) at large ``a`` (scipy's ``poch``; through numpy where the
+        namespace has none)."""
+        if self._kind in ("numpy", "cupy") and hasattr(self._lib, "poch"):
+            return self._lib.poch(a, m)
+        return self._host(sps.poch, a, m)
+
     def betaln(self, a: Array, b: Array) -> Array:
         """log B(a, b)."""
         return self.gammaln(a) + self.gammaln(b) - self.gammaln(a + b)

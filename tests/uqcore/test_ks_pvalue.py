@@ -57,9 +57,16 @@ def test_two_sided_p_value_matches_kstwo_over_all_statistics(n: int) -> None:
 
 
 def test_small_n_is_scipys_value_itself() -> None:
+    # scipy's own routine bit for bit, but for Pelz and Good's series (n > 140), evaluated here
+    # in scalar floats: numpy's vectorised exp and Python's may differ in the last bit, and do
+    # on some processors (as in test_bulk_is_scipys_value_at_every_n)
     for n in (1, 2, 7, 140, 141, EXACT_MAX_N):
         for d in (0.5 / n, 0.01, 0.1, 0.3, 0.9):
-            assert ks_sf(d, n) == float(scipy.stats.kstwo.sf(d, n))
+            exact = float(scipy.stats.kstwo.sf(d, n))
+            if _pelz_good(n, d):
+                assert abs(ks_sf(d, n) / exact - 1.0) <= 1e-13, (n, d)
+            else:
+                assert ks_sf(d, n) == exact, (n, d)
 
 
 def test_bulk_is_scipys_value_at_every_n() -> None:

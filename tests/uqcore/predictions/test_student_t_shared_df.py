@@ -86,3 +86,59 @@ def test_metrics_of_a_shared_df_are_those_of_the_per_row_quantiles(
         return json.dumps(doc, sort_keys=True)
 
     assert values(fast) == values(slow)
+
+
+@pytest.mark.parametrize("df", [0.7, 2.5, 30.0, 1e6, 1e12, 1e200])
+@pytest.mark.parametrize("given", ["scalar", "array"])
+def test_shared_df_log_density_equals_each_rows_own(df: float, given: str) -> None:
+    """The terms of df alone computed once: the per-row formula's values to the last bit, and
+    scipy's ``t.logpdf`` to rounding; one differing df takes the per-row terms."""
+    rng = np.random.default_rng(int(df * 7) % 89)
+    n = 900
+    loc = rng.normal(size=n) * 10.0
+    scale = rng.uniform(0.01, 5.0, size=n)
+    y = loc + scale * rng.standard_t(max(df, 1.0), size=n)
+    pred = P.StudentT(loc, scale, df if given == "scalar" else np.full(n, df))
+    assert pred._shared_df() is not None
+    nu = np.full(n, df)
+    z = (y - loc) / scale
+    # the density's form in scipy's order (its Γ ratio as Pochhammer's symbol), per row
+    const = np.log(special.poch(0.5 * nu, 0.5)) - 0.5 * (np.log(nu) + np.log(np.pi))
+    per_row = const - (nu + 1.0) / 2.0 * np.log1p(z * z / nu) - np.log(scale)
+    got = pred.logpdf(y)
+    np.testing.assert_array_equal(got, per_row)
+    np.testing.assert_allclose(
+        got, stats.t.logpdf(y, df, loc=loc, scale=scale), rtol=1e-12, atol=1e-12
+    )
+    mixed = np.full(n, df)
+    mixed[5] = df * 2.0
+    other = P.StudentT(loc, scale, mixed)
+    assert other._shared_df() is None
+    np.testing.assert_allclose(
+        other.logpdf(y), stats.t.logpdf(y, mixed, loc=loc, scale=scale), rtol=1e-12, atol=1e-12
+    )
+
+
+@pytest.mark.parametrize("df", [1.5, 4.0, 1e6])
+def test_shared_df_crps_and_nll_equal_each_rows_own(df: float) -> None:
+    """CRPS and NLL of a batch with one df: the terms of df alone computed once give each
+    row's own values to the last bit (the rows of a second batch, whose df are taken per row),
+    over several of the scoring's row blocks."""
+    from uqcore import metric
+    from uqcore.regression import scoring
+
+    class PerRow(P.StudentT):
+        def _shared_df(self) -> Any:
+            return None
+
+    rng = np.random.default_rng(5)
+    n = 3 * scoring._CHUNK_ELEMENTS + 17  # several blocks of rows
+    loc = rng.normal(size=n)
+    scale = rng.uniform(0.5, 2.0, size=n)
+    y = loc + scale * rng.standard_t(4.0, size=n)
+    shared, per_row = P.StudentT(loc, scale, df), PerRow(loc, scale, df)
+    crps_rows = scoring._crps_student_t
+    np.testing.assert_array_equal(crps_rows(shared, y), crps_rows(per_row, y))
+    np.testing.assert_array_equal(shared.logpdf(y), per_row.logpdf(y))
+    for name in ("crps", "nll"):
+        assert metric(name, shared, y) == metric(name, per_row, y)

@@ -71,6 +71,21 @@ def test_equal_to_numpys_sampler_and_errors(block: int) -> None:
 
 
 @needs_jit
+@pytest.mark.parametrize("kept", [126, 200, 1 << 17])
+def test_the_kept_table_size_changes_no_draw(monkeypatch: pytest.MonkeyPatch, kept: int) -> None:
+    """Past the kept log(k!) the kernel evaluates numpy's series itself: whatever the table's
+    length, the same histograms and errors as numpy's sampler."""
+    monkeypatch.setattr(gc, "MAX_LOG_FACTORIALS", kept)
+    monkeypatch.setattr(gc, "_LOG_FACTORIALS", [])
+    for seed, cats, g, count, expected, root in _cases(40, 11):
+        want, state = _numpy(seed, cats, g, count, expected, root)
+        got, after = _ours(seed, cats, g, count, expected, root)
+        assert np.array_equal(got, want), (kept, cats.tolist(), g, root)
+        assert after == state
+    assert gc.log_factorials(10**9).shape[0] == max(kept, 126)
+
+
+@needs_jit
 def test_sizes_in_turn_from_one_generator() -> None:
     """Several sizes in one call: numpy's sampler called for each size in turn."""
     rs = np.random.default_rng(1)
