@@ -43,6 +43,11 @@ key                                             type       holds
                                                            creation time (newest first = REV)
 ``subs:owner:{key_id}``                         zset       the submissions of one API key
 ``subs:team:{team_id}``                         zset       the submissions of one team
+``subs:ended:{status}``                         zset       submissions seen to have ended with
+                                                           ``status`` (succeeded, failed,
+                                                           cancelled; final), score = creation
+                                                           time: filled as status listings
+                                                           read them, left by a deletion
 ``team:{team_id}``                              hash       TeamRecord fields
 ``teams``                                       zset       team ids, score = creation time
 ``bench:{id}``                                  string     the benchmark record (JSON)
@@ -207,6 +212,16 @@ def owner_submissions(key_id: str) -> str:
 
 def team_submissions(team_id: str) -> str:
     return f"{PREFIX}subs:team:{team_id}"
+
+
+#: The final statuses: a submission that has one never changes it (its record may only be
+#: deleted), which lets the listings index them once seen (:func:`ended`).
+ENDED = ("succeeded", "failed", "cancelled")
+
+
+def ended(status: str) -> str:
+    """The submissions known to have ended with ``status`` (one of :data:`ENDED`)."""
+    return f"{PREFIX}subs:ended:{status}"
 
 
 def team(team_id: str) -> str:

@@ -232,9 +232,17 @@ class SubmissionStore(StoreBase):
         """One page of submissions, newest first, and the total matching count.
 
         ``team`` lists one team's; else ``owner`` one key's; ``owner=None`` every owner's.
-        ``status`` filters on the current status: read for every submission of the scope, or,
-        for ``queued`` and ``running`` when the queues (or the running set) hold fewer ids than
-        the scope, for those ids only (the same page: newest first, ties by id).
+        ``status`` filters on the current status (the same page either way: newest first,
+        ties by id):
+
+        - ``queued``, ``running``: read for the ids of the queues (or the running set) when
+          they hold fewer ids than the scope, else for every submission of the scope;
+        - a final status (``succeeded``, ``failed``, ``cancelled``, which never changes): from
+          the indexes of ended submissions (``keys.ended``), completed first with the scope's
+          submissions not in them (those in flight, and those that ended since the last
+          listing; an index fills on the first listing that meets them): one set difference
+          and one intersection in Redis, and the statuses of the in-flight ones only, instead
+          of every status of the scope.
         """
         if team is not None:
             index = keys.team_submissions(team)
@@ -286,6 +294,38 @@ class SubmissionStore(StoreBase):
             )
             return page_of([decode(sub_id) for _, sub_id in rows])
 
+        def ended() -> tuple[list[SubmissionRecord], int]:
+            """A listing of a final status from the ended indexes (see above)."""
+            indexes = [keys.ended(s) for s in keys.ENDED]
+            # the scope's submissions not known to have ended: in flight, or not yet indexed
+            unknown = self.client.zdiff([index, *indexes])
+            for start in range(0, len(unknown), 500):
+                part = unknown[start : start + 500]
+                pipe = self.client.pipeline(transaction=False)
+                for sub_id in part:
+                    pipe.hget(keys.submission(decode(sub_id)), "status")
+                done = [
+                    decode(sub_id)
+                    for sub_id, st in zip(part, pipe.execute(), strict=True)
+                    if st is not None and decode(st) in keys.ENDED
+                ]
+                if done:  # indexed where their records still hold that status
+                    self._scripts["index_ended"](
+                        keys=[*indexes, *map(keys.submission, done)], args=done
+                    )
+            target = keys.ended(str(status))
+            if index == keys.submissions():  # every owner's: the index itself
+                if limit == 0:
+                    return [], int(self.client.zcard(target))
+                pipe = self.client.pipeline(transaction=False)
+                pipe.zcard(target)
+                pipe.zrevrange(target, offset, offset + limit - 1)
+                total, ids = pipe.execute()
+                return fetch(ids), int(total)
+            # ascending by creation time, equal ones by id: reversed, the scope's order
+            got = self.client.zinter([index, target], aggregate="MIN")
+            return page_of([decode(sub_id) for sub_id in reversed(got)])
+
         def read() -> tuple[list[SubmissionRecord], int]:
             if status is None:
                 total = int(self.client.zcard(index))
@@ -293,6 +333,8 @@ class SubmissionStore(StoreBase):
                     return [], total
                 ids = self.client.zrevrange(index, offset, offset + limit - 1)
                 return fetch(ids), total
+            if status in keys.ENDED:
+                return ended()
             if status in ("queued", "running"):
                 got = in_flight()
                 if got is not None:
@@ -389,6 +431,8 @@ class SubmissionStore(StoreBase):
                 keys.private_result(sub_id),
             )
             pipe.zrem(keys.submissions(), sub_id)
+            for final in keys.ENDED:
+                pipe.zrem(keys.ended(final), sub_id)
             pipe.zrem(keys.owner_submissions(decode(owner)), sub_id)
             if team is not None:
                 pipe.zrem(keys.team_submissions(decode(team)), sub_id)

@@ -306,8 +306,96 @@ def test_status_listings_read_the_in_flight_indexes_or_the_scope_the_same_page(
                     assert [r.id for r in page] == want[offset : offset + limit]
                     assert all(r.status == status for r in page)
                     seen_paths.add((status in ("queued", "running"), bool(scans)))
-    # both ways were taken for the in-flight statuses (the small scope of key_b scans)
-    assert seen_paths == {(True, False), (True, True), (False, True)}
+    # both ways were taken for the in-flight statuses (the small scope of key_b scans); the
+    # final statuses never read the scope's whole index (they come from the ended indexes)
+    assert seen_paths == {(True, False), (True, True), (False, False)}
+
+
+def test_final_status_listings_come_from_the_ended_indexes(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``succeeded``, ``failed`` and ``cancelled`` listings: the page of the unfiltered
+    listing filtered by status, for every scope, offset and a few limits; the statuses of a
+    scope are read once (the first listing indexes the ended submissions), later listings read
+    those of the submissions in flight only; a job that ends later appears, a deleted
+    submission leaves the index and its count, and a deletion between the status read and the
+    indexing leaves nothing indexed."""
+    made: list[SubmissionRecord] = []
+    for i in range(24):
+        owner, team = ("key_a", "team_x") if i % 3 else ("key_b", None)
+        rec = submission_record(owner=owner, team=team, created_ts=2000.0 + i // 4)  # ties
+        got, created = store.create_submission(rec, arrays())
+        assert created
+        made.append(got)
+    for rec in made[:16]:
+        store.mark_running(rec.id, "w1", 5.0, 3)
+    for rec in made[:6]:
+        store.finish(rec.id, {"metrics": {}}, 0.1)
+    for rec in made[6:9]:
+        store.fail(rec.id, "boom")
+    store.cancel_submission(made[9].id)  # running: cancel requested, then the worker stops
+    assert store.mark_cancelled(made[9].id) == "cancelled"
+    store.cancel_submission(made[20].id)  # queued: cancelled at once
+    in_flight = {r.id for r in made[10:16]} | {r.id for r in made[16:20]} | {made[21].id}
+    in_flight |= {r.id for r in made[22:]}
+
+    status_reads: list[str] = []
+    real_hget = redis.client.Pipeline.hget
+
+    def hget(self: Any, name: str, key: str) -> Any:
+        status_reads.append(name.rsplit(":", 1)[-1])
+        return real_hget(self, name, key)
+
+    monkeypatch.setattr(redis.client.Pipeline, "hget", hget)
+    scopes = [(None, None), ("key_a", None), ("key_b", None), (None, "team_x")]
+
+    def check_every_page() -> None:
+        for owner, team in scopes:
+            everything, _ = store.list_submissions(owner, None, 0, 100, team=team)
+            for status in keys.ENDED:
+                want = [r.id for r in everything if r.status == status]
+                for offset in range(len(want) + 2):
+                    for limit in (1, 3, 100):
+                        page, total = store.list_submissions(
+                            owner, status, offset, limit, team=team
+                        )
+                        assert total == len(want), (owner, team, status)
+                        assert [r.id for r in page] == want[offset : offset + limit]
+                        assert all(r.status == status for r in page)
+
+    store.list_submissions(None, "succeeded", 0, 10)  # the first listing indexes them all
+    assert len(status_reads) == len(made)
+    del status_reads[:]
+    check_every_page()
+    assert set(status_reads) <= in_flight  # only the statuses of jobs in flight were read
+    indexed = {s: store.client.zcard(keys.ended(s)) for s in keys.ENDED}
+    assert indexed == {"succeeded": 6, "failed": 3, "cancelled": 2}
+
+    # a job that ends after the first listings is listed by the next one
+    later = made[13]
+    assert later.owner == "key_a"
+    store.finish(later.id, {"metrics": {}}, 0.1)
+    page, total = store.list_submissions("key_a", "succeeded", 0, 100)
+    assert later.id in {r.id for r in page}
+    assert total == len([r for r in [*made[:6], later] if r.owner == "key_a"])
+    check_every_page()
+
+    # a deleted submission leaves the index, its page and its count
+    gone = made[1]
+    assert store.delete_submission(gone.id)
+    for s in keys.ENDED:
+        assert store.client.zscore(keys.ended(s), gone.id) is None
+    page, total = store.list_submissions(None, "succeeded", 0, 100)
+    assert gone.id not in {r.id for r in page} and total == 6
+    check_every_page()
+
+    # deleted between the status read and the indexing: the script indexes nothing
+    late = made[14]
+    store.finish(late.id, {"metrics": {}}, 0.1)
+    assert store.delete_submission(late.id)
+    indexes = [keys.ended(s) for s in keys.ENDED]
+    added = store._scripts["index_ended"](keys=[*indexes, keys.submission(late.id)], args=[late.id])
+    assert added == 0 and store.client.zscore(keys.ended("succeeded"), late.id) is None
 
 
 def test_delete_submission_removes_everything(store: Store) -> None:
