@@ -48,6 +48,8 @@ key                                             type       holds
                                                            cancelled; final), score = creation
                                                            time: filled as status listings
                                                            read them, left by a deletion
+``subs:listing:{token}``                        zset       one listing's page being read
+                                                           (exists only inside its MULTI)
 ``team:{team_id}``                              hash       TeamRecord fields
 ``teams``                                       zset       team ids, score = creation time
 ``bench:{id}``                                  string     the benchmark record (JSON)
@@ -222,6 +224,11 @@ ENDED = ("succeeded", "failed", "cancelled")
 def ended(status: str) -> str:
     """The submissions known to have ended with ``status`` (one of :data:`ENDED`)."""
     return f"{PREFIX}subs:ended:{status}"
+
+
+def listing_scratch(token: str) -> str:
+    """The intersection one listing computes, created and deleted in one transaction."""
+    return f"{PREFIX}subs:listing:{token}"
 
 
 def team(team_id: str) -> str:

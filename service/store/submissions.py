@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -239,10 +240,10 @@ class SubmissionStore(StoreBase):
           they hold fewer ids than the scope, else for every submission of the scope;
         - a final status (``succeeded``, ``failed``, ``cancelled``, which never changes): from
           the indexes of ended submissions (``keys.ended``), completed first with the scope's
-          submissions not in them (those in flight, and those that ended since the last
-          listing; an index fills on the first listing that meets them): one set difference
-          and one intersection in Redis, and the statuses of the in-flight ones only, instead
-          of every status of the scope.
+          submissions neither in them nor in flight (those that ended since the last listing;
+          an index fills on the first listing that meets them): one set difference and one
+          intersection in Redis, and the statuses of the newly ended only, instead of every
+          status of the scope.
         """
         if team is not None:
             index = keys.team_submissions(team)
@@ -297,8 +298,11 @@ class SubmissionStore(StoreBase):
         def ended() -> tuple[list[SubmissionRecord], int]:
             """A listing of a final status from the ended indexes (see above)."""
             indexes = [keys.ended(s) for s in keys.ENDED]
-            # the scope's submissions not known to have ended: in flight, or not yet indexed
-            unknown = self.client.zdiff([index, *indexes])
+            # the scope's submissions neither known to have ended nor in flight (a job leaves
+            # the queues and the running set in the script that ends it): those that ended
+            # since the last listing, whose statuses are read and indexed
+            flight = [keys.running(), *map(keys.queued, keys.QUEUES)]
+            unknown = self.client.zdiff([index, *indexes, *flight])
             for start in range(0, len(unknown), 500):
                 part = unknown[start : start + 500]
                 pipe = self.client.pipeline(transaction=False)
@@ -322,9 +326,16 @@ class SubmissionStore(StoreBase):
                 pipe.zrevrange(target, offset, offset + limit - 1)
                 total, ids = pipe.execute()
                 return fetch(ids), int(total)
-            # ascending by creation time, equal ones by id: reversed, the scope's order
-            got = self.client.zinter([index, target], aggregate="MIN")
-            return page_of([decode(sub_id) for sub_id in reversed(got)])
+            # the scope's page of the intersection, in Redis: stored under a key of this call
+            # alone, read and deleted in one transaction (nothing is left whatever happens)
+            scratch = keys.listing_scratch(uuid.uuid4().hex)
+            pipe = self.client.pipeline(transaction=True)
+            pipe.zinterstore(scratch, [index, target], aggregate="MIN")
+            if limit:
+                pipe.zrevrange(scratch, offset, offset + limit - 1)
+            pipe.delete(scratch)
+            got = pipe.execute()
+            return (fetch(got[1]) if limit else []), int(got[0])
 
         def read() -> tuple[list[SubmissionRecord], int]:
             if status is None:
