@@ -177,6 +177,11 @@ def main() -> int:
     head = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
     ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "service"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    if dirty:
+        head += " with uncommitted changes to service/"
     start, load0 = time.perf_counter(), os.getloadavg()
     results: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -238,6 +243,17 @@ def main() -> int:
             f"{med(old, 's') / med(new, 's'):.1f}× | {med(old, 'cmds'):,.0f}, "
             f"{med(new, 'cmds'):,.0f} |"
         )
+    lines += [
+        "",
+        "The new code's first listing of a final status reads the statuses of the ended "
+        "submissions of its scope and indexes them (a script per 500), once: later listings "
+        "find them indexed. Then a listing of every owner's submissions reads no status when "
+        "the sizes of the indexes and of the queues and the running set add up to every "
+        "submission (else one set difference finds those that ended since), and a scoped "
+        "listing intersects its scope with the status's index in Redis (its cost grows with "
+        "the smaller of the two). `queued` and `running` listings take the same path on both "
+        "sides (the queues, or the statuses of the scope when smaller).",
+    ]
     body = "\n".join(lines)
     print(body)
     if not args.no_write:

@@ -241,9 +241,10 @@ class SubmissionStore(StoreBase):
         - a final status (``succeeded``, ``failed``, ``cancelled``, which never changes): from
           the indexes of ended submissions (``keys.ended``), completed first with the scope's
           submissions neither in them nor in flight (those that ended since the last listing;
-          an index fills on the first listing that meets them): one set difference and one
-          intersection in Redis, and the statuses of the newly ended only, instead of every
-          status of the scope.
+          an index fills on the first listing that meets them; the difference is skipped
+          when the counts of the indexes and of the jobs in flight add up to every
+          submission): one set difference and one intersection in Redis, and the statuses of
+          the newly ended only, instead of every status of the scope.
         """
         if team is not None:
             index = keys.team_submissions(team)
@@ -302,7 +303,15 @@ class SubmissionStore(StoreBase):
             # the queues and the running set in the script that ends it): those that ended
             # since the last listing, whose statuses are read and indexed
             flight = [keys.running(), *map(keys.queued, keys.QUEUES)]
-            unknown = self.client.zdiff([index, *indexes, *flight])
+            # every submission ended and indexed, or in flight (disjoint subsets of every
+            # submission, a deletion leaving them all at once): nothing to look for
+            pipe = self.client.pipeline(transaction=True)
+            for name in (keys.submissions(), *indexes, *flight):
+                pipe.zcard(name)
+            everyone, *parts = pipe.execute()
+            unknown = (
+                [] if everyone == sum(parts) else self.client.zdiff([index, *indexes, *flight])
+            )
             for start in range(0, len(unknown), 500):
                 part = unknown[start : start + 500]
                 pipe = self.client.pipeline(transaction=False)
