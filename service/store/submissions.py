@@ -244,7 +244,8 @@ class SubmissionStore(StoreBase):
           an index fills on the first listing that meets them; the difference is skipped
           when the counts of the indexes and of the jobs in flight add up to every
           submission): one set difference and one intersection in Redis, and the statuses of
-          the newly ended only, instead of every status of the scope.
+          the newly ended only (read by the indexing script), instead of every status of the
+          scope.
         """
         if team is not None:
             index = keys.team_submissions(team)
@@ -301,7 +302,7 @@ class SubmissionStore(StoreBase):
             indexes = [keys.ended(s) for s in keys.ENDED]
             # the scope's submissions neither known to have ended nor in flight (a job leaves
             # the queues and the running set in the script that ends it): those that ended
-            # since the last listing, whose statuses are read and indexed
+            # since the last listing, which the script indexes by the statuses it reads
             flight = [keys.running(), *map(keys.queued, keys.QUEUES)]
             # every submission ended and indexed, or in flight (disjoint subsets of every
             # submission, a deletion leaving them all at once): nothing to look for
@@ -312,20 +313,11 @@ class SubmissionStore(StoreBase):
             unknown = (
                 [] if everyone == sum(parts) else self.client.zdiff([index, *indexes, *flight])
             )
-            for start in range(0, len(unknown), 500):
-                part = unknown[start : start + 500]
-                pipe = self.client.pipeline(transaction=False)
-                for sub_id in part:
-                    pipe.hget(keys.submission(decode(sub_id)), "status")
-                done = [
-                    decode(sub_id)
-                    for sub_id, st in zip(part, pipe.execute(), strict=True)
-                    if st is not None and decode(st) in keys.ENDED
-                ]
-                if done:  # indexed where their records still hold that status
-                    self._scripts["index_ended"](
-                        keys=[*indexes, *map(keys.submission, done)], args=done
-                    )
+            for start in range(0, len(unknown), 500):  # the script reads their statuses
+                part = [decode(sub_id) for sub_id in unknown[start : start + 500]]
+                self._scripts["index_ended"](
+                    keys=[*indexes, *map(keys.submission, part)], args=part
+                )
             target = keys.ended(str(status))
             if index == keys.submissions():  # every owner's: the index itself
                 if limit == 0:

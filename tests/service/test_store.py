@@ -338,14 +338,14 @@ def test_final_status_listings_come_from_the_ended_indexes(
     assert store.mark_cancelled(made[9].id) == "cancelled"
     store.cancel_submission(made[20].id)  # queued: cancelled at once
     ended_ids = {r.id for r in made[:10]} | {made[20].id}
-    status_reads: list[str] = []
-    real_hget = redis.client.Pipeline.hget
+    status_reads: list[str] = []  # the ids whose statuses the indexing script reads
+    real_index = store._scripts["index_ended"]
 
-    def hget(self: Any, name: str, key: str) -> Any:
-        status_reads.append(name.rsplit(":", 1)[-1])
-        return real_hget(self, name, key)
+    def index(keys: list[str], args: list[str]) -> Any:
+        status_reads.extend(args)
+        return real_index(keys=keys, args=args)
 
-    monkeypatch.setattr(redis.client.Pipeline, "hget", hget)
+    monkeypatch.setitem(store._scripts, "index_ended", index)
     scopes = [(None, None), ("key_a", None), ("key_b", None), (None, "team_x")]
 
     def check_every_page() -> None:

@@ -1,5 +1,5 @@
--- index_ended: put the submissions that have ended into the index of their final status, each
---   only if its record still exists with that status (a deletion in between leaves nothing).
+-- index_ended: put the given submissions that have ended into the index of their final status
+--   (read here: one that is in flight, or deleted, is left out).
 -- KEYS: 1 subs:ended:succeeded, 2 subs:ended:failed, 3 subs:ended:cancelled,
 --   4.. sub:{id} of each submission, in the order of ARGV
 -- ARGV: the submission ids
