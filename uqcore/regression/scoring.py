@@ -508,7 +508,8 @@ def nll(batch: Batch, *, bandwidth: Bandwidth = "silverman") -> float | None:
     Closed forms: Gaussian ½z² + log σ + ½ log 2π with z = (y − μ)/σ; Laplace |z| + log 2b;
     Student-t (location-scale, ``df`` ν) −log Γ((ν+1)/2) + log Γ(ν/2) + ½ log νπ + log s
     + (ν+1)/2 · log(1 + z²/ν), its Γ ratio evaluated as Pochhammer's symbol (ν/2)_{1/2} in
-    scipy's form (``scipy.stats.t.logpdf``), exact at any ν; Gaussian mixture −log Σ_k w_k φ((y − μ_k)/σ_k)/σ_k by log-sum-exp.
+    scipy's form (``scipy.stats.t.logpdf``), exact at any ν; Gaussian mixture
+    −log Σ_k w_k φ((y − μ_k)/σ_k)/σ_k by log-sum-exp.
     For ``Samples`` the density is a Gaussian kernel density estimate of the draws,
     f_i(y) = (1/S) Σ_s φ((y − x_is)/h_i)/h_i, with bandwidth ``bandwidth``: ``"silverman"``
     (default; h_i = 0.9·min(σ̂_i, IQR_i/1.34)·S^(−1/5), Silverman 1986 eq. 3.31), ``"scott"``
