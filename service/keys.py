@@ -107,6 +107,10 @@ key                                             type       holds
                                                            completed; expires after
                                                            ``upload_ttl_s`` (parts: blob store
                                                            ``uploads/{id}/part-{n}``)
+``upload:{id}:completing``                       string     the lock of the one completion of
+                                                           the upload running (a random token),
+                                                           expires after its lease unless
+                                                           renewed
 ``sub:{id}:plots``                               hash       rendered plots: ``{name}.{format}``
                                                            -> PNG/SVG bytes, or ``error:{status}:
                                                            {reason}`` (not applicable, failed);
@@ -352,6 +356,10 @@ def idempotency(key_id: str, key_hash: str) -> str:
 
 def upload(upload_id: str) -> str:
     return f"{PREFIX}upload:{upload_id}"
+
+
+def upload_completing(upload_id: str) -> str:
+    return f"{PREFIX}upload:{upload_id}:completing"
 
 
 def api_key(key_id: str) -> str:

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import httpx
 
 from uqeval._base import NPZ_MEDIA, ClientBase
-from uqeval._http import Call, Op, ProgressFn
+from uqeval._http import Call, Op, ProgressFn, Sleep
 from uqeval.errors import BadRequest, RateLimited, ServerUnavailable, UploadInterrupted
 
 
@@ -188,7 +188,30 @@ class UploadCalls(ClientBase):
                 done += length
         except (ServerUnavailable, RateLimited) as exc:
             raise self._interrupted(upload_id, body, exc) from exc
-        return (yield from self._send(self._upload_complete_call(upload_id, idempotency_key)))
+        return (yield from self._complete(upload_id, idempotency_key))
+
+    def _complete(self, upload_id: str, idempotency_key: str) -> Op[httpx.Response]:
+        """The answer of the completion. While another completion of the upload runs (a
+        first try whose answer was lost, another client of the same upload), the server
+        answers 409 ``upload_completing`` after waiting for it a while: asked again, for at
+        most :data:`COMPLETING_WAIT_S`, it answers what that completion answered."""
+        waited = 0.0
+        while True:
+            try:
+                return (
+                    yield from self._send(self._upload_complete_call(upload_id, idempotency_key))
+                )
+            except BadRequest as exc:
+                if exc.code != "upload_completing" or waited >= COMPLETING_WAIT_S:
+                    raise
+            yield Sleep(COMPLETING_POLL_S)
+            waited += COMPLETING_POLL_S
+
+
+#: How long the client asks again for the answer of an upload that another request is
+#: completing (the server waits up to 30 s of it per request itself), and how often.
+COMPLETING_WAIT_S = 600.0
+COMPLETING_POLL_S = 1.0
 
 
 def _offset(progress: ProgressFn, done: int, total: int) -> ProgressFn:

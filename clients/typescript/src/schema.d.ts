@@ -165,7 +165,7 @@ export interface paths {
         /**
          * Abort an upload and remove its parts
          * @description Remove the upload and the parts received (a completed upload: only its record; what it
-         *     created stays).
+         *     created stays). 409 ``upload_completing`` while a completion reads its parts.
          */
         delete: operations["abortUpload"];
         options?: never;
@@ -207,7 +207,11 @@ export interface paths {
          * @description Join the parts into the body and submit it: a submission upload answers exactly what
          *     ``POST /v1/submissions`` answers for the body (202, the same checks and 422s), a
          *     benchmark upload what ``POST /v1/benchmarks`` answers (201). Completing again answers the
-         *     same; a refused body (4xx) leaves the upload as it is, to be aborted.
+         *     same, also while the first completion runs: one completion of an upload runs at a time,
+         *     and another one waits up to 30 s for its answer (then 409 ``upload_completing`` with a
+         *     Retry-After: ask again). A refused body (4xx) leaves the upload as it is, to be aborted;
+         *     while a completion runs, its parts cannot be sent again nor the upload aborted (409
+         *     ``upload_completing``).
          */
         post: operations["completeUpload"];
         delete?: never;
@@ -5938,6 +5942,15 @@ export interface operations {
             };
             /** @description No such resource for this key. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description Conflict with the resource's state. */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -17,6 +17,7 @@ removed. Only the key that created an upload may use it: to any other key it doe
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import functools
@@ -35,6 +36,7 @@ from typing import Annotated, Any, cast
 from fastapi import APIRouter, Header, Path, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
 
 from service import keys as schema_keys
 from service.api.deps import KeyDep, SettingsDep, StoreDep
@@ -53,6 +55,7 @@ from service.api.schemas import (
 from service.api.spool import GunzipTo, Sink, Spool, spool_body, too_large
 from service.api.upload_blobs import part_key, upload_prefix
 from service.blobs import BlobStore
+from service.settings import Settings
 from service.store import ApiKeyRecord, Store
 
 router = APIRouter(tags=["uploads"])
@@ -72,14 +75,61 @@ PartNumber = Annotated[
 
 _UPLOAD_ID = {"upload_id": "$response.body#/id"}
 
-#: Only when the key exists: a part stored after its upload expired must not bring the
-#: upload back without its expiry.
-_SET_IF_EXISTS = """
-if redis.call('exists', KEYS[1]) == 1 then
-  return redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
-end
-return -1
+#: A part is recorded only while the upload exists (a part stored after its upload expired
+#: must not bring the upload back without its expiry), is not complete (-2) and is not being
+#: completed (-3: its parts are being read).
+_RECORD_PART = """
+if redis.call('exists', KEYS[1]) == 0 then return -1 end
+if redis.call('hexists', KEYS[1], 'answer') == 1 then return -2 end
+if redis.call('exists', KEYS[2]) == 1 then return -3 end
+return redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
 """
+
+#: One completion at a time per upload: it holds ``upload:{id}:completing`` (a random token,
+#: expiring after :data:`COMPLETE_LEASE_MS`, renewed while it runs). Answers ``{'claimed'}``,
+#: ``{'answer', saved}`` for a completed upload, ``{'busy'}`` while another completion holds
+#: it, ``{'gone'}`` when the upload does not exist.
+_CLAIM = """
+if redis.call('exists', KEYS[1]) == 0 then return {'gone'} end
+local answer = redis.call('hget', KEYS[1], 'answer')
+if answer then return {'answer', answer} end
+if redis.call('set', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {'claimed'} end
+return {'busy'}
+"""
+
+#: The holder's lease, renewed (1) while the token is still its own (else 0).
+_RENEW = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+#: The holder lets go: the answer (ARGV[2], empty after a failure) is kept on the upload —
+#: the first one only, should a lease have run out under a stalled holder — and the lock is
+#: released if still its own.
+_RELEASE = """
+if ARGV[2] ~= '' and redis.call('exists', KEYS[1]) == 1 then
+  redis.call('hsetnx', KEYS[1], 'answer', ARGV[2])
+end
+if redis.call('get', KEYS[2]) == ARGV[1] then redis.call('del', KEYS[2]) end
+return 1
+"""
+
+#: Abort: refused (0) while a completion reads the parts, else the record removed (1).
+_ABORT = """
+if redis.call('exists', KEYS[2]) == 1 then return 0 end
+redis.call('del', KEYS[1])
+return 1
+"""
+
+#: A completion's lease on its upload (ms), renewed every third of it while it runs: an API
+#: process killed mid-completion holds the upload at most this long.
+COMPLETE_LEASE_MS = 30_000
+#: How long a completion waits for another one of the same upload to answer (then 409
+#: ``upload_completing`` with a Retry-After), and how often it looks.
+COMPLETE_WAIT_S = 30.0
+COMPLETE_POLL_S = 0.2
 
 #: Seconds between two sweeps of the parts of expired uploads by one API process.
 SWEEP_INTERVAL_S = 60.0
@@ -296,7 +346,9 @@ async def put_upload_part(
     wanted = _digest(content_digest)
     rec = await run_in_threadpool(_record, store, key, upload_id)
     if "answer" in rec:
-        raise ApiError(409, f"upload {upload_id!r} is already complete", field="upload_id")
+        raise _complete_already(upload_id)
+    if await run_in_threadpool(store.client.exists, schema_keys.upload_completing(upload_id)):
+        raise _completing(upload_id, "its parts are being read; a part cannot change now")
     parts = int(rec["parts"])
     if n > parts:
         raise ApiError(422, f"part {n} is out of range: this upload has {parts} part(s)", field="n")
@@ -329,17 +381,39 @@ async def put_upload_part(
         await run_in_threadpool(blobs.put_file, part_key(upload_id, n), path, move=True)
     finally:
         await run_in_threadpool(spool.close)
-    stored = await run_in_threadpool(
-        store.client.eval,
-        _SET_IF_EXISTS,
-        1,
-        schema_keys.upload(upload_id),
-        f"part:{n}",
-        f"{size}:{digest}",
+    stored = int(
+        await run_in_threadpool(
+            store.client.eval,
+            _RECORD_PART,
+            2,
+            schema_keys.upload(upload_id),
+            schema_keys.upload_completing(upload_id),
+            f"part:{n}",
+            f"{size}:{digest}",
+        )
     )
-    if int(stored) < 0:
+    if stored == -1:
         raise ApiError(404, f"no upload {upload_id!r}", field="upload_id")
+    if stored == -2:
+        raise _complete_already(upload_id)
+    if stored == -3:
+        raise _completing(upload_id, "its parts are being read; a part cannot change now")
     return UploadPart(part=n, size=size, sha256=digest)
+
+
+def _complete_already(upload_id: str) -> ApiError:
+    return ApiError(409, f"upload {upload_id!r} is already complete", field="upload_id")
+
+
+def _completing(upload_id: str, why: str) -> ApiError:
+    """409 ``upload_completing``: another request is completing the upload."""
+    return ApiError(
+        409,
+        f"upload {upload_id!r} is being completed by another request: {why}",
+        field="upload_id",
+        code="upload_completing",
+        headers={"Retry-After": "1"},
+    )
 
 
 def _body(
@@ -446,13 +520,104 @@ async def complete_upload(
     """Join the parts into the body and submit it: a submission upload answers exactly what
     ``POST /v1/submissions`` answers for the body (202, the same checks and 422s), a
     benchmark upload what ``POST /v1/benchmarks`` answers (201). Completing again answers the
-    same; a refused body (4xx) leaves the upload as it is, to be aborted."""
+    same, also while the first completion runs: one completion of an upload runs at a time,
+    and another one waits up to 30 s for its answer (then 409 ``upload_completing`` with a
+    Retry-After: ask again). A refused body (4xx) leaves the upload as it is, to be aborted;
+    while a completion runs, its parts cannot be sent again nor the upload aborted (409
+    ``upload_completing``)."""
     rec = await run_in_threadpool(_record, store, key, upload_id)
     if "answer" in rec:
         return _replay(rec["answer"])
     if rec["purpose"] == "benchmark" and key.role != "admin":
         raise ApiError(403, "creating a benchmark needs an admin key", field="purpose")
-    blobs = store.blobs
+    token = secrets.token_hex(16)
+    earlier = await _claim(store, upload_id, token)
+    if earlier is not None:
+        return _replay(earlier)
+    renewing = asyncio.create_task(_renew(store, upload_id, token))
+    saved: dict[str, Any] | None = None
+    try:
+        # Read again under the lock: a part sent again before it was taken counts.
+        rec = await run_in_threadpool(_record, store, key, upload_id)
+        answer = await _complete(request, rec, upload_id, key, store, settings, idempotency_key)
+        saved = {
+            "status": answer.status_code,
+            "body": json.loads(bytes(answer.body)),
+            "headers": {
+                k: v
+                for k, v in answer.headers.items()
+                if k.lower() not in ("content-length", "content-type")
+            },
+        }
+    finally:
+        renewing.cancel()
+        await run_in_threadpool(
+            store.client.eval,
+            _RELEASE,
+            2,
+            schema_keys.upload(upload_id),
+            schema_keys.upload_completing(upload_id),
+            token,
+            "" if saved is None else json.dumps(saved),
+        )
+    await run_in_threadpool(store.blobs.delete_prefix, upload_prefix(upload_id))
+    return answer
+
+
+async def _claim(store: Store, upload_id: str, token: str) -> str | None:
+    """Take the upload's completion lock for ``token``: None once held; the saved answer of a
+    completion that ended meanwhile (while this one waited). 404 when the upload is gone, 409
+    ``upload_completing`` after :data:`COMPLETE_WAIT_S` of another completion running."""
+    waited_until = time.monotonic() + COMPLETE_WAIT_S
+    while True:
+        got = await run_in_threadpool(
+            store.client.eval,
+            _CLAIM,
+            2,
+            schema_keys.upload(upload_id),
+            schema_keys.upload_completing(upload_id),
+            token,
+            COMPLETE_LEASE_MS,
+        )
+        state = _text(got[0])
+        if state == "claimed":
+            return None
+        if state == "answer":
+            return _text(got[1])
+        if state == "gone":
+            raise ApiError(404, f"no upload {upload_id!r}", field="upload_id")
+        if time.monotonic() >= waited_until:
+            raise _completing(upload_id, "ask again for its answer")
+        await asyncio.sleep(COMPLETE_POLL_S)
+
+
+async def _renew(store: Store, upload_id: str, token: str) -> None:
+    """Renew the completion's lease every third of it while the completion runs."""
+    while True:
+        await asyncio.sleep(COMPLETE_LEASE_MS / 3000)
+        try:
+            await run_in_threadpool(
+                store.client.eval,
+                _RENEW,
+                1,
+                schema_keys.upload_completing(upload_id),
+                token,
+                COMPLETE_LEASE_MS,
+            )
+        except RedisError:  # Redis briefly away: the next renewal, or the lease runs out
+            continue
+
+
+async def _complete(
+    request: Request,
+    rec: dict[str, str],
+    upload_id: str,
+    key: ApiKeyRecord,
+    store: Store,
+    settings: Settings,
+    idempotency_key: str | None,
+) -> JSONResponse:
+    """The completion's work, under the upload's lock: the answer for the joined body."""
     spool = Spool(settings)
     try:
         limit = settings.max_upload_bytes
@@ -476,24 +641,6 @@ async def complete_upload(
                 await run_in_threadpool(body.close)
     finally:
         await run_in_threadpool(spool.close)
-    saved = {
-        "status": answer.status_code,
-        "body": json.loads(bytes(answer.body)),
-        "headers": {
-            k: v
-            for k, v in answer.headers.items()
-            if k.lower() not in ("content-length", "content-type")
-        },
-    }
-    await run_in_threadpool(
-        store.client.eval,
-        _SET_IF_EXISTS,
-        1,
-        schema_keys.upload(upload_id),
-        "answer",
-        json.dumps(saved),
-    )
-    await run_in_threadpool(blobs.delete_prefix, upload_prefix(upload_id))
     return answer
 
 
@@ -503,14 +650,18 @@ async def complete_upload(
     summary="Abort an upload and remove its parts",
     status_code=204,
     response_class=Response,
-    responses=errors(401, 404, 422, 503),
+    responses=errors(401, 404, 409, 422, 503),
 )
 def abort_upload(
     upload_id: UploadId, key: KeyDep, store: StoreDep, settings: SettingsDep
 ) -> Response:
     """Remove the upload and the parts received (a completed upload: only its record; what it
-    created stays)."""
+    created stays). 409 ``upload_completing`` while a completion reads its parts."""
     _record(store, key, upload_id)
-    store.client.delete(schema_keys.upload(upload_id))
+    removed = store.client.eval(
+        _ABORT, 2, schema_keys.upload(upload_id), schema_keys.upload_completing(upload_id)
+    )
+    if not int(removed):
+        raise _completing(upload_id, "it cannot be aborted now")
     store.blobs.delete_prefix(upload_prefix(upload_id))
     return Response(status_code=204)
