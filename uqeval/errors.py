@@ -128,8 +128,8 @@ class JobFailed(UQEvalError):
 
 
 class ServerUnavailable(UQEvalError):
-    """The server could not be reached (refused, timed out) or answered 502/503/504 on every
-    try."""
+    """The server could not be reached (refused, timed out), answered 502/503/504 on every
+    try, or answered 507 (its disk is full: try again later)."""
 
     exit_code = 6
 
@@ -184,6 +184,7 @@ _BY_STATUS: dict[int, type[UQEvalError]] = {
     502: ServerUnavailable,
     503: ServerUnavailable,
     504: ServerUnavailable,
+    507: ServerUnavailable,
 }
 
 

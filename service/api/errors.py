@@ -10,6 +10,7 @@ answer quotes.
 
 from __future__ import annotations
 
+import errno
 import logging
 import re
 import uuid
@@ -42,7 +43,17 @@ CODES = {
     429: "too_many_requests",
     500: "internal_error",
     503: "service_unavailable",
+    507: "insufficient_storage",
 }
+
+#: The errno values of a disk that cannot take more bytes: full, or over a quota.
+OUT_OF_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def out_of_space(exc: BaseException) -> bool:
+    """Whether ``exc`` is the service's own disk refusing to store more (no fault of the
+    request): such an error is answered 507 and never blamed on the body."""
+    return isinstance(exc, OSError) and exc.errno in OUT_OF_SPACE
 
 
 class ApiError(Exception):
@@ -197,6 +208,27 @@ async def _client_gone(request: Request, exc: Exception) -> JSONResponse:
     return error_response(ApiError(CLIENT_CLOSED, "the client closed the connection"))
 
 
+#: When to ask again after a full disk: space comes back by the expiry of uploads and
+#: retention, or by an operator.
+RETRY_AFTER_FULL = {"Retry-After": "60"}
+
+
+async def _os_error(request: Request, exc: Exception) -> JSONResponse:
+    """A full disk (scratch directory or local blob store): 507 with a Retry-After, logged as
+    a warning for the operator; any other OSError is unexpected."""
+    if not out_of_space(exc):
+        return await _unexpected(request, exc)
+    log.warning("disk full during %s %s: %s", request.method, request.url.path, exc)
+    return error_response(
+        ApiError(
+            507,
+            "the service's disk is full: the body was not stored (nothing of this request was "
+            "kept); retry later",
+            headers=RETRY_AFTER_FULL,
+        )
+    )
+
+
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     ref = uuid.uuid4().hex[:12]
     log.error("unhandled error %s on %s %s", ref, request.method, request.url.path, exc_info=exc)
@@ -233,4 +265,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(BlobUnavailable, _store_down)  # as transient as Redis down
     app.add_exception_handler(redis.exceptions.ConnectionError, _store_down)
     app.add_exception_handler(redis.exceptions.TimeoutError, _store_down)
+    app.add_exception_handler(OSError, _os_error)
     app.add_exception_handler(Exception, _unexpected)

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.lib.format as npy_format
 
 from service import blobs
-from service.api.errors import ApiError
+from service.api.errors import ApiError, out_of_space
 from service.settings import Settings
 
 __all__ = [
@@ -222,6 +222,8 @@ def member_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> tupl
             else:
                 shape, fortran, dtype = npy_format.read_array_header_2_0(fp)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        if out_of_space(exc):
+            raise
         raise ApiError(
             422, f"NPZ member {name!r} is not a valid .npy array: {exc}", field=name
         ) from None
@@ -264,6 +266,8 @@ def read_member(
             shutil.copyfileobj(fp, out, COPY_BYTES)  # the CRC is checked at the member's end
         mapped: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
     except errors as exc:
+        if out_of_space(exc):  # the scratch disk is full: not the member's fault (507)
+            raise
         raise ApiError(422, f"NPZ member {name!r} cannot be read: {exc}", field=name) from None
     return mapped
 

@@ -7,6 +7,7 @@ writer leaves only a ``.tmp-`` file, removed by the next :meth:`LocalBlobStore.s
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -22,6 +23,21 @@ from service.blobs.base import BlobInfo, BlobNotFound, BlobStore, BlobUnavailabl
 __all__ = ["LocalBlobStore"]
 
 _TMP = ".tmp-"
+
+
+def _disk_full(exc: OSError, directory: Path, nbytes: int) -> OSError | None:
+    """The ENOSPC error a short write without an errno stands for — numpy's ``tofile``
+    reports one as "N requested and M written" — when the filesystem of ``directory`` has
+    less room left than the ``nbytes`` to write; else None (``exc`` is what it says)."""
+    if exc.errno is not None:
+        return None
+    try:
+        stat = os.statvfs(directory)
+    except OSError:
+        return None
+    if stat.f_bavail * stat.f_frsize >= nbytes:
+        return None
+    return OSError(errno.ENOSPC, f"No space left on device ({exc})", str(directory))
 
 
 class LocalBlobStore(BlobStore):
@@ -69,6 +85,12 @@ class LocalBlobStore(BlobStore):
             with os.fdopen(fd, "wb") as fh:
                 np.save(fh, array, allow_pickle=False)
             os.replace(tmp, target)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            full = _disk_full(exc, target.parent, array.nbytes)
+            if full is None:
+                raise
+            raise full from exc
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise

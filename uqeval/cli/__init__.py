@@ -24,7 +24,7 @@ code  meaning
 3     authentication: no key, a wrong or revoked key (401), not allowed (403)
 4     not found (404): no such submission, benchmark, comparison, team or key
 5     the job failed or was cancelled
-6     server unavailable: refused or timed-out connection, 502/503/504
+6     server unavailable: refused or timed-out connection, 502/503/504, 507 (disk full)
 7     rate limited, or the team's quota on the benchmark is spent (429)
 130   interrupted (Ctrl-C)
 ====  ===========================================================================
@@ -51,7 +51,7 @@ EXIT_CODES: dict[int, str] = {
     3: "authentication: missing or wrong key (401), not allowed (403)",
     4: "not found (404)",
     5: "the job failed or was cancelled",
-    6: "server unavailable (connection refused or timed out, 502/503/504)",
+    6: "server unavailable (connection refused or timed out, 502/503/504, 507: disk full)",
     7: "rate limited or quota spent (429)",
     130: "interrupted",
 }

@@ -5276,7 +5276,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5409,8 +5409,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The service's disk is full (its scratch directory or local blob store): nothing of the request was kept; Retry-After says when to retry. */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5477,7 +5486,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5552,7 +5561,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5660,7 +5669,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5746,7 +5755,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5833,7 +5842,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5901,7 +5910,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5976,7 +5985,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6072,8 +6081,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The service's disk is full (its scratch directory or local blob store): nothing of the request was kept; Retry-After says when to retry. */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6197,8 +6215,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The service's disk is full (its scratch directory or local blob store): nothing of the request was kept; Retry-After says when to retry. */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6244,7 +6271,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6341,8 +6368,17 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The service's disk is full (its scratch directory or local blob store): nothing of the request was kept; Retry-After says when to retry. */
+            507: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6409,7 +6445,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6484,7 +6520,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6592,7 +6628,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6681,7 +6717,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6758,7 +6794,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6844,7 +6880,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6921,7 +6957,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7008,7 +7044,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7075,7 +7111,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7122,7 +7158,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7190,7 +7226,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7267,7 +7303,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7335,7 +7371,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7412,7 +7448,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7480,7 +7516,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7573,7 +7609,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7666,7 +7702,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7754,7 +7790,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7810,7 +7846,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7897,7 +7933,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -7953,7 +7989,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8040,7 +8076,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8123,7 +8159,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8280,7 +8316,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8347,7 +8383,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8415,7 +8451,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8462,7 +8498,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8549,7 +8585,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8617,7 +8653,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8692,7 +8728,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8791,7 +8827,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -8867,7 +8903,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description Redis is unavailable. */
+            /** @description Redis or the blob store is unavailable; Retry-After says when to retry. */
             503: {
                 headers: {
                     [name: string]: unknown;

@@ -462,7 +462,7 @@ def create_from(
     status_code=201,
     response_model=BenchmarkInfo,
     responses={
-        **errors(400, 401, 403, 413, 415, 422, 503),
+        **errors(400, 401, 403, 413, 415, 422, 503, 507),
         **links(
             201,
             getBenchmark=_BENCH_ID,

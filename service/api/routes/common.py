@@ -17,7 +17,9 @@ _DESCRIPTIONS = {
     422: "The request is invalid; the error names the field, the rule and the first bad index.",
     429: "The key's rate limit is exceeded (code rate_limited), or the team's quota on the "
     "benchmark is spent (code quota_exceeded); Retry-After says when to retry.",
-    503: "Redis is unavailable.",
+    503: "Redis or the blob store is unavailable; Retry-After says when to retry.",
+    507: "The service's disk is full (its scratch directory or local blob store): nothing of "
+    "the request was kept; Retry-After says when to retry.",
 }
 
 

@@ -301,7 +301,7 @@ def _submit(
     status_code=202,
     response_model=SubmissionAccepted,
     responses={
-        **errors(400, 401, 404, 409, 413, 415, 422, 429, 503),
+        **errors(400, 401, 404, 409, 413, 415, 422, 429, 503, 507),
         **links(
             202,
             getSubmission=_SUB_ID,

@@ -314,7 +314,7 @@ def _digest(header: str | None) -> str:
     operation_id="putUploadPart",
     summary="Send one part of an upload",
     response_model=UploadPart,
-    responses=errors(401, 404, 409, 413, 422, 503),
+    responses=errors(401, 404, 409, 413, 422, 503, 507),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -498,7 +498,7 @@ def _replay(answer: str) -> JSONResponse:
             "description": "A benchmark upload: the created benchmark, as POST /v1/benchmarks "
             "answers.",
         },
-        **errors(400, 401, 403, 404, 409, 413, 415, 422, 503),
+        **errors(400, 401, 403, 404, 409, 413, 415, 422, 503, 507),
     },
 )
 async def complete_upload(
