@@ -24,6 +24,9 @@ __all__ = ["LocalBlobStore"]
 
 _TMP = ".tmp-"
 
+#: Tries to make a directory and a file in it, while concurrent deletes may remove it.
+_MAKE_TRIES = 20
+
 
 def _disk_full(exc: OSError, directory: Path, nbytes: int) -> OSError | None:
     """The ENOSPC error a short write without an errno stands for — numpy's ``tofile``
@@ -50,21 +53,49 @@ class LocalBlobStore(BlobStore):
     def _path(self, key: str) -> Path:
         return self.root / check_key(key)
 
+    def _temp_file(self, directory: Path) -> tuple[int, Path]:
+        """A new temporary file (descriptor, path) in ``directory``, made when missing — and
+        made again should a :meth:`delete` of its last object remove it meanwhile."""
+        for attempt in range(_MAKE_TRIES):
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                fd, name = tempfile.mkstemp(prefix=_TMP, dir=directory)
+            except (FileNotFoundError, FileExistsError):  # removed again while being made
+                if attempt + 1 == _MAKE_TRIES:
+                    raise
+                continue
+            return fd, Path(name)
+        raise AssertionError("unreachable")
+
     def _tmp(self, target: Path) -> Path:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=_TMP, dir=target.parent)
+        fd, tmp = self._temp_file(target.parent)
         os.close(fd)
-        return Path(name)
+        return tmp
+
+    def _prune(self, directory: Path) -> None:
+        """Remove ``directory`` and then its parents, below the root, while they are empty:
+        the directories of deleted objects do not pile up (one per submission and upload)."""
+        while directory != self.root and self.root in directory.parents:
+            try:
+                directory.rmdir()
+            except OSError:  # not empty, or already removed
+                return
+            directory = directory.parent
 
     def put_file(self, key: str, path: Path, *, move: bool = False) -> None:
         target = self._path(key)
         if move:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.replace(path, target)  # same filesystem: atomic, no copy
-                return
-            except OSError:
-                pass  # another filesystem: copied below, then removed
+            for _ in range(_MAKE_TRIES):
+                try:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(path, target)  # same filesystem: atomic, no copy
+                    return
+                except (FileNotFoundError, FileExistsError):
+                    if not Path(path).exists():
+                        raise
+                    # the directory was removed meanwhile (its last object deleted): again
+                except OSError:
+                    break  # another filesystem: copied below, then removed
         tmp = self._tmp(target)
         try:
             shutil.copyfile(path, tmp)
@@ -78,9 +109,7 @@ class LocalBlobStore(BlobStore):
     def put_npy(self, key: str, array: np.ndarray[Any, Any], scratch: Path) -> None:
         """Written to a temporary file beside the object, renamed into place."""
         target = self._path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=_TMP, dir=target.parent)
-        tmp = Path(name)
+        fd, tmp = self._temp_file(target.parent)
         try:
             with os.fdopen(fd, "wb") as fh:
                 np.save(fh, array, allow_pickle=False)
@@ -121,7 +150,9 @@ class LocalBlobStore(BlobStore):
         return self._path(key).is_file()
 
     def delete(self, key: str) -> None:
-        self._path(key).unlink(missing_ok=True)
+        path = self._path(key)
+        path.unlink(missing_ok=True)
+        self._prune(path.parent)
 
     def delete_prefix(self, prefix: str) -> int:
         removed = 0
@@ -131,9 +162,13 @@ class LocalBlobStore(BlobStore):
         return removed
 
     def list(self, prefix: str = "") -> Iterator[BlobInfo]:
-        if not self.root.is_dir():
+        # Only the directory the prefix names is walked ("uploads/upl_1/part-" walks
+        # uploads/upl_1), not the whole store.
+        head = prefix.rpartition("/")[0]
+        start = self.root / check_key(head) if head else self.root
+        if not start.is_dir():
             return
-        for dirpath, _dirs, files in os.walk(self.root):
+        for dirpath, _dirs, files in os.walk(start):
             for name in files:
                 if name.startswith(_TMP):
                     continue
@@ -161,6 +196,7 @@ class LocalBlobStore(BlobStore):
                             removed += 1
                     except FileNotFoundError:
                         continue
+                    self._prune(full.parent)
         return removed
 
     def ping(self) -> bool:
