@@ -71,6 +71,14 @@ def wait_terminal(
         time.sleep(0.05)
 
 
+def submission_total(client: httpx.Client, key: dict[str, str]) -> int:
+    """How many submissions ``key`` sees (its team's, its own)."""
+    r = client.get("/v1/submissions", params={"limit": 1}, headers=key)
+    assert r.status_code == 200, r.text
+    total: int = r.json()["total"]
+    return total
+
+
 def new_key(client: httpx.Client, name: str = "team") -> dict[str, str]:
     """Headers of a new submitter key created through the admin API."""
     r = client.post("/v1/admin/keys", json={"name": name}, headers=ADMIN)

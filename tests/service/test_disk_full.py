@@ -33,7 +33,7 @@ from service.blobs import local as local_blobs
 from service.settings import Settings
 from service.store import Store
 from tests.factories import gaussian_npz
-from tests.service._api import NPZ, LiveServer, error_of, new_key
+from tests.service._api import NPZ, LiveServer, error_of, new_key, submission_total
 from tests.stack import clear_store
 from uqeval.errors import ServerUnavailable, from_response
 
@@ -129,11 +129,6 @@ def assert_disk_full(r: httpx.Response) -> None:
     assert int(r.headers["Retry-After"]) > 0
 
 
-def submissions(http: httpx.Client, key: dict[str, str]) -> int:
-    total: int = http.get("/v1/submissions", params={"limit": 1}, headers=key).json()["total"]
-    return total
-
-
 @pytest.mark.parametrize("encoding", ["identity", "gzip"])
 def test_a_body_that_cannot_be_spooled_is_answered_507(
     http: httpx.Client, disk: Disk, encoding: str
@@ -150,7 +145,7 @@ def test_a_body_that_cannot_be_spooled_is_answered_507(
     disk.fill()
     assert_disk_full(http.post("/v1/submissions", content=sent, headers=headers))
     assert disk.leftovers() == []
-    assert submissions(http, key) == 0
+    assert submission_total(http, key) == 0
 
 
 def test_a_member_that_cannot_be_extracted_is_answered_507_not_422(
@@ -168,7 +163,7 @@ def test_a_member_that_cannot_be_extracted_is_answered_507_not_422(
     disk.fill()
     assert_disk_full(http.post("/v1/submissions", content=body, headers={**key, **NPZ}))
     assert disk.leftovers() == []
-    assert submissions(http, key) == 0
+    assert submission_total(http, key) == 0
     # with space again, the same body is taken
     disk.make_room(monkeypatch)
     r = http.post("/v1/submissions", content=body, headers={**key, **NPZ})
@@ -244,7 +239,7 @@ def test_arrays_that_cannot_be_written_to_a_full_blob_store_are_answered_507(
         monkeypatch.setattr(local_blobs.np, "save", full)
     assert_disk_full(blob_http.post("/v1/submissions", content=body, headers={**key, **NPZ}))
     assert disk.leftovers() == []
-    assert submissions(blob_http, key) == 0
+    assert submission_total(blob_http, key) == 0
     disk.make_room(monkeypatch)
     assert (
         blob_http.post("/v1/submissions", content=body, headers={**key, **NPZ}).status_code == 202

@@ -4,11 +4,9 @@ completion into the same submission as a one-shot POST, abort, expiry, access.""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import math
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,42 +20,9 @@ from service.settings import Settings
 from service.store import Store
 from tests.factories import gaussian_npz, gz, npz_bytes
 from tests.service._api import ADMIN, NPZ, LiveServer, error_of, new_key, wait_terminal
+from tests.service._uploads import PART, digest, parts_of, put
 
-pytest_plugins = ["tests.service._api"]
-
-PART = 64 << 10
-
-
-@pytest.fixture
-def up_settings(settings: Settings, tmp_path: Path) -> Settings:
-    return settings.model_copy(update={"upload_part_bytes": PART, "data_dir": tmp_path})
-
-
-@pytest.fixture
-def server(up_settings: Settings, store: Store) -> Iterator[LiveServer]:
-    with LiveServer(create_app(up_settings, store=store)) as live:
-        yield live
-
-
-@pytest.fixture
-def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=60) as client:
-        yield client
-
-
-def digest(data: bytes) -> dict[str, str]:
-    return {
-        "Content-Digest": f"sha-256=:{base64.b64encode(hashlib.sha256(data).digest()).decode()}:"
-    }
-
-
-def parts_of(body: bytes) -> list[bytes]:
-    return [body[i : i + PART] for i in range(0, len(body), PART)]
-
-
-def put(http: httpx.Client, key: dict[str, str], upload_id: str, n: int, data: bytes, **h: str):
-    headers = {**key, "Content-Type": "application/octet-stream", **digest(data), **h}
-    return http.put(f"/v1/uploads/{upload_id}/parts/{n}", content=data, headers=headers)
+pytest_plugins = ["tests.service._api", "tests.service._uploads"]
 
 
 def part_files(store: Store, upload_id: str) -> list[str]:

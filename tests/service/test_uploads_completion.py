@@ -8,46 +8,22 @@ completion runs; the Python client asks again until it has the answer."""
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from service import keys
-from service.api.app import create_app
 from service.api.routes import uploads
-from service.settings import Settings
 from service.store import Store
 from tests.factories import gaussian_npz
-from tests.service._api import LiveServer, error_of, new_key
+from tests.service._api import LiveServer, error_of, new_key, submission_total
+from tests.service._uploads import PART, parts_of, put
 from uqeval import Client
 
-pytest_plugins = ["tests.service._api"]
-
-PART = 64 << 10
-
-
-@pytest.fixture
-def up_settings(settings: Settings, tmp_path: Path) -> Settings:
-    return settings.model_copy(update={"upload_part_bytes": PART, "data_dir": tmp_path})
-
-
-@pytest.fixture
-def server(up_settings: Settings, store: Store) -> Iterator[LiveServer]:
-    with LiveServer(create_app(up_settings, store=store)) as live:
-        yield live
-
-
-@pytest.fixture
-def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=60) as client:
-        yield client
+pytest_plugins = ["tests.service._api", "tests.service._uploads"]
 
 
 def uploaded(http: httpx.Client, key: dict[str, str], body: bytes) -> str:
@@ -55,23 +31,10 @@ def uploaded(http: httpx.Client, key: dict[str, str], body: bytes) -> str:
     r = http.post("/v1/uploads", json={"size": len(body)}, headers=key)
     assert r.status_code == 201, r.text
     upload_id: str = r.json()["id"]
-    for n, start in enumerate(range(0, len(body), PART), start=1):
-        part = body[start : start + PART]
+    for n, part in enumerate(parts_of(body), start=1):
         sent = put(http, key, upload_id, n, part)
         assert sent.status_code == 200, sent.text
     return upload_id
-
-
-def put(
-    http: httpx.Client, key: dict[str, str], upload_id: str, n: int, part: bytes
-) -> httpx.Response:
-    sha = base64.b64encode(hashlib.sha256(part).digest()).decode()
-    headers = {
-        **key,
-        "Content-Type": "application/octet-stream",
-        "Content-Digest": f"sha-256=:{sha}:",
-    }
-    return http.put(f"/v1/uploads/{upload_id}/parts/{n}", content=part, headers=headers)
 
 
 def complete(base: str, key: dict[str, str], upload_id: str) -> httpx.Response:
@@ -79,14 +42,21 @@ def complete(base: str, key: dict[str, str], upload_id: str) -> httpx.Response:
         return c.post(f"/v1/uploads/{upload_id}/complete", headers=key)
 
 
-def submissions(http: httpx.Client, key: dict[str, str]) -> int:
-    total: int = http.get("/v1/submissions", params={"limit": 1}, headers=key).json()["total"]
-    return total
-
-
 def hold(store: Store, upload_id: str, ms: int) -> None:
     """Another completion holding the upload (its lock, as a completion takes it)."""
     assert store.client.set(keys.upload_completing(upload_id), "another", nx=True, px=ms)
+
+
+def held(
+    http: httpx.Client, store: Store, name: str, seed: int
+) -> tuple[dict[str, str], bytes, str]:
+    """A new key's upload, every part sent, held by another completion for a minute: the
+    key, the body and the upload id."""
+    key = new_key(http, name)
+    body = gaussian_npz(5000, seed=seed)
+    upload_id = uploaded(http, key, body)
+    hold(store, upload_id, 60_000)
+    return key, body, upload_id
 
 
 def in_thread(fn: Any, *args: Any) -> tuple[threading.Thread, list[Any]]:
@@ -115,7 +85,7 @@ def test_completions_sent_together_make_one_submission(
         t.join(120)
     assert [r.status_code for r in answers] == [202] * 4, [r.text for r in answers]
     assert len({r.json()["id"] for r in answers}) == 1
-    assert submissions(http, key) == 1
+    assert submission_total(http, key) == 1
     # the lock is let go; completing again answers the same
     assert not store.client.exists(keys.upload_completing(upload_id))
     assert complete(server.url, key, upload_id).json() == answers[0].json()
@@ -124,17 +94,15 @@ def test_completions_sent_together_make_one_submission(
 def test_a_completion_waits_for_the_one_in_flight_and_takes_over_when_it_lets_go(
     http: httpx.Client, server: LiveServer, store: Store
 ) -> None:
-    key = new_key(http, "waits")
-    upload_id = uploaded(http, key, gaussian_npz(5000, seed=6))
-    hold(store, upload_id, 60_000)
+    key, _body, upload_id = held(http, store, "waits", 6)
     t, out = in_thread(complete, server.url, key, upload_id)
     time.sleep(1.0)
     assert t.is_alive() and out == []  # waiting, not answering
-    assert submissions(http, key) == 0
+    assert submission_total(http, key) == 0
     store.client.delete(keys.upload_completing(upload_id))  # the other one failed
     t.join(60)
     assert out[0].status_code == 202, out[0].text
-    assert submissions(http, key) == 1
+    assert submission_total(http, key) == 1
 
 
 def test_a_dead_holder_lets_go_after_its_lease(
@@ -147,17 +115,14 @@ def test_a_dead_holder_lets_go_after_its_lease(
     r = complete(server.url, key, upload_id)
     assert r.status_code == 202, r.text
     assert time.monotonic() - t0 >= 0.5
-    assert submissions(http, key) == 1
+    assert submission_total(http, key) == 1
 
 
 def test_while_a_completion_runs_parts_and_abort_are_refused(
     http: httpx.Client, server: LiveServer, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(uploads, "COMPLETE_WAIT_S", 0.5)
-    key = new_key(http, "refused")
-    body = gaussian_npz(5000, seed=8)
-    upload_id = uploaded(http, key, body)
-    hold(store, upload_id, 60_000)
+    key, body, upload_id = held(http, store, "refused", 8)
 
     r = complete(server.url, key, upload_id)
     assert r.status_code == 409
@@ -168,7 +133,7 @@ def test_while_a_completion_runs_parts_and_abort_are_refused(
     r = http.delete(f"/v1/uploads/{upload_id}", headers=key)
     assert (r.status_code, error_of(r)["code"]) == (409, "upload_completing")
     assert http.get(f"/v1/uploads/{upload_id}", headers=key).status_code == 200
-    assert submissions(http, key) == 0
+    assert submission_total(http, key) == 0
 
     store.client.delete(keys.upload_completing(upload_id))
     assert http.delete(f"/v1/uploads/{upload_id}", headers=key).status_code == 204
@@ -198,17 +163,14 @@ def test_the_lease_is_renewed_while_a_completion_runs(
     t.join(60)
     assert out[0].status_code == 202, out[0].text
     assert not store.client.exists(lock)
-    assert submissions(http, key) == 1
+    assert submission_total(http, key) == 1
 
 
 def test_the_client_asks_again_until_the_completion_in_flight_answers(
     http: httpx.Client, server: LiveServer, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(uploads, "COMPLETE_WAIT_S", 0.3)
-    key = new_key(http, "client")
-    body = gaussian_npz(5000, seed=10)
-    upload_id = uploaded(http, key, body)
-    hold(store, upload_id, 60_000)
+    key, body, upload_id = held(http, store, "client", 10)
     completes: list[int] = []
 
     class Recording(httpx.HTTPTransport):
@@ -227,5 +189,5 @@ def test_the_client_asks_again_until_the_completion_in_flight_answers(
     finally:
         release.join()
     assert completes[0] == 409 and completes[-1] == 202, completes
-    assert submissions(http, key) == 1
+    assert submission_total(http, key) == 1
     assert sub.id == http.get("/v1/submissions", headers=key).json()["items"][0]["id"]
