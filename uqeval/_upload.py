@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -195,21 +196,20 @@ class UploadCalls(ClientBase):
         first try whose answer was lost, another client of the same upload), the server
         answers 409 ``upload_completing`` after waiting for it a while: asked again, for at
         most :data:`COMPLETING_WAIT_S`, it answers what that completion answered."""
-        waited = 0.0
+        deadline = time.monotonic() + COMPLETING_WAIT_S
         while True:
             try:
                 return (
                     yield from self._send(self._upload_complete_call(upload_id, idempotency_key))
                 )
             except BadRequest as exc:
-                if exc.code != "upload_completing" or waited >= COMPLETING_WAIT_S:
+                if exc.code != "upload_completing" or time.monotonic() >= deadline:
                     raise
             yield Sleep(COMPLETING_POLL_S)
-            waited += COMPLETING_POLL_S
 
 
-#: How long the client asks again for the answer of an upload that another request is
-#: completing (the server waits up to 30 s of it per request itself), and how often.
+#: For how long the client asks again for the answer of an upload that another request is
+#: completing (each ask waits up to 30 s on the server), and the pause between asks.
 COMPLETING_WAIT_S = 600.0
 COMPLETING_POLL_S = 1.0
 

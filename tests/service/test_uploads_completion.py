@@ -22,6 +22,8 @@ from tests.factories import gaussian_npz
 from tests.service._api import LiveServer, error_of, new_key, submission_total
 from tests.service._uploads import PART, parts_of, put
 from uqeval import Client
+from uqeval import _upload as upload_op
+from uqeval.errors import BadRequest
 
 pytest_plugins = ["tests.service._api", "tests.service._uploads"]
 
@@ -191,3 +193,20 @@ def test_the_client_asks_again_until_the_completion_in_flight_answers(
     assert completes[0] == 409 and completes[-1] == 202, completes
     assert submission_total(http, key) == 1
     assert sub.id == http.get("/v1/submissions", headers=key).json()["items"][0]["id"]
+
+
+def test_the_client_stops_asking_after_its_wait(
+    http: httpx.Client, server: LiveServer, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each ask waits 0.5 s on the server: the client's 1 s is time, not 20 pauses of 0.05 s
+    monkeypatch.setattr(uploads, "COMPLETE_WAIT_S", 0.5)
+    monkeypatch.setattr(upload_op, "COMPLETING_WAIT_S", 1.0)
+    monkeypatch.setattr(upload_op, "COMPLETING_POLL_S", 0.05)
+    key, body, upload_id = held(http, store, "patient", 11)  # held for a minute
+    token = key["Authorization"].removeprefix("Bearer ")
+    t0 = time.monotonic()
+    with Client(server.url, token) as client, pytest.raises(BadRequest) as caught:
+        client.resume_upload(upload_id, body)
+    assert caught.value.code == "upload_completing"
+    assert 1.0 <= time.monotonic() - t0 < 6.0
+    assert submission_total(http, key) == 0
