@@ -104,9 +104,13 @@ key                                             type       holds
                                                            purpose, expires_at, ``part:{n}``
                                                            -> "{size}:{sha256}" per part
                                                            received, ``answer`` (JSON) once
-                                                           completed; expires after
+                                                           completed, ``part_keys`` =
+                                                           "sha256"; expires after
                                                            ``upload_ttl_s`` (parts: blob store
-                                                           ``uploads/{id}/part-{n}``)
+                                                           ``uploads/{id}/part-{n}-{sha256}``;
+                                                           ``part-{n}`` for an upload without
+                                                           ``part_keys``, made by an earlier
+                                                           version)
 ``upload:{id}:completing``                       string     the lock of the one completion of
                                                            the upload running (a random token),
                                                            expires after its lease unless

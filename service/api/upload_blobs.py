@@ -18,8 +18,15 @@ def upload_prefix(upload_id: str) -> str:
     return f"uploads/{upload_id}/"
 
 
-def part_key(upload_id: str, n: int) -> str:
-    return f"{upload_prefix(upload_id)}part-{n}"
+def part_key(upload_id: str, n: int, sha256: str | None = None) -> str:
+    """Where part ``n`` of an upload is kept: ``uploads/<id>/part-<n>-<sha256>``, keyed by the
+    SHA-256 its ``PUT`` checked, so that bytes sent again for a part never replace the bytes a
+    completion is reading (they go to another key, and the upload's record names the one that
+    counts). ``sha256=None``: the key of uploads created before parts were keyed by their
+    digest, ``uploads/<id>/part-<n>``."""
+    if sha256 is None:
+        return f"{upload_prefix(upload_id)}part-{n}"
+    return f"{upload_prefix(upload_id)}part-{n}-{sha256}"
 
 
 def stored_arrays(arrays: dict[str, Any], spool: Spool) -> dict[str, Any]:

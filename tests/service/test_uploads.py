@@ -92,8 +92,10 @@ def test_resumable_upload_end_to_end(
         for n in range(1, status["parts"] + 1):
             if n not in status["received"]:
                 assert put(again, key, upload_id, n, chunks[n - 1]).status_code == 200
+        # each part kept under its SHA-256
         assert part_files(store, upload_id) == sorted(
-            f"part-{n}" for n in range(1, len(chunks) + 1)
+            f"part-{n}-{hashlib.sha256(chunk).hexdigest()}"
+            for n, chunk in enumerate(chunks, start=1)
         )
         done = again.post(f"/v1/uploads/{upload_id}/complete", headers=key)
         assert done.status_code == 202, done.text
@@ -218,7 +220,9 @@ def test_expired_uploads_lose_their_parts(
         key = new_key(http, "expiry")
         upload_id = http.post("/v1/uploads", json={"size": 10}, headers=key).json()["id"]
         assert put(http, key, upload_id, 1, b"0123456789").status_code == 200
-        assert part_files(store, upload_id) == ["part-1"]
+        assert part_files(store, upload_id) == [
+            f"part-1-{hashlib.sha256(b'0123456789').hexdigest()}"
+        ]
         deadline = time.monotonic() + 30
         while http.get(f"/v1/uploads/{upload_id}", headers=key).status_code != 404:
             assert time.monotonic() < deadline, "the upload did not expire"

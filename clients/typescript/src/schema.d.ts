@@ -183,7 +183,9 @@ export interface paths {
         get?: never;
         /**
          * Send one part of an upload
-         * @description Store part ``n`` (sending it again replaces it: a retry is harmless).
+         * @description Store part ``n`` (sending it again replaces it: a retry is harmless). Bytes sent
+         *     while a completion reads the parts are refused (409 ``upload_completing``) and not kept;
+         *     the bytes the completion reads stay as they were checked.
          */
         put: operations["putUploadPart"];
         post?: never;

@@ -4,8 +4,11 @@ benchmark.
 ``POST /v1/uploads`` declares the body (its size, optionally its SHA-256, gzip or not, and
 whether it makes a submission or a benchmark) and answers the part size and the number of
 parts. Each part is ``PUT`` with its SHA-256 in a ``Content-Digest`` header (RFC 9530) and
-stored in the blob store under ``uploads/<id>/part-<n>``, so any API process can take any
-part; a part whose bytes do not match their digest is refused and can be sent again.
+stored in the blob store under ``uploads/<id>/part-<n>-<sha256>``, so any API process can
+take any part; a part whose bytes do not match their digest is refused and can be sent again.
+Keyed by its digest, a part sent again with other bytes goes to another key, and the bytes it
+replaces are removed once the record names the new ones: a completion reads exactly the bytes
+that were checked, whatever is sent meanwhile.
 ``GET`` tells which parts the service holds: an interrupted client resumes from there.
 ``POST .../complete`` reads the body across the stored parts (never joined into one file:
 see :mod:`service.api.parts`) and answers exactly what
@@ -24,6 +27,7 @@ import functools
 import hashlib
 import io
 import json
+import logging
 import math
 import secrets
 import threading
@@ -54,11 +58,12 @@ from service.api.schemas import (
 )
 from service.api.spool import GunzipTo, Sink, Spool, spool_body, too_large
 from service.api.upload_blobs import part_key, upload_prefix
-from service.blobs import BlobStore
+from service.blobs import BlobStore, BlobUnavailable
 from service.settings import Settings
 from service.store import ApiKeyRecord, Store
 
 router = APIRouter(tags=["uploads"])
+log = logging.getLogger("uqeval.api")
 
 UploadId = Annotated[
     str,
@@ -75,15 +80,24 @@ PartNumber = Annotated[
 
 _UPLOAD_ID = {"upload_id": "$response.body#/id"}
 
-#: A part is recorded only while the upload exists (a part stored after its upload expired
-#: must not bring the upload back without its expiry), is not complete (-2) and is not being
-#: completed (-3: its parts are being read).
+#: A part is recorded only while the upload exists (``{'gone'}``: a part stored after its
+#: upload expired must not bring the upload back without its expiry), is not complete
+#: (``{'complete'}``) and is not being completed (``{'completing', recorded}``: its parts are
+#: being read). Recorded: ``{'recorded', replaced}``, with the value it replaced ('' if none).
 _RECORD_PART = """
-if redis.call('exists', KEYS[1]) == 0 then return -1 end
-if redis.call('hexists', KEYS[1], 'answer') == 1 then return -2 end
-if redis.call('exists', KEYS[2]) == 1 then return -3 end
-return redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
+if redis.call('exists', KEYS[1]) == 0 then return {'gone'} end
+if redis.call('hexists', KEYS[1], 'answer') == 1 then return {'complete'} end
+if redis.call('exists', KEYS[2]) == 1 then
+  return {'completing', redis.call('hget', KEYS[1], ARGV[1]) or ''}
+end
+local replaced = redis.call('hget', KEYS[1], ARGV[1]) or ''
+redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
+return {'recorded', replaced}
 """
+
+#: The upload record's field naming how its parts are keyed: ``sha256`` for
+#: ``part-<n>-<sha256>``; absent in uploads created before (``part-<n>``, replaced in place).
+_PART_KEYS = "part_keys"
 
 #: One completion at a time per upload: it holds ``upload:{id}:completing`` (a random token,
 #: expiring after :data:`COMPLETE_LEASE_MS`, renewed while it runs). Answers ``{'claimed'}``,
@@ -178,6 +192,11 @@ def _info(request: Request, upload_id: str, rec: dict[str, str]) -> UploadInfo:
     )
 
 
+def _part_blob(upload_id: str, rec: dict[str, str], n: int, sha256: str) -> str:
+    """The blob key of part ``n`` whose bytes have this SHA-256."""
+    return part_key(upload_id, n, sha256 if rec.get(_PART_KEYS) == "sha256" else None)
+
+
 def _part_size(rec: dict[str, str], n: int) -> int:
     size, part, parts = int(rec["size"]), int(rec["part_size"]), int(rec["parts"])
     return part if n < parts else size - part * (parts - 1)
@@ -256,6 +275,7 @@ def create_upload(
         "parts": str(math.ceil(body.size / part_size)),
         "created_at": _iso(now),
         "expires_at": _iso(now + timedelta(seconds=settings.upload_ttl_s)),
+        _PART_KEYS: "sha256",
     }
     k = schema_keys.upload(upload_id)
     pipe = store.client.pipeline()
@@ -342,7 +362,9 @@ async def put_upload_part(
         ),
     ] = None,
 ) -> UploadPart:
-    """Store part ``n`` (sending it again replaces it: a retry is harmless)."""
+    """Store part ``n`` (sending it again replaces it: a retry is harmless). Bytes sent
+    while a completion reads the parts are refused (409 ``upload_completing``) and not kept;
+    the bytes the completion reads stay as they were checked."""
     wanted = _digest(content_digest)
     rec = await run_in_threadpool(_record, store, key, upload_id)
     if "answer" in rec:
@@ -377,28 +399,47 @@ async def put_upload_part(
                 field="Content-Digest",
                 code="digest_mismatch",
             )
-        blobs = store.blobs
-        await run_in_threadpool(blobs.put_file, part_key(upload_id, n), path, move=True)
+        blob = _part_blob(upload_id, rec, n, digest)
+        await run_in_threadpool(store.blobs.put_file, blob, path, move=True)
     finally:
         await run_in_threadpool(spool.close)
-    stored = int(
-        await run_in_threadpool(
-            store.client.eval,
-            _RECORD_PART,
-            2,
-            schema_keys.upload(upload_id),
-            schema_keys.upload_completing(upload_id),
-            f"part:{n}",
-            f"{size}:{digest}",
-        )
+    got = await run_in_threadpool(
+        store.client.eval,
+        _RECORD_PART,
+        2,
+        schema_keys.upload(upload_id),
+        schema_keys.upload_completing(upload_id),
+        f"part:{n}",
+        f"{size}:{digest}",
     )
-    if stored == -1:
-        raise ApiError(404, f"no upload {upload_id!r}", field="upload_id")
-    if stored == -2:
-        raise _complete_already(upload_id)
-    if stored == -3:
+    state = _text(got[0])
+    # The key of the bytes the record named for this part (before this PUT), if any.
+    named = _text(got[1]).partition(":")[2] if len(got) > 1 else ""
+    other = _part_blob(upload_id, rec, n, named) if named else None
+    if state == "recorded":
+        # The bytes this part replaces, kept under another key, are no longer named.
+        if other is not None and other != blob:
+            await run_in_threadpool(_drop, store.blobs, other)
+        return UploadPart(part=n, size=size, sha256=digest)
+    if state == "completing":
+        # Kept only where they are the very bytes the completion reads.
+        if other != blob:
+            await run_in_threadpool(_drop, store.blobs, blob)
         raise _completing(upload_id, "its parts are being read; a part cannot change now")
-    return UploadPart(part=n, size=size, sha256=digest)
+    # The upload is gone or complete: no one reads its parts again.
+    await run_in_threadpool(_drop, store.blobs, blob)
+    if state == "gone":
+        raise ApiError(404, f"no upload {upload_id!r}", field="upload_id")
+    raise _complete_already(upload_id)
+
+
+def _drop(blobs: BlobStore, key: str) -> None:
+    """Remove a part no record names; left to the upload's own removal (completion, abort or
+    expiry) when the blob store is briefly away."""
+    try:
+        blobs.delete(key)
+    except BlobUnavailable as exc:
+        log.warning("upload part %s not removed now (%s): removed with its upload", key, exc)
 
 
 def _complete_already(upload_id: str) -> ApiError:
@@ -429,8 +470,8 @@ def _body(
     missing = [n for n in range(1, parts + 1) if n not in received]
     if missing:
         raise _incomplete(upload_id, parts, missing)
-    keys = [part_key(upload_id, n) for n in range(1, parts + 1)]
     recorded = [received[n] for n in range(1, parts + 1)]
+    keys = [_part_blob(upload_id, rec, n, sha) for n, (_, sha) in enumerate(recorded, start=1)]
     body = hashlib.sha256(b"npz\0")
     gzip = rec["content_encoding"] == "gzip"
     out: FilePath | io.BufferedReader
