@@ -153,6 +153,7 @@ def live_api(session_settings: Settings) -> Iterator[Api]:
         store.close()
 
 
+@pytest.mark.slow
 @schema.parametrize()
 @HYPOTHESIS
 def test_stateless(case: Any, live_api: Api) -> None:

@@ -175,6 +175,7 @@ def test_the_limit_stops_an_allocation_and_is_restored() -> None:
         assert np.ones((64 << 20) // 8).sum() == (64 << 20) // 8  # within it: fine
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kind", "n", "width", "analyses"),
     [

@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = textwrap.dedent(
@@ -60,6 +62,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_no_kernel_compiles_after_the_warm_up() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("UQCORE_JIT", None)

@@ -55,6 +55,7 @@ def gate_cli(s: dict, cand: str, ref: str, *checks: str) -> tuple[int, dict]:
     return proc.returncode, doc
 
 
+@pytest.mark.slow
 def test_worse_fails_better_passes_from_the_cli_process(setup: dict) -> None:
     s = setup
     code, doc = gate_cli(s, s["bad"], s["good"], "mae:0.1")

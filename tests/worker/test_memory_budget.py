@@ -135,6 +135,7 @@ def test_blas_has_its_buffers_before_a_job_limit() -> None:
     assert out.stdout.split() == ["512.0", "512.0"]
 
 
+@pytest.mark.slow
 def test_compiled_kernels_are_ready_before_a_job_limit(tmp_path: Path) -> None:
     """A worker compiles uqcore's numba kernels at start (worker.runtime.warm_kernels): a
     quantile CORP under a job's tight memory limit then compiles nothing and completes, with

@@ -49,11 +49,21 @@ def test_block_size_is_the_one_bootstrap_uses() -> None:
         bootstrap_block_size(10, 0)
 
 
-@pytest.mark.parametrize("method", ["percentile", "bca"])
+_BOUNDS = {
+    "one": [0, 100],
+    "every-block": [0, 16, 32, 48, 64, 80, 96, 100],
+    "two": [0, 64, 100],
+    "uneven": [0, 32, 96, 100],
+}
+
+
+# Every split with percentile intervals; BCa (whose jackknife, over the data, is the costly
+# part and the same whatever the split) with the most general one.
+@pytest.mark.slow
 @pytest.mark.parametrize(
-    "bounds",
-    [[0, 100], [0, 16, 32, 48, 64, 80, 96, 100], [0, 64, 100], [0, 32, 96, 100]],
-    ids=["one", "every-block", "two", "uneven"],
+    ("method", "bounds"),
+    [pytest.param("percentile", b, id=f"{name}-percentile") for name, b in _BOUNDS.items()]
+    + [pytest.param("bca", _BOUNDS["uneven"], id="uneven-bca")],
 )
 def test_parts_give_the_bootstrap_bit_for_bit(method: str, bounds: list[int]) -> None:
     pred, y = _gaussian(300)
@@ -80,6 +90,7 @@ def test_default_block_size_and_a_large_batch() -> None:
     assert _doc(bootstrap(pred, y, metrics, n_resamples=300, seed=2, values=values)) == _doc(whole)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unit", ["stratified", "cluster"])
 @pytest.mark.parametrize("scheme", ["multinomial", "poisson"])
 def test_grouped_units(unit: str, scheme: str) -> None:
