@@ -29,12 +29,6 @@ BACKENDS = _backends()
 _STARTED = time.time()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the ``slow`` tests first (in their order, the others after them in theirs): with
-    pytest-xdist, a long test last would keep one process busy while the others idle."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print where the web UI's tests saved their screenshots in this run (CI artifacts)."""
     from tests.ui.artifacts import screenshot_dir, taken_since
