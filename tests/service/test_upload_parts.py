@@ -90,18 +90,29 @@ class Midway:
         )
 
 
+def sent_then_locked_midway(
+    http: httpx.Client, store: Store, monkeypatch: pytest.MonkeyPatch, name: str, seed: int
+) -> tuple[dict[str, str], bytes, str, str, Midway]:
+    """A new key's upload with every part sent, and a :class:`Midway` that makes another
+    completion take the upload once a part has passed the route's early checks: the key, the
+    body, the upload id, its lock and the Midway."""
+    key = new_key(http, name)
+    body = gaussian_npz(5000, seed=seed)
+    upload_id = created(http, key, body)
+    send_all(http, key, upload_id, body)
+    lock = keys.upload_completing(upload_id)
+    midway = Midway(monkeypatch, lambda: store.client.set(lock, "another", px=60_000))
+    return key, body, upload_id, lock, midway
+
+
 def test_bytes_sent_while_a_completion_starts_do_not_replace_the_ones_it_reads(
     http: httpx.Client, server: LiveServer, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    key = new_key(http, "midway")
-    body = gaussian_npz(5000, seed=21)
-    upload_id = created(http, key, body)
-    send_all(http, key, upload_id, body)
+    key, body, upload_id, lock, midway = sent_then_locked_midway(
+        http, store, monkeypatch, "midway", 21
+    )
     first = parts_of(body)[0]
     other = bytes(b ^ 0x5A for b in first)  # other bytes of the same size
-    lock = keys.upload_completing(upload_id)
-    # A completion takes the upload after this part passed the route's early checks.
-    midway = Midway(monkeypatch, lambda: store.client.set(lock, "another", px=60_000))
 
     r = midway.put(http, key, upload_id, 1, other)
     assert (r.status_code, error_of(r)["code"]) == (409, "upload_completing"), r.text
@@ -119,13 +130,10 @@ def test_bytes_sent_while_a_completion_starts_do_not_replace_the_ones_it_reads(
 def test_the_same_bytes_sent_while_a_completion_runs_leave_its_part_in_place(
     http: httpx.Client, server: LiveServer, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    key = new_key(http, "same")
-    body = gaussian_npz(5000, seed=22)
-    upload_id = created(http, key, body)
-    send_all(http, key, upload_id, body)
+    key, body, upload_id, lock, midway = sent_then_locked_midway(
+        http, store, monkeypatch, "same", 22
+    )
     first = parts_of(body)[0]
-    lock = keys.upload_completing(upload_id)
-    midway = Midway(monkeypatch, lambda: store.client.set(lock, "another", px=60_000))
 
     r = midway.put(http, key, upload_id, 1, first)  # a retry of a part already received
     assert (r.status_code, error_of(r)["code"]) == (409, "upload_completing"), r.text
