@@ -380,6 +380,7 @@ def evaluate(
     notes: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        warnings.simplefilter("ignore", ResourceWarning)  # a finalizer's, no metric's
         order, drop_after = _evaluation_order(chosen)
         # Metrics with a start (MetricSpec.start) are finished after the others; below
         # _EARLY_START_ROWS they are started before them (what they share stays cached

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -387,3 +388,30 @@ def test_reported_params_are_each_reports_own_and_the_resolved_options() -> None
     assert second.params["pit"]["n_bins"] == 10
     assert second.params["coverage"]["levels"] == list(registry.get("coverage").defaults["levels"])
     assert second.params["coverage"]["levels"] is not first.params["coverage"]["levels"]
+
+
+def test_a_finalizers_resource_warning_is_no_note_of_a_metric(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ResourceWarning raised while a metric runs comes from a finalizer (an unclosed
+    socket collected by the garbage collector, say), not from the metric: it is no note of
+    the report (beside a skill score that shares the score too); the metric's own warnings
+    still are. (A bootstrap's resamples filter the same way, in uqcore.stability._engine.)"""
+    spec = registry.get("crps", "regression")
+
+    def noisy(batch: Any, **params: Any) -> Any:
+        warnings.warn("unclosed <socket.socket fd=18>", ResourceWarning, stacklevel=1)
+        warnings.warn("the metric's own note", UserWarning, stacklevel=1)
+        return spec.impl(batch, **params)
+
+    monkeypatch.setitem(
+        registry._REGISTRY, ("regression", "crps"), dataclasses.replace(spec, impl=noisy)
+    )
+    rng = np.random.default_rng(0)
+    mu, sd = rng.normal(size=200), rng.uniform(0.5, 2.0, 200)
+    y = mu + sd * rng.normal(size=200)
+    pred = P.Gaussian(mu, sd)
+    for metrics in (["crps"], ["crps", "crps_skill"]):
+        report = evaluate(pred, y, metrics)
+        assert "the metric's own note" in report.warnings, metrics
+        assert not [w for w in report.warnings if "unclosed" in w], metrics

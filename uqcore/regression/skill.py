@@ -177,6 +177,7 @@ def model_score(batch: Any, name: str, skill: str, task: str, **options: Any) ->
         spec = get(name, task)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")  # all of them, for evaluate's report of the score
+            warnings.simplefilter("ignore", ResourceWarning)  # a finalizer's, no metric's
             got = spec.impl(batch, **options)
         raised = [(w.category, str(w.message)) for w in caught]
         # evaluate reports the score itself from this (same value, same warnings)

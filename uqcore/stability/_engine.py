@@ -398,6 +398,7 @@ class Engine:
         for c in self.chosen:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
+                warnings.simplefilter("ignore", ResourceWarning)  # a finalizer's, no metric's
                 value = c.spec.impl(self.batch, **c.params)
             notes = [str(w.message) for w in caught]
             self.full[c.name] = json_safe(value, c.name, notes)
@@ -453,6 +454,7 @@ class Engine:
             return math.nan
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            warnings.simplefilter("ignore", ResourceWarning)  # a finalizer's, no metric's
             try:
                 value = c.spec.impl(batch, **self._params(c, rows))
             except UQValidationError as exc:
