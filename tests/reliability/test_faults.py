@@ -8,6 +8,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +64,10 @@ def own_redis(tmp_path: Path) -> Iterator[ManagedRedis]:
 
 
 @pytest.fixture
-def own(own_redis: ManagedRedis) -> Iterator[tuple[Store, Settings]]:
-    settings = Settings(redis_url=own_redis.url, **TEST_SETTINGS)
+def own(own_redis: ManagedRedis, tmp_path: Path) -> Iterator[tuple[Store, Settings]]:
+    # The arrays (and scratch files) of the test and of its workers under its own temporary
+    # directory, never under the repository (the default data directory is relative).
+    settings = Settings(redis_url=own_redis.url, data_dir=tmp_path / "data", **TEST_SETTINGS)
     store = Store.from_url(own_redis.url, settings)
     try:
         yield store, settings
@@ -216,7 +219,7 @@ def test_producer_timeout_is_bounded_when_redis_never_answers(tmp_path: Path) ->
     server.start()
     url = server.url
     server.stop()
-    settings = Settings(redis_url=url, **TEST_SETTINGS)
+    settings = Settings(redis_url=url, data_dir=tmp_path / "data", **TEST_SETTINGS)
     store = Store.from_url(url, settings)
     start = time.monotonic()
     with pytest.raises(StoreUnavailable):
@@ -277,8 +280,12 @@ def test_requeued_job_is_published_again_once_the_broker_is_back(
 
 # --- a worker killed in the middle of a rank or comparison job ---------------------------------
 
-#: Large enough that each job runs for seconds (it is killed while it runs), no sleeps added.
-KILL_N = 200_000
+#: Large enough that each killed job computes for a second or more (longer on a busy machine),
+#: no sleeps added: the test kills its worker as soon as it sees the job's claim (polled every
+#: 10 ms), so the job is still running then with a wide margin, and an assertion after the
+#: kill fails the test should it ever have ended first. Any larger, and the job is only
+#: computed again (by the other worker, and by the test to compare) for longer.
+KILL_N = 60_000
 WAIT_S = 180.0  # generous: the machine may be busy; no assertion relies on speed
 
 
@@ -327,41 +334,58 @@ def kill_submit(
     return sub_id
 
 
-def succeeded_task_lines(log: Path, task: str) -> int:
-    """How many runs of ``task`` the worker's log reports as succeeded."""
+def task_lines(log: Path, task: str, event: str) -> int:
+    """How many runs of ``task`` the worker's log reports as ``event`` ("received",
+    "succeeded")."""
     text = log.read_text(errors="replace") if log.exists() else ""
-    return sum(1 for line in text.splitlines() if f"Task {task}[" in line and "succeeded" in line)
+    return sum(1 for line in text.splitlines() if f"Task {task}[" in line and event in line)
+
+
+def took(workers: list[WorkerProcess], task: str) -> tuple[WorkerProcess, WorkerProcess]:
+    """(the worker that received the one ``task`` sent, the other one)."""
+    doomed = [w for w in workers if task_lines(w.log_path, task, "received")]
+    assert len(doomed) == 1, [w.name for w in doomed]
+    (rescuer,) = [w for w in workers if w is not doomed[0]]
+    return doomed[0], rescuer
 
 
 @pytest.fixture
 def killable(own: tuple[Store, Settings], tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """An API on a Redis of this test alone, with a worker to kill; the test starts the
-    rescuer (``stack["workers"]`` are stopped at the end whatever happens)."""
+    """An API on a Redis of this test alone, with two workers, started together (seconds
+    each, most of them importing, which a worker started after the kill would add to the
+    test): the test kills the one that takes its job, and the other is left to run it again.
+    ``stack["workers"]`` are killed at the end whatever happens (the Redis is this test's
+    alone: a warm shutdown, seconds a worker, would only make the test longer)."""
     store, settings = own
-    doomed = WorkerProcess(settings, "doomed", tmp_path / "doomed.log").start(store)
-    stack: dict[str, Any] = {"store": store, "settings": settings, "workers": [doomed]}
+    workers = [WorkerProcess(settings, name, tmp_path / f"{name}.log") for name in ("w1", "w2")]
+    stack: dict[str, Any] = {"store": store, "settings": settings, "workers": workers}
     try:
+        with ThreadPoolExecutor(len(workers)) as pool:
+            for started in [pool.submit(w.start, store) for w in workers]:
+                started.result()
         with TestClient(create_app(settings, store=store)) as api:
             stack["api"] = api
             yield stack
     finally:
-        for worker in stack["workers"]:
-            worker.stop()
+        for worker in workers:
+            worker.kill()
 
 
 @pytest.mark.slow
 def test_rank_job_killed_mid_job_is_queued_again_and_completes_once(
-    killable: dict[str, Any], tmp_path: Path
+    killable: dict[str, Any],
 ) -> None:
     """SIGKILL the worker computing a board's rank intervals: the job's claim lapses with its
-    heartbeat, the next leaderboard read queues the job again, a new worker computes it once,
-    and the intervals equal uqcore's rank distribution with the benchmark's seed."""
+    heartbeat, the next leaderboard read queues the job again, the other worker computes it
+    once, and the intervals equal uqcore's rank distribution with the benchmark's seed.
+
+    The benchmark asks for no bootstrap, so each submission's evaluation is quick (it is not
+    what is tested); its rank job then draws the default B = 1000 resamples."""
     store: Store = killable["store"]
     settings: Settings = killable["settings"]
     api: TestClient = killable["api"]
-    doomed: WorkerProcess = killable["workers"][0]
     b, seed = 1000, 17
-    bench = kill_benchmark(api, b, seed)
+    bench = kill_benchmark(api, 0, seed)
     preds = {
         kill_submit(api, new_key(api), bench, kill_prediction(0.2 + 0.1 * i, i)): i
         for i in range(4)
@@ -379,25 +403,31 @@ def test_rank_job_killed_mid_job_is_queued_again_and_completes_once(
         assert store.client.exists(lock), "the rank job ended before the kill"
         assert time.monotonic() < deadline
         time.sleep(0.01)
+    task = "uqeval.leaderboard_ranks"
+    doomed, rescuer = took(killable["workers"], task)
     doomed.kill()
     assert store.get_ranks(bench, "mae", "best") is None
 
-    rescuer = WorkerProcess(settings, "rescuer", tmp_path / "rescuer.log")
-    killable["workers"].append(rescuer.start(store))
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        doc = api.get(board, headers=ADMIN).json()
-        if doc["ranks"]["status"] == "current":
-            break
-        assert time.monotonic() < deadline, doc["ranks"]
-        time.sleep(0.1)
-    assert doc["ranks"]["n_resamples"] == b and doc["ranks"]["seed"] == seed
-    y = kill_targets()
+    # The expected intervals, in the board's order, computed meanwhile in a thread (uqcore's
+    # kernels release the GIL): the reads that queue the job again go on.
     models = {}
-    for e in doc["entries"]:
+    for e in first["entries"]:
         a = kill_prediction(0.2 + 0.1 * preds[e["submission_id"]], preds[e["submission_id"]])
         models[e["submission_id"]] = P.Gaussian(a["mean"], a["std"])
-    direct = rank_distribution(models, y, metric="mae", n_resamples=b, seed=seed)
+    with ThreadPoolExecutor(1) as pool:
+        expected = pool.submit(
+            rank_distribution, models, kill_targets(), metric="mae", n_resamples=b, seed=seed
+        )
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            doc = api.get(board, headers=ADMIN).json()
+            if doc["ranks"]["status"] == "current":
+                break
+            assert time.monotonic() < deadline, doc["ranks"]
+            time.sleep(0.1)
+        direct = expected.result()
+    assert doc["ranks"]["n_resamples"] == b and doc["ranks"]["seed"] == seed
+    assert [e["submission_id"] for e in doc["entries"]] == list(models)
     for e in doc["entries"]:
         sub = e["submission_id"]
         assert (e["rank_low"], e["rank_high"]) == (
@@ -405,30 +435,27 @@ def test_rank_job_killed_mid_job_is_queued_again_and_completes_once(
             direct[sub]["rank_high"],
         )
         assert e["p_best"] == pytest.approx(direct[sub]["p_best"], abs=0)
-    task = "uqeval.leaderboard_ranks"
-    assert succeeded_task_lines(tmp_path / "doomed.log", task) == 0
-    assert succeeded_task_lines(tmp_path / "rescuer.log", task) == 1
+    assert task_lines(doomed.log_path, task, "succeeded") == 0
+    assert task_lines(rescuer.log_path, task, "succeeded") == 1
     assert not store.client.exists(lock)
 
 
 @pytest.mark.slow
 def test_comparison_killed_mid_job_is_requeued_and_completes_once(
-    killable: dict[str, Any], tmp_path: Path
+    killable: dict[str, Any],
 ) -> None:
-    """SIGKILL the worker running a comparison: its heartbeat expires, the new worker's
+    """SIGKILL the worker running a comparison: its heartbeat expires, the other worker's
     reaper re-queues it, and it completes exactly once (attempt 2), equal to
     ``uqcore.stability.compare`` with the same seed."""
     store: Store = killable["store"]
-    settings: Settings = killable["settings"]
     api: TestClient = killable["api"]
-    doomed: WorkerProcess = killable["workers"][0]
     bench = kill_benchmark(api, 20, 5)
     headers = new_key(api)
     arrays = [kill_prediction(0.3, 1), kill_prediction(0.35, 2)]
     subs = [kill_submit(api, headers, bench, a) for a in arrays]
     for sub_id in subs:
         assert wait_terminal(api, headers, sub_id, WAIT_S)["status"] == "succeeded"
-    b, seed = 2000, 3
+    b, seed = 1500, 3
     body = {"benchmark_id": bench, "submission_ids": subs, "n_resamples": b, "seed": seed}
     # Only admins choose a comparison's B and seed on a benchmark (hidden targets).
     r = api.post("/v1/comparisons", json=body, headers=ADMIN)
@@ -439,29 +466,34 @@ def test_comparison_killed_mid_job_is_requeued_and_completes_once(
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert (store.get_comparison(cmp_id) or {}).get("status") == "running", "ended before kill"
+    task = "uqeval.compare"
+    doomed, rescuer = took(killable["workers"], task)
     doomed.kill()
     doc = store.get_comparison(cmp_id)
     assert doc is not None and doc["status"] == "running" and doc["result"] is None
 
-    rescuer = WorkerProcess(settings, "rescuer", tmp_path / "rescuer.log")
-    killable["workers"].append(rescuer.start(store))
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        doc = api.get(f"/v1/comparisons/{cmp_id}", headers=ADMIN).json()
-        if doc["status"] in ("succeeded", "failed"):
-            break
-        assert time.monotonic() < deadline, doc["status"]
-        time.sleep(0.1)
+    # The expected difference, computed meanwhile in a thread (uqcore's kernels release the
+    # GIL).
+    models = [P.Gaussian(a["mean"], a["std"]) for a in arrays]
+    with ThreadPoolExecutor(1) as pool:
+        expected = pool.submit(
+            compare, models[0], models[1], kill_targets(), ["mae"], n_resamples=b, seed=seed
+        )
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            doc = api.get(f"/v1/comparisons/{cmp_id}", headers=ADMIN).json()
+            if doc["status"] in ("succeeded", "failed"):
+                break
+            assert time.monotonic() < deadline, doc["status"]
+            time.sleep(0.1)
+        direct = expected.result()
     assert doc["status"] == "succeeded", doc["error"]
     stored = store.get_comparison(cmp_id)
     assert stored is not None and stored["attempts"] == "2"
     (pair,) = doc["result"]["pairs"]
     assert (pair["a"], pair["b"]) == (subs[0], subs[1])
-    models = [P.Gaussian(a["mean"], a["std"]) for a in arrays]
-    direct = compare(models[0], models[1], kill_targets(), ["mae"], n_resamples=b, seed=seed)
     for field in ("diff", "low", "high", "std", "p_better", "p_value"):
         assert pair["metrics"]["mae"][field] == pytest.approx(direct["mae"][field], abs=0), field
-    task = "uqeval.compare"
-    assert succeeded_task_lines(tmp_path / "doomed.log", task) == 0
-    assert succeeded_task_lines(tmp_path / "rescuer.log", task) == 1
+    assert task_lines(doomed.log_path, task, "succeeded") == 0
+    assert task_lines(rescuer.log_path, task, "succeeded") == 1
     assert store.orphaned_comparisons() == [] and store.comparisons_to_resend() == []

@@ -13,6 +13,7 @@ test modules and by doctest collection), so its asserts carry their own messages
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import warnings
@@ -22,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from fastapi import FastAPI
 
 from service.api.app import create_app
 from service.settings import Settings
@@ -117,10 +119,43 @@ class LiveServer:
 # --------------------------------------------------------------------------------------------
 
 
+#: The app of this test process that no test is using now, if any (see :func:`app_on`).
+_SHARED: list[FastAPI] = []
+
+
+@contextlib.contextmanager
+def app_on(settings: Settings, store: Store) -> Iterator[FastAPI]:
+    """The API app on ``settings`` and ``store``, as :func:`create_app` makes it, but the
+    same object for the tests of this process, one after the other.
+
+    FastAPI builds an app's routes (their dependants and pydantic adapters) at its first
+    requests, about 0.2 s of CPU per app, which every API test would pay again. The shared
+    app gets what a new one has: the lifespan of a new app (start-up registers the admin key
+    on this ``store``; shutdown lets the store go), these settings, no store, the admin key
+    not yet registered, and request metrics at zero. A test that uses two apps at once (``api``
+    and ``idle_api``) gets a new one for the second.
+    """
+    fresh = create_app(settings, store=store)
+    app = _SHARED.pop() if _SHARED else fresh
+    if app is not fresh:
+        # Starlette calls the router's lifespan with the app it serves: the shared one.
+        app.router.lifespan_context = fresh.router.lifespan_context
+        app.state.settings = settings
+        app.state.store = None
+        app.state.admin_key_ready = False
+        app.state.read_limiter = None
+        app.state.metrics.requests.clear()
+        app.state.metrics.latency.clear()
+    try:
+        yield app
+    finally:
+        _SHARED[:] = [app]
+
+
 @pytest.fixture
 def api(settings: Settings, store: Store) -> Iterator[TestClient]:
     """An httpx client on the ASGI app (startup and shutdown run)."""
-    with TestClient(create_app(settings, store=store)) as client:
+    with app_on(settings, store) as app, TestClient(app) as client:
         yield client
 
 
@@ -148,7 +183,7 @@ def idle_api(idle_settings: Settings) -> Iterator[TestClient]:
     store = Store.from_url(idle_settings.redis_url, idle_settings)
     store.client.flushdb()
     try:
-        with TestClient(create_app(idle_settings, store=store)) as client:
+        with app_on(idle_settings, store) as app, TestClient(app) as client:
             yield client
     finally:
         clear_store(store)

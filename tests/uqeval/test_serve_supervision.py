@@ -201,8 +201,9 @@ def serve(tmp_path: Path) -> Iterator[Serve]:
         stack.close()
 
 
-def body(seed: int, n: int = 20_000, resamples: int = 8000) -> dict[str, Any]:
-    """A Gaussian submission whose bootstrap keeps a worker busy for a moment."""
+def body(seed: int, n: int = 10_000, resamples: int = 3000) -> dict[str, Any]:
+    """A Gaussian submission whose bootstrap keeps a worker busy for about a second (six of
+    them: several seconds of work in flight when a process is killed)."""
     rng = np.random.default_rng(seed)
     mean, std = rng.normal(size=n), rng.uniform(0.5, 1.5, size=n)
     return {

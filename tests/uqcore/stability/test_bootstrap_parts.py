@@ -35,6 +35,20 @@ def _doc(result: Any) -> str:
     return json.dumps(result.to_dict(), sort_keys=True)
 
 
+#: Adversarial group calibration draws num_trials × num_group_draws random groups of every size
+#: on each resample (10 × 10 by default): most of the time of a run of "all" here. Fewer draws
+#: take the same path (the groups drawn from each resample's category totals, in the helper
+#: thread), so every metric is still resampled, in parts and whole.
+_PARAMS: dict[str, dict[str, Any]] = {
+    "adversarial_group_calibration": {"num_trials": 2, "num_group_draws": 3}
+}
+
+
+#: BCa's delete-a-block jackknife in 20 blocks (100 by default): each block is one more run of
+#: every metric not of mean type, the same whether the bootstrap values come in parts or not.
+_JACKKNIFE: dict[str, Any] = {"jackknife_blocks": 20}
+
+
 def _in_parts(bounds: list[int], *args: Any, **kw: Any) -> BootstrapValues:
     parts = [bootstrap_values(*args, start=a, stop=b, **kw) for a, b in itertools.pairwise(bounds)]
     return combine_bootstrap_values(parts)
@@ -59,7 +73,6 @@ _BOUNDS = {
 
 # Every split with percentile intervals; BCa (whose jackknife, over the data, is the costly
 # part and the same whatever the split) with the most general one.
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("method", "bounds"),
     [pytest.param("percentile", b, id=f"{name}-percentile") for name, b in _BOUNDS.items()]
@@ -67,10 +80,19 @@ _BOUNDS = {
 )
 def test_parts_give_the_bootstrap_bit_for_bit(method: str, bounds: list[int]) -> None:
     pred, y = _gaussian(300)
-    kw: dict[str, Any] = {"n_resamples": 100, "seed": 11, "block_size": 16}
-    whole = bootstrap(pred, y, "all", method=method, keep_values=True, **kw)  # type: ignore[arg-type]
+    kw: dict[str, Any] = {"n_resamples": 100, "seed": 11, "block_size": 16, "params": _PARAMS}
+    whole = bootstrap(pred, y, "all", method=method, keep_values=True, **kw, **_JACKKNIFE)  # type: ignore[arg-type]
     values = _in_parts(bounds, pred, y, "all", **kw)
-    again = bootstrap(pred, y, "all", method=method, keep_values=True, values=values, **kw)  # type: ignore[arg-type]
+    again = bootstrap(
+        pred,
+        y,
+        "all",
+        method=method,  # type: ignore[arg-type]
+        keep_values=True,
+        values=values,
+        **kw,
+        **_JACKKNIFE,
+    )
     assert _doc(again) == _doc(whole)
     # the values are those of the run, resample by resample
     for name, entry in whole.items():
@@ -90,7 +112,6 @@ def test_default_block_size_and_a_large_batch() -> None:
     assert _doc(bootstrap(pred, y, metrics, n_resamples=300, seed=2, values=values)) == _doc(whole)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("unit", ["stratified", "cluster"])
 @pytest.mark.parametrize("scheme", ["multinomial", "poisson"])
 def test_grouped_units(unit: str, scheme: str) -> None:
@@ -103,11 +124,13 @@ def test_grouped_units(unit: str, scheme: str) -> None:
         "unit": unit,
         "scheme": scheme,
         "groups": groups,
+        "params": _PARAMS,
     }
+    values = _in_parts([0, 24, 40, 88, 90], pred, y, "all", **kw)  # one set for both methods
     for method in ("percentile", "bca"):
-        whole = bootstrap(pred, y, "all", method=method, **kw)
-        values = _in_parts([0, 24, 40, 88, 90], pred, y, "all", **kw)
-        assert _doc(bootstrap(pred, y, "all", method=method, values=values, **kw)) == _doc(whole)
+        whole = bootstrap(pred, y, "all", method=method, **kw, **_JACKKNIFE)
+        again = bootstrap(pred, y, "all", method=method, values=values, **kw, **_JACKKNIFE)
+        assert _doc(again) == _doc(whole)
 
 
 def test_undefined_resamples_keep_their_reasons() -> None:
@@ -141,11 +164,11 @@ def test_a_classification_prediction_with_estimators() -> None:
         "estimators": "all",
         "ood": ood,
     }
+    values = _in_parts([0, 16, 48, 50], pred, labels, "all", **kw)  # one set for both methods
     for method in ("percentile", "bca"):
-        whole = bootstrap(pred, labels, "all", method=method, **kw)
+        whole = bootstrap(pred, labels, "all", method=method, **kw, **_JACKKNIFE)
         assert any("[" in name for name in whole)  # per-estimator entries too
-        values = _in_parts([0, 16, 48, 50], pred, labels, "all", **kw)
-        again = bootstrap(pred, labels, "all", method=method, values=values, **kw)
+        again = bootstrap(pred, labels, "all", method=method, values=values, **kw, **_JACKKNIFE)
         assert _doc(again) == _doc(whole)
 
 
@@ -181,7 +204,7 @@ def test_a_plain_mapping_of_arrays_is_accepted() -> None:
 
 def test_ranges_on_one_batch_handed_out_lazily() -> None:
     pred, y = _gaussian(200, seed=12)
-    kw: dict[str, Any] = {"n_resamples": 70, "seed": 5, "block_size": 8}
+    kw: dict[str, Any] = {"n_resamples": 70, "seed": 5, "block_size": 8, "params": _PARAMS}
     handed: list[tuple[int, int]] = []
 
     def ranges() -> Any:
@@ -199,7 +222,7 @@ def test_ranges_on_one_batch_handed_out_lazily() -> None:
     assert [(p.start, p.stop) for p in [first, *rest]] == handed
     assert seen[-1] == (32, 70, 1.0) and (0, 24, 1.0) in seen
     for method in ("percentile", "bca"):
-        whole = bootstrap(pred, y, "all", method=method, **kw)  # type: ignore[arg-type]
+        whole = bootstrap(pred, y, "all", method=method, **kw, **_JACKKNIFE)  # type: ignore[arg-type]
         values = combine_bootstrap_values([first, *rest])
-        again = bootstrap(pred, y, "all", method=method, values=values, **kw)  # type: ignore[arg-type]
+        again = bootstrap(pred, y, "all", method=method, values=values, **kw, **_JACKKNIFE)  # type: ignore[arg-type]
         assert _doc(again) == _doc(whole)
