@@ -8,7 +8,6 @@ import itertools
 
 import numpy as np
 import pytest
-import scoringrules as sr
 
 from uqcore import predictions as P
 from uqcore import registry
@@ -155,6 +154,9 @@ def _wis_formula(y, m, lo, up, alphas):
 
 @pytest.mark.parametrize("weighted", [False, True])
 def test_wis_of_a_gaussian_against_scoringrules_and_the_formula(weighted: bool) -> None:
+    # imported here: scoringrules compiles its numba functions at import (seconds), which
+    # only the test processes that run this test should pay
+    import scoringrules as sr
     from scipy.stats import norm
 
     rng = np.random.default_rng(5)
