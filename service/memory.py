@@ -22,7 +22,11 @@ so its working width is C) and E the number of elements of the arrays sent, the 
   products, one resample's weighted batch), with ``c = 112`` for regression (the block
   evaluators' columns, the per-resample work of the interval, decomposition and skill
   metrics, and the next block's counts drawn while a block is evaluated) and ``c = 16`` for
-  classification (computed chunk by chunk); BCa adds the delete-a-block jackknife,
+  classification (computed chunk by chunk). The bootstrap itself draws its resamples as
+  one-byte counts, ``b_c = min(B, 2**24 // N, 256)`` vectors per block
+  (``uqcore.stability._engine.count_block``: at most 16 MiB, up to twice the resamples of
+  ``b`` at an eighth of the bytes each); the ``8N · 2b`` term (at most 128 MiB) holds them
+  and their products. BCa adds the delete-a-block jackknife,
   ``8N · 4·b_j`` with ``b_j = min(100, 2**23 // N, 256)``;
 - stability: ``8N · (c + 3.5·b_s + W)`` with ``b_s = min(repeats, 2**23 // N, 256)``, plus
   16 MiB (the gathered small subsets and the per-size tables);
@@ -117,7 +121,9 @@ class JobEstimate:
 
 
 def _block(count: int, n: int) -> int:
-    """Resamples per dense block, as ``uqcore.stability._engine.default_block``."""
+    """Resamples per dense block of 8-byte weights, as ``uqcore.stability._engine.default_block``
+    (the stability analysis's blocks; the bootstrap's one-byte count blocks,
+    ``_engine.count_block``, fit in the same bytes: see the module's model)."""
     return max(1, min(count, BLOCK_ELEMENTS // max(n, 1), MAX_BLOCK))
 
 
