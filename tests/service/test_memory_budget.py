@@ -4,6 +4,7 @@ against a measured job, and the limit that enforces it."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import resource
 import subprocess
@@ -162,7 +163,7 @@ def test_the_default_budget_rule() -> None:
     assert job_memory_budget(Settings(job_memory_budget_bytes=12345)) == 12345
 
 
-def test_the_limit_stops_an_allocation_and_is_restored() -> None:
+def _limit_stops_an_allocation_and_is_restored() -> None:
     before = resource.getrlimit(resource.RLIMIT_DATA)
     size = 512 << 20
     with enforced(64 << 20) as limit:
@@ -173,6 +174,18 @@ def test_the_limit_stops_an_allocation_and_is_restored() -> None:
     assert np.ones(size // 8).nbytes == size  # the same allocation succeeds after it
     with enforced(256 << 20):
         assert np.ones((64 << 20) // 8).sum() == (64 << 20) // 8  # within it: fine
+
+
+def test_the_limit_stops_an_allocation_and_is_restored() -> None:
+    """In a forked child of the test process: the limit is the whole process's, set from its
+    data size of the moment, and the child has no other thread (a test's server, a pool) that
+    could free memory or reset the limit meanwhile."""
+    child = multiprocessing.get_context("fork").Process(
+        target=_limit_stops_an_allocation_and_is_restored
+    )
+    child.start()
+    child.join(120)
+    assert child.exitcode == 0, "the check failed in the child (its traceback is above)"
 
 
 @pytest.mark.slow
