@@ -193,7 +193,7 @@ def test_the_limit_stops_an_allocation_and_is_restored() -> None:
     ("kind", "n", "width", "analyses"),
     [
         ("gaussian", 100_000, 1, {"bootstrap": {"n_resamples": 100}}),
-        ("probs", 200_000, 20, {"stability": {"enabled": True, "repeats": 10}}),
+        ("probs", 200_000, 20, {"stability": {"enabled": True, "repeats": 3}}),
     ],
 )
 def test_the_estimate_bounds_a_measured_job(

@@ -206,10 +206,9 @@ def test_a_split_job_without_other_workers_is_bit_identical(
 ) -> None:
     own, store = split_store
     given = gaussian_arrays(2000, seed=5)
-    for boot in (
-        {"n_resamples": 300, "method": "percentile"},
-        {"n_resamples": 300, "method": "bca"},
-    ):
+    # BCa: its intervals read every resample's value (as the percentile ones do) and the
+    # jackknife's; the percentile intervals of a split are checked across processes below.
+    for boot in ({"n_resamples": 300, "method": "bca"},):
         analyses = {"metrics": "all", "seed": 4, "bootstrap": boot}
         rec = submit(store, own, given, analyses)
         out = run_job(store, own, NUMPY, rec.id, token="tok-1", worker_name="solo")
