@@ -3,6 +3,10 @@
 Both the API (validation before the 202) and the worker (the computation) build predictions
 through :func:`build_prediction`, so a batch the API accepted is exactly the batch the worker
 evaluates.
+
+The tables of kinds and fields import nothing but numpy: the Python client and the command line
+read them without loading uqcore (and scipy), which only :func:`construct` and
+:func:`build_prediction` need, imported on their first call.
 """
 
 from __future__ import annotations
@@ -11,10 +15,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-
-from uqcore import UQValidationError
-from uqcore import predictions as P
-from uqcore.predictions import classification as PC
 
 #: kind -> the fields of the prediction, in constructor order. The targets (``y`` for
 #: regression, ``labels`` for classification) and the optional ``sample_weight`` travel beside
@@ -104,6 +104,9 @@ def construct(kind: str, fields: Mapping[str, Any]) -> Any:
     """The uqcore prediction of ``kind`` from its checked ``fields`` (arrays of any namespace
     uqcore takes; a scalar field as a 0-d array or a number), by keyword: a field left out is
     the constructor's default. Classification kinds also take estimates ``estimate:<name>``."""
+    from uqcore import predictions as P
+    from uqcore.predictions import classification as PC
+
     args: dict[str, Any] = {}
     for f in KIND_FIELDS[kind]:
         if f in fields:
@@ -119,6 +122,8 @@ def construct(kind: str, fields: Mapping[str, Any]) -> Any:
 
 
 def _check_dtype(name: str, a: np.ndarray) -> None:
+    from uqcore import UQValidationError
+
     if name in BOOL_FIELDS and a.dtype.kind == "b":
         return
     if not np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.complexfloating):
@@ -137,6 +142,8 @@ def build_prediction(kind: str, arrays: Mapping[str, Any]) -> Any:
     are passed on in their own dtype (a float32 ensemble stays float32); a scalar field
     (``level``) is a 0-d array or a number.
     """
+    from uqcore import UQValidationError
+
     if kind not in KIND_FIELDS:
         raise UQValidationError(
             f"kind must be one of {sorted(KIND_FIELDS)}; found {kind!r}",

@@ -117,10 +117,11 @@ def test_api_killed_or_client_gone_mid_upload_leaves_nothing(tmp_path: Path) -> 
 
 
 def test_soak_smoke_keys_back_to_baseline_and_no_stuck_job(tmp_path: Path) -> None:
-    """(e) 24 s at 1.25 submissions/s, raw arrays kept 4 s: every job ends within the bound,
+    """(e) 15 s at 1.25 submissions/s, raw arrays kept 4 s: every job ends within the bound,
     the arrays and rate counters expire, each submission keeps its record, result and
-    curves, and the API does not grow."""
-    r = R.soak(tmp_path, minutes=0.4, rate=1.25, retention_s=4, bound_s=30.0)
+    curves, and the API does not grow (the soak itself, at its full length, is
+    ``benchmarks/reliability.py``)."""
+    r = R.soak(tmp_path, minutes=0.25, rate=1.25, retention_s=4, bound_s=30.0)
     n = r["count"]
     assert r["lost"] == 0 and r["failed"] == 0 and r["wrong"] == 0 and r["duplicated"] == 0
     assert r["over_bound"] == 0, r["job_s_max"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -62,3 +64,20 @@ def test_a_refused_connection_fails_the_same_on_both_clients() -> None:
                 await pending
 
     asyncio.run(main())
+
+
+def test_the_client_and_the_command_line_load_without_the_metric_library() -> None:
+    """``import uqeval`` and the command line read the kinds' tables (service.kinds) without
+    loading uqcore, scipy or the service's server side: a client's start-up (each ``uqeval``
+    command) costs a fraction of a second, not the seconds those imports take. In a fresh
+    interpreter, as a user's script or shell starts."""
+    heavy = ("uqcore", "scipy", "numba", "worker", "celery", "redis", "fastapi", "matplotlib")
+    code = (
+        "import sys, uqeval, uqeval.client, uqeval.aclient, uqeval.arrays, uqeval.cli\n"
+        f"print(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "", f"loaded at import: {proc.stdout.strip()}"
