@@ -50,7 +50,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-from scipy.stats import rankdata
 
 from uqcore import UQValidationError, registry
 
@@ -186,6 +185,8 @@ def resampled(
     baseline's losses (R, T); ``weights`` (R, T): how many times each task is drawn (the
     tasks view; default 1). A NaN badness (a metric undefined on a resample) is a missing
     entry of that resample: the team is ranked on its other tasks."""
+    from scipy.stats import rankdata  # at first use: the API's start does not load scipy.stats
+
     present = ~np.isnan(bad)
     k_t = present.sum(axis=-1, keepdims=True)
     ranks = rankdata(np.where(present, bad, np.inf), method="average", axis=-1)
@@ -203,6 +204,8 @@ def resampled(
 
 def rank_by_mean(mean_rank: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """1 + the number of teams with a strictly lower mean rank, along the last axis."""
+    from scipy.stats import rankdata
+
     ranks: np.ndarray[Any, Any] = rankdata(mean_rank, method="min", axis=-1).astype(int)
     return ranks
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,50 +27,6 @@ def _backends() -> list[Any]:
 BACKENDS = _backends()
 
 _STARTED = time.time()
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist's work stealing (``--dist worksteal``, as ``scripts/test`` runs it), order the tests so that no test
-    process ends its run with a long test while another idles.
-
-    ``worksteal`` first hands each of the k test processes one contiguous 1/k of the
-    collection, in order; a process that runs out steals the second half of the longest queue.
-    So each share is laid out as the slow tests of the service (whole modules of ``tests/``
-    outside ``tests/uqcore``, which start servers, workers and browsers: a module's tests stay
-    together, as its fixtures expect), dealt in turn to the k shares, followed by uqcore's
-    quick in-process tests: the tails that are stolen, and that end the run, are quick ones.
-    Every process orders the same collection the same way (xdist requires it); a run without
-    xdist keeps the collection's order."""
-    # (a test process of xdist's knows how many there are, not how they are scheduled; the
-    # order is harmless under its other modes)
-    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
-    if workers < 2:
-        return
-    tests = config.rootpath / "tests"
-    quick: list[pytest.Item] = []
-    slow_modules: dict[Path, list[pytest.Item]] = {}
-    for item in items:
-        path = item.path
-        if path.is_relative_to(tests) and not path.is_relative_to(tests / "uqcore"):
-            slow_modules.setdefault(path, []).append(item)
-        else:
-            quick.append(item)
-    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
-    for i, module in enumerate(slow_modules.values()):
-        shares[i % workers].extend(module)
-    size, rest = divmod(len(items), workers)
-    ordered: list[pytest.Item] = []
-    for i, share in enumerate(shares):
-        # the share's quick tests fill it up to the size xdist hands out (the last share
-        # takes what the division leaves)
-        want = size + (rest if i == workers - 1 else 0)
-        take = max(0, want - len(share))
-        ordered.extend(share)
-        ordered.extend(quick[:take])
-        del quick[:take]
-    ordered.extend(quick)
-    assert len(ordered) == len(items)
-    items[:] = ordered
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

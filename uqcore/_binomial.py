@@ -22,12 +22,12 @@ three calls of scipy's distribution methods instead of about log2(n) + 3.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 __all__ = ["binom_ppf", "binomtest_pvalue"]
 
@@ -36,14 +36,35 @@ __all__ = ["binom_ppf", "binomtest_pvalue"]
 # distribution's own routine (``_pmf``, ``_cdf``, ``_sf``, ``_ppf``: Boost's binomial) on them:
 # about 0.1-0.2 ms a call, where the routine takes a few µs. For arguments inside the support,
 # which the functions below check, the routine's value is the public method's (the tests compare
-# them for equality); a scipy without the routines takes the public methods.
-_ROUTINES = tuple(getattr(stats.binom, f"_{m}", None) for m in ("pmf", "cdf", "sf", "ppf"))
-_FAST = all(callable(f) for f in _ROUTINES)
+# them for equality); a scipy without the routines takes the public methods. scipy.stats is
+# imported at the first call (importing uqcore does not load it).
+#: Whether the routines are taken where scipy has them (the tests turn it off to compare).
+_FAST = True
+
+
+@functools.cache
+def _stats() -> Any:
+    """``scipy.stats``, imported at the first call."""
+    import scipy.stats
+
+    return scipy.stats
+
+
+@functools.cache
+def _scipy_routines() -> tuple[Any, ...] | None:
+    got = tuple(getattr(_stats().binom, f"_{m}", None) for m in ("pmf", "cdf", "sf", "ppf"))
+    return got if all(callable(f) for f in got) else None
+
+
+def _routines() -> tuple[Any, ...] | None:
+    """binom's routines (pmf, cdf, sf, ppf), or None: take the public methods."""
+    return _scipy_routines() if _FAST else None
 
 
 def _pmf(x: np.ndarray[Any, Any], n: int, p: float) -> np.ndarray[Any, Any]:
     """``binom.pmf(x, n, p)`` for integer counts 0 <= x <= n (float64), n >= 1, 0 < p < 1."""
-    got = _ROUTINES[0](x, n, p) if _FAST else stats.binom.pmf(x, n, p)  # type: ignore[misc]
+    fast = _routines()
+    got = fast[0](x, n, p) if fast else _stats().binom.pmf(x, n, p)
     return np.atleast_1d(np.asarray(got, dtype=np.float64))
 
 
@@ -54,9 +75,11 @@ def _tail(k: int, n: int, p: float, *, upper: bool) -> float:
         return 1.0 if upper else 0.0
     if k >= n:
         return 0.0 if upper else 1.0
-    if _FAST:
-        return float(_ROUTINES[2 if upper else 1](k, n, p))  # type: ignore[misc]
-    return float((stats.binom.sf if upper else stats.binom.cdf)(k, n, p))
+    fast = _routines()
+    if fast:
+        return float(fast[2 if upper else 1](k, n, p))
+    binom = _stats().binom
+    return float((binom.sf if upper else binom.cdf)(k, n, p))
 
 
 def binom_ppf(q: float, n: int, p: float) -> float:
@@ -69,9 +92,10 @@ def binom_ppf(q: float, n: int, p: float) -> float:
     True
     """
     ok = 0.0 < q < 1.0 and 0.0 <= p <= 1.0 and n >= 1 and int(n) == n
-    if _FAST and ok:
-        return float(_ROUTINES[3](q, n, p))  # type: ignore[misc]
-    return float(stats.binom.ppf(q, n, p))
+    fast = _routines()
+    if fast and ok:
+        return float(fast[3](q, n, p))
+    return float(_stats().binom.ppf(q, n, p))
 
 
 #: scipy's tolerance: counts whose probability is at most d·(1 + 1e-7) are "no more likely".
@@ -143,7 +167,7 @@ def binomtest_pvalue(k: int, n: int, p: float) -> float:
     True
     """
     if not (0 <= k <= n and 0.0 < p < 1.0):
-        return float(stats.binomtest(k, n, p).pvalue)
+        return float(_stats().binomtest(k, n, p).pvalue)
     if k == p * n:
         return 1.0
     below = k < p * n

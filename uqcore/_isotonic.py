@@ -53,7 +53,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from scipy.optimize import isotonic_regression
 
 from uqcore._backend import argsort_host
 from uqcore._compiled import kernels
@@ -97,6 +96,14 @@ class Corp:
             self.weight,
             math.ldexp(self.reference, e),
         )
+
+
+def isotonic_regression(y: NDArray, *, weights: NDArray | None = None) -> Any:
+    """:func:`scipy.optimize.isotonic_regression` (its result: ``.x`` the fit), imported at the
+    first call: importing uqcore does not load scipy.optimize."""
+    from scipy.optimize import isotonic_regression as fit
+
+    return fit(y, weights=weights)
 
 
 def pinball(y: NDArray, x: NDArray, level: float) -> NDArray:

@@ -34,18 +34,12 @@ exp(−6nD²)-fast less beyond; :func:`ks_sf` inherits it.)
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
 import numpy as np
 import scipy.special as sps
-import scipy.stats
-
-try:  # the scalar routine behind kstwo.sf: the same value without the distribution
-    # machinery's argument handling (~0.2 ms a call, most of the p-value's cost at n <= 10^5)
-    from scipy.stats._ksstats import _kolmogn
-except ImportError:  # pragma: no cover - a scipy that moved it
-    _kolmogn = None
 
 __all__ = ["EXACT_MAX_N", "QUADRATURE_MAX_D", "ks_sf", "pelz_good_cdf", "smirnov_sf"]
 
@@ -127,10 +121,26 @@ def smirnov_sf(n: int, d: float) -> float:
     return math.exp(peak) * total
 
 
+@functools.cache
+def _scipy_kolmogn() -> Any:
+    """The scalar routine behind ``kstwo.sf`` (``scipy.stats._ksstats._kolmogn``), or None
+    where scipy has moved it: the same value without the distribution machinery's argument
+    handling (~0.2 ms a call, most of the p-value's cost at n <= 10^5). Imported at the first
+    call: importing uqcore does not load scipy.stats."""
+    try:
+        from scipy.stats._ksstats import _kolmogn
+    except ImportError:  # pragma: no cover - a scipy that moved it
+        return None
+    return _kolmogn
+
+
 def _scipy_sf(d: float, n: int) -> float:
     """``scipy.stats.kstwo.sf(d, n)`` for one finite d and n >= 1 (for n > 140 and
     n·d² < 2.2, outside Durbin's matrix's range, by :func:`pelz_good_cdf`)."""
+    _kolmogn = _scipy_kolmogn()
     if _kolmogn is None or not math.isfinite(d):
+        import scipy.stats
+
         return float(scipy.stats.kstwo.sf(d, n))
     if n > _PELZ_GOOD_MIN_N and 1.0 < n * d < n - 1 and d < 0.5:
         nx2 = n * d * d
@@ -214,6 +224,7 @@ def ks_sf(d: float, n: int) -> float:
     ``scipy.stats.kstwo.sf(d, n)`` within a relative 1e-11, at a cost bounded independently of
     n (see the module docstring for the method and the bound).
 
+    >>> import scipy.stats
     >>> round(ks_sf(0.02, 10_000), 10) == round(float(scipy.stats.kstwo.sf(0.02, 10_000)), 10)
     True
     """

@@ -41,12 +41,20 @@ def warm_blas() -> None:
 def warm_kernels() -> None:
     """Compile uqcore's numba kernels (or load them from numba's cache) now, before any job
     runs under its memory limit: LLVM's compiler needs tens of MB and may abort the process
-    rather than raise when refused. A forked pool process inherits the compiled code."""
+    rather than raise when refused. A forked pool process inherits the compiled code, and the
+    parts of scipy that uqcore imports at their first use (scipy.stats, scipy.optimize), loaded
+    here once rather than in each pool process."""
+    import scipy.optimize  # noqa: F401
+
     from uqcore._backend import numpy_sorts_values_faster
+    from uqcore._binomial import _scipy_routines
     from uqcore._compiled import kernels
+    from uqcore._kolmogorov import _scipy_kolmogn
 
     kernels()
     numpy_sorts_values_faster()  # which value sort is the faster on this CPU, timed once
+    _scipy_routines()
+    _scipy_kolmogn()
 
 
 def settings() -> Settings:

@@ -43,7 +43,6 @@ from typing import Any, Literal, get_args
 
 import array_api_compat
 import numpy as np
-import scipy.stats
 
 from uqcore._backend import Array, bincount, take_descending, to_numpy
 from uqcore._compiled import kernels
@@ -296,6 +295,8 @@ def _ut_counts(
             "compat='uncertainty_toolbox' needs a gaussian prediction (Uncertainty Toolbox "
             f"handles Gaussian predictions only), found {pred.kind}"
         )
+    import scipy.stats  # at first use: importing uqcore does not load scipy.stats
+
     norm = scipy.stats.norm(loc=0, scale=1)
     quantile = np.asarray(norm.ppf(lv))
     upper = np.asarray(norm.ppf(0.5 + lv / 2.0))
@@ -771,6 +772,8 @@ def pit(batch: Batch, *, n_bins: Bins = 10, p_value: PitPValue = "auto") -> dict
     if method == "exact":
         p = ks_sf(d, n_int)
     else:
+        import scipy.stats
+
         p = float(scipy.stats.kstwobign.sf(d * math.sqrt(n_int)))
     return {
         "value": d,

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-import scipy.optimize
 import scipy.special
 
 from uqcore._backend import Array, from_numpy, to_numpy
@@ -185,6 +184,8 @@ def fit_isotonic(
     total = float(np.sum(wk))
     c = 0.5 if positions == "midpoint" else 0.0
     target = (np.cumsum(wk) - c * wk) / total
+    import scipy.optimize  # at first use: importing uqcore does not load scipy.optimize
+
     fitted = np.asarray(scipy.optimize.isotonic_regression(target, weights=wk).x)
     # Pin the ends: a CDF transform must map 0 to 0 and 1 to 1.
     inner = (knots > 0.0) & (knots < 1.0)
@@ -402,6 +403,8 @@ def fit_std_scaling(
         best_t, best_v = float(grid[k]), float(values[k])
     else:
         best_t, best_v = 0.0, math.inf
+    import scipy.optimize
+
     res = scipy.optimize.minimize_scalar(loss, bounds=(a, b), method="bounded")
     t = float(res.x) if float(res.fun) <= best_v else best_t
     return StdScaling(math.exp(t), objective)
