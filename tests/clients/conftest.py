@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.clients.typescript import PROJECT, copy_project, ensure_installed
-from tests.uqeval.conftest import live_server
+from tests.uqeval.conftest import live_module, live_server
 
-__all__ = ["live_server"]
+__all__ = ["live_module", "live_server"]
 
 
 @pytest.fixture(scope="session")

@@ -161,10 +161,10 @@ def _wait_succeeded(http: httpx.Client, sub_id: str, timeout_s: float = 60.0) ->
 
 
 @pytest.fixture(scope="module")
-def benchmark(live_server: Live) -> dict[str, Any]:
+def benchmark(live_module: Live) -> dict[str, Any]:
     """A regression benchmark with hidden seeded targets and one public rival entry."""
     a = gaussian_arrays(N, SEED)
-    with _admin(live_server) as admin:
+    with _admin(live_module) as admin:
         r = admin.post(
             "/v1/benchmarks",
             json={
@@ -178,8 +178,8 @@ def benchmark(live_server: Live) -> dict[str, Any]:
         )
         assert r.status_code == 201, r.text
         bench: dict[str, Any] = r.json()
-    rival = {"Authorization": f"Bearer {live_server.new_key('ts-rival')}"}
-    with httpx.Client(base_url=live_server.url, headers=rival, timeout=30) as http:
+    rival = {"Authorization": f"Bearer {live_module.new_key('ts-rival')}"}
+    with httpx.Client(base_url=live_module.url, headers=rival, timeout=30) as http:
         r = http.post(
             "/v1/submissions",
             json={

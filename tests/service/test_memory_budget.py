@@ -185,6 +185,10 @@ def test_the_limit_stops_an_allocation_and_is_restored() -> None:
     )
     child.start()
     child.join(120)
+    if child.exitcode is None:  # hung: it must not outlive the test
+        child.kill()
+        child.join(10)
+        pytest.fail("the check did not end in 120 s")
     assert child.exitcode == 0, "the check failed in the child (its traceback is above)"
 
 

@@ -23,7 +23,8 @@ import pytest
 
 from service.redis_server import free_port
 from service.settings import Settings
-from tests.stack import ROOT, TEST_SETTINGS, WorkerProcess, settings_env
+from service.store import Store
+from tests.stack import ROOT, TEST_SETTINGS, WorkerProcess, clear_store, settings_env
 
 
 @dataclass
@@ -123,3 +124,18 @@ def live_server(
         yield live
     finally:
         stop_api(live.proc)
+
+
+@pytest.fixture(scope="module")
+def live_module(live_server: Live, session_settings: Settings) -> Iterator[Live]:
+    """The session's live server, for a module whose fixtures keep data on it for all of its
+    tests (a benchmark, its submissions): that data is removed when the module ends, as the
+    ``store`` fixture removes a test's, so that no later test of this process (in whatever
+    order they run) finds it."""
+    yield live_server
+    assert session_settings.redis_url is not None
+    store = Store.from_url(session_settings.redis_url, session_settings)
+    try:
+        clear_store(store)
+    finally:
+        store.close()

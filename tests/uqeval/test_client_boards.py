@@ -27,21 +27,21 @@ def _mask() -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def setup(live_server: Live) -> dict[str, Any]:
+def setup(live_module: Live) -> dict[str, Any]:
     rng = np.random.default_rng(42)
     y = rng.normal(size=N)
-    with Client(live_server.url, live_server.admin_key) as admin:
+    with Client(live_module.url, live_module.admin_key) as admin:
         split = admin.create_benchmark(
             "client-split", y=y, primary_metric="mae", private_mask=_mask(), max_final=1,
             bootstrap={"n_resamples": B},
         )  # fmt: skip
         plain = admin.create_benchmark("client-plain", y=y, primary_metric="mae",
                                        metrics="mae,crps", bootstrap={"n_resamples": B})  # fmt: skip
-    keys = {t: live_server.new_team_key(t) for t in ("gold", "iron")}
+    keys = {t: live_module.new_team_key(t) for t in ("gold", "iron")}
     subs: dict[str, list[str]] = {}
     preds: dict[str, np.ndarray] = {}
     for i, (team, (_, key)) in enumerate(keys.items()):
-        with Client(live_server.url, key) as c:
+        with Client(live_module.url, key) as c:
             for j in range(2):
                 mean = y + rng.normal(scale=0.3 + 0.4 * (2 * i + j), size=N)
                 sub = c.submit(P.Gaussian(mean, np.ones(N)), benchmark=split, model_name=f"m{j}",
@@ -51,7 +51,7 @@ def setup(live_server: Live) -> dict[str, Any]:
             c.submit(P.Gaussian(y + 0.2 * (i + 1), np.ones(N)), benchmark=plain,
                      visibility="public", wait=True)  # fmt: skip
     return {
-        "url": live_server.url, "admin": live_server.admin_key, "y": y, "split": split,
+        "url": live_module.url, "admin": live_module.admin_key, "y": y, "split": split,
         "plain": plain, "keys": keys, "subs": subs, "preds": preds,
     }  # fmt: skip
 

@@ -71,15 +71,15 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture(scope="module")
-def setup(live_server: Live) -> dict[str, Any]:
+def setup(live_module: Live) -> dict[str, Any]:
     rng = np.random.default_rng(31)
     mean, std = rng.normal(size=N), rng.uniform(0.5, 1.5, size=N)
     y = mean + std * rng.normal(size=N)
-    with Client(live_server.url, live_server.admin_key) as admin:
+    with Client(live_module.url, live_module.admin_key) as admin:
         bench = admin.create_benchmark(
             "notify-bench", y=y, primary_metric="mae", bootstrap={"n_resamples": 50}
         )
-    return {"url": live_server.url, "key": live_server.new_key("notify"), "bench": bench.id,
+    return {"url": live_module.url, "key": live_module.new_key("notify"), "bench": bench.id,
             "mean": mean, "std": std, "y": y}  # fmt: skip
 
 

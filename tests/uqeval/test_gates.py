@@ -22,25 +22,25 @@ N, B, SEED = 200, 199, 5
 
 
 @pytest.fixture(scope="module")
-def setup(live_server: Live) -> dict:
+def setup(live_module: Live) -> dict:
     rng = np.random.default_rng(21)
     mean, std = rng.normal(size=N), rng.uniform(0.5, 1.5, size=N)
     y = mean + std * rng.normal(size=N)
-    with Client(live_server.url, live_server.admin_key) as admin:
+    with Client(live_module.url, live_module.admin_key) as admin:
         bench = admin.create_benchmark(
             "gate-bench", y=y, primary_metric="mae", metrics="mae,crps",
             bootstrap={"n_resamples": B}, seed=SEED,
         )  # fmt: skip
         other = admin.create_benchmark("gate-other", y=y, primary_metric="mae", metrics="mae")
-    key_a, key_b = live_server.new_key("gate-a"), live_server.new_key("gate-b")
-    with Client(live_server.url, key_a) as a, Client(live_server.url, key_b) as b:
+    key_a, key_b = live_module.new_key("gate-a"), live_module.new_key("gate-b")
+    with Client(live_module.url, key_a) as a, Client(live_module.url, key_b) as b:
         good = a.submit(P.Gaussian(mean, std), benchmark=bench, model_name="good", wait=True)
         bad = a.submit(P.Gaussian(mean + 1.0, std), benchmark=bench, model_name="bad", wait=True)
         near = a.submit(P.Gaussian(mean + 0.05, std), benchmark=bench, model_name="n", wait=True)
         elsewhere = a.submit(P.Gaussian(mean, std), benchmark=other, model_name="o", wait=True)
         private_b = b.submit(P.Gaussian(mean, std), benchmark=bench, model_name="b", wait=True)
     return {
-        "url": live_server.url, "a": key_a, "b": key_b, "bench": bench.id, "y": y,
+        "url": live_module.url, "a": key_a, "b": key_b, "bench": bench.id, "y": y,
         "mean": mean, "good": good.id, "bad": bad.id, "near": near.id,
         "elsewhere": elsewhere.id, "private_b": private_b.id,
     }  # fmt: skip
