@@ -25,9 +25,9 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import redis
@@ -93,6 +93,39 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
+class Process(Protocol):
+    """What the harness uses of a started child (:class:`subprocess.Popen` has it)."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+def popen(args: list[str], *, cwd: Path, env: dict[str, str], log: Path) -> Process:
+    """``args`` as a subprocess in a new session, stdin from ``/dev/null``, stdout and stderr
+    appended to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            args,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+#: How every child of a stack starts: a fresh interpreter (:func:`popen`) for the
+#: measurements; the tests' short forms fork theirs from a pre-warmed one (``tests.zygote``).
+spawn: Callable[..., Process] = popen
+
+
 class Child:
     """One subprocess of the stack in its own process group, with its log file (appended to
     across restarts, so that the log tells every incarnation)."""
@@ -102,23 +135,14 @@ class Child:
         self.args = args
         self.env = env
         self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: Process | None = None
         self.starts = 0
         #: True while the harness itself has it down (a kill, a SIGTERM): the watchdog
         #: restarts only a child that exited on its own.
         self.held = False
 
     def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                self.args,
-                cwd=ROOT,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        self.proc = spawn(self.args, cwd=ROOT, env=self.env, log=self.log)
         self.starts += 1
 
     @property

@@ -4,6 +4,7 @@ through :mod:`tests.stack`, the running stack (Redis, store, Celery worker)."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import time
 from typing import Any
 
@@ -16,11 +17,11 @@ pytest_plugins = ["tests.stack"]
 
 def _backends() -> list[Any]:
     out = [pytest.param("numpy", id="numpy"), pytest.param("array_api_strict", id="strict")]
-    try:
-        importlib.import_module("torch")
+    # torch is installed by the test command; absent only in ad-hoc runs. Found, not imported:
+    # importing it (seconds) here would delay every pytest process, xdist's controller too,
+    # before it starts a test; the torch cases import it (and fail if it is broken).
+    if importlib.util.find_spec("torch") is not None:
         out.append(pytest.param("torch", id="torch"))
-    except ImportError:  # torch is installed by the test command; absent only in ad-hoc runs
-        pass
     return out
 
 

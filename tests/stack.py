@@ -3,6 +3,8 @@
 Loaded for every test directory as a plugin of the root ``tests/conftest.py`` (the service,
 worker, reliability and command-line tests share it). Session-scoped per pytest process, so every pytest-xdist worker runs its own server (free port,
 own data directory) and its own Celery worker subprocess: nothing is shared between them.
+Workers start as ``python -m celery ...`` forked from the pre-warmed interpreter of
+:mod:`tests.zygote` (a fresh interpreter where that could change what the worker does).
 ``store`` removes every ``uqeval:`` key after each test (Celery's own keys stay, so the
 session worker keeps its queues).
 """
@@ -26,6 +28,7 @@ from service import keys
 from service.redis_server import ManagedRedis, free_port
 from service.settings import Settings
 from service.store import Store
+from tests import zygote
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,6 +63,12 @@ def settings_env(settings: Settings) -> dict[str, str]:
             env[f"UQEVAL_{name.upper()}"] = str(value)
     env["PYTHONPATH"] = str(ROOT)
     return env
+
+
+def db_url(url: str, db: int) -> str:
+    """``url`` (``redis://host:port[/n]``) on database ``db`` of the same server."""
+    base = url.rsplit("/", 1)[0] if url.count("/") > 2 else url
+    return f"{base}/{db}"
 
 
 def clear_store(store: Store, *, admin: bool = True) -> None:
@@ -234,11 +243,11 @@ class WorkerProcess:
         self.module = module
         #: variables added to the environment of ``settings``
         self.env = dict(env or {})
-        self.proc: subprocess.Popen[bytes] | None = None
+        #: forked from the pre-warmed interpreter (:mod:`tests.zygote`) where it can be
+        self.proc: subprocess.Popen[bytes] | zygote.ForkedProcess | None = None
 
     def start(self, store: Store, timeout_s: float = 30.0) -> WorkerProcess:
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
+        self.proc = zygote.popen(
             [
                 sys.executable,
                 "-m",
@@ -261,11 +270,8 @@ class WorkerProcess:
             ],
             cwd=ROOT,
             env={**settings_env(self.settings), **self.env},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            log=self.log_path,
         )
-        log.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

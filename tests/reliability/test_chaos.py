@@ -21,18 +21,33 @@ from typing import Any
 
 import pytest
 
+from benchmarks import _chaos
 from benchmarks import _reliability as R
 from benchmarks._chaos import alive, children
+from tests import zygote
 
 pytestmark = pytest.mark.slow
 
 
+def started() -> list[int]:
+    """The processes this test process started: its children, where the pre-warmed
+    interpreter's place is taken by the children it forked for the tests (``tests.zygote``)."""
+    own = children(os.getpid())
+    prewarmed = zygote.shared()
+    if prewarmed is None:
+        return own
+    return [p for p in own if p != prewarmed.proc.pid] + children(prewarmed.proc.pid)
+
+
 @pytest.fixture(autouse=True)
-def reaped() -> Iterator[None]:
-    """No process started by the test may outlive it (the session's own children stay)."""
-    before = set(children(os.getpid()))
+def reaped(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No process started by the test may outlive it (the session's own children stay). The
+    stacks' workers and API fork from the pre-warmed interpreter (``tests.zygote``); the
+    measurements in ``benchmarks/`` start fresh ones."""
+    monkeypatch.setattr(_chaos, "spawn", zygote.popen)
+    before = set(started())
     yield
-    left = [p for p in children(os.getpid()) if p not in before and alive(p)]
+    left = [p for p in started() if p not in before and alive(p)]
     for pid in left:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)

@@ -21,7 +21,7 @@ import pytest
 
 from service.settings import Settings
 from service.store import TERMINAL, Store
-from tests.stack import WorkerProcess, clear_store
+from tests.stack import WorkerProcess, clear_store, db_url
 from tests.uqeval.conftest import Live, start_api, stop_api
 
 #: The Redis database of the UI tests (the session worker consumes database 0).
@@ -50,11 +50,6 @@ class Site:
 
     def headers(self, key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"}
-
-
-def _db_url(url: str, db: int) -> str:
-    base = url.rsplit("/", 1)[0] if url.count("/") > 2 else url
-    return f"{base}/{db}"
 
 
 def _gaussian(y: np.ndarray, noise: float, seed: int, spread: float = 1.0) -> dict[str, Any]:
@@ -246,7 +241,7 @@ def ui_site(session_settings: Settings, tmp_path_factory: pytest.TempPathFactory
     """The site with its data (see the module docstring)."""
     assert session_settings.redis_url is not None
     settings = session_settings.model_copy(
-        update={"redis_url": _db_url(session_settings.redis_url, UI_DB)}
+        update={"redis_url": db_url(session_settings.redis_url, UI_DB)}
     )
     assert settings.redis_url is not None
     store = Store.from_url(settings.redis_url, settings)

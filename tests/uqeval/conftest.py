@@ -24,6 +24,7 @@ import pytest
 from service.redis_server import free_port
 from service.settings import Settings
 from service.store import Store
+from tests import zygote
 from tests.stack import ROOT, TEST_SETTINGS, WorkerProcess, clear_store, settings_env
 
 
@@ -33,7 +34,7 @@ class Live:
 
     url: str
     admin_key: str
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | zygote.ForkedProcess
     log: Path
 
     def new_key(self, name: str = "team") -> str:
@@ -65,8 +66,7 @@ def start_api(settings: Settings, log: Path, **overrides: Any) -> Live:
     port = free_port()
     env = settings_env(settings.model_copy(update=overrides))
     env["PATH"] = os.environ.get("PATH", "")
-    out = log.open("ab")
-    proc = subprocess.Popen(
+    proc = zygote.popen(
         [
             sys.executable,
             "-m",
@@ -82,10 +82,8 @@ def start_api(settings: Settings, log: Path, **overrides: Any) -> Live:
         ],
         cwd=ROOT,
         env=env,
-        stdout=out,
-        stderr=subprocess.STDOUT,
+        log=log,
     )
-    out.close()
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -103,7 +101,7 @@ def start_api(settings: Settings, log: Path, **overrides: Any) -> Live:
     return Live(url, str(TEST_SETTINGS["admin_key"]), proc, log)
 
 
-def stop_api(proc: subprocess.Popen[bytes]) -> None:
+def stop_api(proc: subprocess.Popen[bytes] | zygote.ForkedProcess) -> None:
     proc.terminate()
     try:
         proc.wait(timeout=20)
