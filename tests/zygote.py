@@ -100,6 +100,17 @@ BASE_ENV = dict(os.environ)
 # ------------------------------------------------------------------------------------------
 
 
+def _read_line(conn: socket.socket) -> bytes:
+    """One newline-terminated message (less if the peer closes first)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def _preload() -> None:
     import importlib
 
@@ -227,12 +238,10 @@ def serve(path: str) -> None:
             conn, _ = listener.accept()
             with conn:
                 conn.settimeout(10.0)
-                data = b""
-                while not data.endswith(b"\n"):
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
+                try:
+                    data = _read_line(conn)
+                except OSError:  # a client gone mid-request: the next one
+                    continue
                 if not data:
                     continue
                 request = json.loads(data)
@@ -310,12 +319,7 @@ class Zygote:
             try:
                 conn.connect(self.socket)
                 conn.sendall(json.dumps(request).encode() + b"\n")
-                data = b""
-                while not data.endswith(b"\n"):
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
+                data = _read_line(conn)
             except OSError as exc:
                 raise ZygoteError(f"the pre-warmed interpreter is gone: {exc}") from exc
         if not data:
@@ -447,16 +451,11 @@ def popen(
         zygote = shared()
         if zygote is not None and zygote.accepts(env):
             return zygote.spawn(args[2], list(args[3:]), cwd=cwd, env=env, log=log)
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            args,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    from benchmarks._chaos import popen as fresh  # (not in the pre-warmed interpreter)
+
+    proc = fresh(args, cwd=cwd, env=env, log=log)
+    assert isinstance(proc, subprocess.Popen)
+    return proc
 
 
 if __name__ == "__main__":
