@@ -12,6 +12,7 @@ session worker keeps its queues).
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import os
 import signal
@@ -63,6 +64,48 @@ def settings_env(settings: Settings) -> dict[str, str]:
             env[f"UQEVAL_{name.upper()}"] = str(value)
     env["PYTHONPATH"] = str(ROOT)
     return env
+
+
+@enum.unique
+class Db(enum.IntEnum):
+    """The databases of each test process's Redis server, one user each (``enum.unique``
+    refuses a number given twice at import).
+
+    A session's or module's stack keeps its worker on its database for the rest of the
+    process: a test that shared that database had its jobs taken by that worker (the UI
+    site's worker once ran the memory-budget test's job, without the budget, to success).
+    Tests of one module on one database run one after another in their process."""
+
+    #: The session's Celery worker and API servers (``settings``, ``api``).
+    SESSION = 0
+    #: ``test_compose``: the workers' health check, with a heartbeat written by hand.
+    COMPOSE = 1
+    #: ``test_worker``: the killed worker whose job another worker re-queues.
+    RESCUE = 3
+    #: ``test_worker``: the announced GPU worker, alone on its database.
+    GPU_ROUTE = 4
+    #: ``test_worker``: a job run in the test process itself.
+    IN_PROCESS = 5
+    #: ``test_worker``: the heartbeat's finalizer, with no worker.
+    HEARTBEAT = 6
+    #: The UI tests' site: its worker and API for the whole session.
+    UI = 7
+    #: ``test_worker``: the prefork pool's killed child.
+    PREFORK = 8
+    #: The idle apps (``idle_settings``): jobs stay queued, no worker consumes them.
+    IDLE = 9
+    #: ``test_store``: a store without any worker (none sweeps its orphans).
+    STORE = 10
+    #: The schemathesis module's live API (no worker).
+    SCHEMATHESIS = 11
+    #: The worker's memory budget tests: their own workers with a small budget.
+    MEMORY_BUDGET = 12
+    #: The split bootstrap's workers.
+    SPLIT = 13
+    #: The large batches' workers.
+    LARGE = 14
+    #: /readyz's supervision state, with no worker.
+    READYZ = 15
 
 
 def db_url(url: str, db: int) -> str:

@@ -28,7 +28,7 @@ from fastapi import FastAPI
 from service.api.app import create_app
 from service.settings import Settings
 from service.store import TERMINAL, Store
-from tests.stack import TEST_SETTINGS, clear_store
+from tests.stack import TEST_SETTINGS, Db, clear_store, db_url
 
 with warnings.catch_warnings():
     # Starlette suggests another httpx distribution; the test client works as it is.
@@ -164,16 +164,11 @@ def submitter(api: TestClient) -> dict[str, str]:
     return new_key(api, "submitter")
 
 
-def _other_db(url: str, db: int) -> str:
-    base = url.rsplit("/", 1)[0] if url.count("/") > 2 else url
-    return f"{base}/{db}"
-
-
 @pytest.fixture
 def idle_settings(settings: Settings) -> Settings:
-    """Settings on database 9 of the test Redis, which no worker consumes."""
+    """Settings on the test Redis's :attr:`Db.IDLE`, which no worker consumes."""
     assert settings.redis_url is not None
-    return settings.model_copy(update={"redis_url": _other_db(settings.redis_url, 9)})
+    return settings.model_copy(update={"redis_url": db_url(settings.redis_url, Db.IDLE)})
 
 
 @pytest.fixture

@@ -49,13 +49,11 @@ from service.api.app import create_app
 from service.settings import Settings
 from service.store import Store
 from tests.service._api import ADMIN, LiveServer
-from tests.stack import clear_store
+from tests.stack import Db, clear_store, db_url
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 EXAMPLES = int(os.environ.get("UQEVAL_SCHEMATHESIS_EXAMPLES", "8"))
 SCENARIOS = int(os.environ.get("UQEVAL_SCHEMATHESIS_SCENARIOS", "10"))
-#: A Redis database of its own (the stack's tests use 0, the idle apps 9).
-DATABASE = 11
 
 
 def _needs_a_worker(case: Any) -> bool:
@@ -132,7 +130,7 @@ def live_api(session_settings: Settings) -> Iterator[Api]:
     """The app under uvicorn on a Redis database of its own, with a submitter key; the
     rate limit is off (thousands of requests from one key are the point here)."""
     assert session_settings.redis_url is not None
-    url = session_settings.redis_url.rsplit("/", 1)[0] + f"/{DATABASE}"
+    url = db_url(session_settings.redis_url, Db.SCHEMATHESIS)
     test_settings = session_settings.model_copy(update={"redis_url": url, "rate_limit": 0})
     store = Store.from_url(url, test_settings)
     store.client.flushdb()

@@ -22,6 +22,7 @@ import yaml
 
 from service.settings import Settings
 from service.store import Store
+from tests.stack import Db, db_url
 from uqeval.cli import command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -138,7 +139,7 @@ def test_the_worker_check_reads_the_heartbeat(
         assert test[:3] == ["CMD", "python", "-c"], name
     code = compose["services"]["worker-cpu"]["healthcheck"]["test"][3]
     assert settings.redis_url is not None
-    url = settings.redis_url.rsplit("/", 1)[0] + "/12"
+    url = db_url(settings.redis_url, Db.COMPOSE)
     env = {k: v for k, v in os.environ.items() if not k.startswith("UQEVAL_")}
     env.update(REDIS_URL=url, PYTHONPATH=str(ROOT))
 

@@ -15,6 +15,7 @@ from service.settings import Settings
 from service.store import Store
 from service.supervision import ChildState, read_state, write_state
 from tests.service._api import TestClient
+from tests.stack import Db, db_url
 
 pytest_plugins = ["tests.service._api"]
 
@@ -23,7 +24,7 @@ pytest_plugins = ["tests.service._api"]
 def own_db(settings: Settings, tmp_path: Path) -> Iterator[tuple[Settings, Store]]:
     """Settings on a database of the test Redis of this test alone, with a state file path."""
     assert settings.redis_url is not None
-    url = settings.redis_url.rsplit("/", 1)[0] + "/11"
+    url = db_url(settings.redis_url, Db.READYZ)
     mine = settings.model_copy(
         update={"redis_url": url, "supervisor_state_file": tmp_path / "state.json"}
     )

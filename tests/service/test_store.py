@@ -34,7 +34,7 @@ from service.store import (
     sha256_hex,
 )
 from tests.factories import submission_record
-from tests.stack import clear_store, db_url
+from tests.stack import Db, clear_store, db_url
 
 
 def make_record(owner: str = "key_a", *, queue: str = "cpu", n: int = 4) -> SubmissionRecord:
@@ -57,19 +57,16 @@ def submit(store: Store, owner: str = "key_a", queue: str = "cpu") -> Submission
 # --- API keys ----------------------------------------------------------------------------------
 
 
-#: This module's Redis database. The session's Celery worker, started by whichever test of this
-#: process needed it first, sweeps database 0 for jobs and comparisons without a heartbeat: it
-#: would race the tests below that make them orphans by hand (and answer the test's own
-#: requeue with "skip").
-STORE_DB = 6
-
-
 @pytest.fixture(scope="module")
 def session_settings(session_settings: Settings) -> Iterator[Settings]:
-    """The session's settings on :data:`STORE_DB` (no worker reads it), emptied at the end."""
+    """The session's settings on :attr:`Db.STORE` (no worker reads it), emptied at the end.
+
+    The session's Celery worker, started by whichever test of this process needed it first,
+    sweeps database 0 for jobs and comparisons without a heartbeat: it would race the tests
+    below that make them orphans by hand (and answer the test's own requeue with "skip")."""
     assert session_settings.redis_url is not None
     own = session_settings.model_copy(
-        update={"redis_url": db_url(session_settings.redis_url, STORE_DB)}
+        update={"redis_url": db_url(session_settings.redis_url, Db.STORE)}
     )
     yield own
     assert own.redis_url is not None
@@ -81,7 +78,7 @@ def session_settings(session_settings: Settings) -> Iterator[Settings]:
 
 
 def test_the_module_store_is_not_the_workers_database(store: Store) -> None:
-    assert store.client.connection_pool.connection_kwargs["db"] == STORE_DB
+    assert store.client.connection_pool.connection_kwargs["db"] == Db.STORE
 
 
 @pytest.fixture(autouse=True)

@@ -21,11 +21,8 @@ import pytest
 
 from service.settings import Settings
 from service.store import TERMINAL, Store
-from tests.stack import WorkerProcess, clear_store, db_url
+from tests.stack import Db, WorkerProcess, clear_store, db_url
 from tests.uqeval.conftest import Live, start_api, stop_api
-
-#: The Redis database of the UI tests (the session worker consumes database 0).
-UI_DB = 7
 
 N = 160
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
@@ -241,7 +238,7 @@ def ui_site(session_settings: Settings, tmp_path_factory: pytest.TempPathFactory
     """The site with its data (see the module docstring)."""
     assert session_settings.redis_url is not None
     settings = session_settings.model_copy(
-        update={"redis_url": db_url(session_settings.redis_url, UI_DB)}
+        update={"redis_url": db_url(session_settings.redis_url, Db.UI)}
     )
     assert settings.redis_url is not None
     store = Store.from_url(settings.redis_url, settings)

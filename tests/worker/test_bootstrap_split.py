@@ -18,7 +18,7 @@ from service.analyses import Analyses
 from service.settings import Settings
 from service.store import Store
 from tests.factories import gaussian_arrays
-from tests.stack import WorkerProcess, clear_store
+from tests.stack import Db, WorkerProcess, clear_store, db_url
 from tests.worker.test_worker import submit, wait_for
 from uqcore.stability import bootstrap_block_size
 from worker import fanout
@@ -31,19 +31,19 @@ NUMPY = Backend("numpy", "cpu", False)
 WAIT_S = 180.0  # generous: the machine may be busy; no assertion relies on speed
 
 
-def _own(settings: Settings, db: int, **update: Any) -> Settings:
+def _own(settings: Settings, **update: Any) -> Settings:
     """Settings on a database of its own (the session worker cannot take these jobs), with
     every bootstrap split, and part tasks that take parts whatever the machine's load (the
     test workers share its cores with the job; the free-core check has tests of its own)."""
     assert settings.redis_url is not None
-    url = settings.redis_url.rsplit("/", 1)[0] + f"/{db}"
+    url = db_url(settings.redis_url, Db.SPLIT)
     base = {"redis_url": url, "split_bootstrap_min_work": 1, "split_bootstrap_min_idle_cores": 0}
     return settings.model_copy(update={**base, **update})
 
 
 @pytest.fixture
 def split_store(settings: Settings) -> Iterator[tuple[Settings, Store]]:
-    own = _own(settings, 13)
+    own = _own(settings)
     store = Store.from_url(str(own.redis_url), own)
     store.client.flushdb()
     try:

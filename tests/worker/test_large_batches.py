@@ -21,6 +21,7 @@ from service.kinds import build_prediction
 from service.settings import Settings
 from service.store import Store
 from tests.factories import gaussian_arrays
+from tests.stack import Db, db_url
 from tests.worker.test_worker import submit
 from uqcore.curves import curve_to_json, curves
 from uqcore.report import json_safe
@@ -128,7 +129,7 @@ def test_no_ticks_below_the_threshold() -> None:
 def own_store(settings: Settings) -> Iterator[tuple[Settings, Store]]:
     """A database of its own: no Celery worker of the test session takes its jobs."""
     assert settings.redis_url is not None
-    own = settings.model_copy(update={"redis_url": settings.redis_url.rsplit("/", 1)[0] + "/14"})
+    own = settings.model_copy(update={"redis_url": db_url(settings.redis_url, Db.LARGE)})
     store = Store.from_url(str(own.redis_url), own)
     store.client.flushdb()
     try:

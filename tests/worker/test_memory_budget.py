@@ -16,22 +16,23 @@ import pytest
 from service.settings import Settings
 from service.store import Store
 from tests.factories import gaussian_arrays
-from tests.stack import WorkerProcess, clear_store
+from tests.stack import Db, WorkerProcess, clear_store, db_url
 from tests.worker.test_worker import submit, wait_for
 
-#: A budget far below what a bootstrap at N = 200 000 holds (a weight block alone is 64 MiB).
+#: A budget far below what the bootstrap of all metrics at N = 200 000 holds (run in a process
+#: under :func:`service.memory.enforced`, it fails with 200 MiB and succeeds with 400).
 BUDGET = 48 << 20
 
 
-def _settings(settings: Settings, db: int) -> Settings:
+def _settings(settings: Settings) -> Settings:
     assert settings.redis_url is not None
-    url = settings.redis_url.rsplit("/", 1)[0] + f"/{db}"  # a database of its own workers
+    url = db_url(settings.redis_url, Db.MEMORY_BUDGET)  # a database of its own workers
     return settings.model_copy(update={"redis_url": url, "job_memory_budget_bytes": BUDGET})
 
 
 @pytest.fixture
 def budget_store(settings: Settings) -> Iterator[tuple[Settings, Store]]:
-    s = _settings(settings, 7)
+    s = _settings(settings)
     store = Store.from_url(str(s.redis_url), s)
     store.client.flushdb()
     try:

@@ -19,7 +19,7 @@ from service.analyses import Analyses
 from service.settings import Settings
 from service.store import Store, SubmissionRecord
 from tests.factories import applicable_curves, gaussian_arrays
-from tests.stack import WorkerProcess, clear_store
+from tests.stack import Db, WorkerProcess, clear_store, db_url
 from worker.backend import select_backend
 from worker.execution import run_rank_job
 
@@ -241,7 +241,7 @@ def test_worker_killed_mid_job_completes_once(
     re-queues the job, and it completes exactly once (attempt 2)."""
     assert session_settings.redis_url is not None
     # A database of its own, so that the session worker cannot take the job.
-    url = session_settings.redis_url.rsplit("/", 1)[0] + "/3"
+    url = db_url(session_settings.redis_url, Db.RESCUE)
     own = settings.model_copy(update={"redis_url": url})
     store = Store.from_url(url, own)
     store.client.flushdb()
@@ -274,7 +274,7 @@ def test_submit_is_idempotent_and_routes_large_batches_to_a_live_gpu_worker(
 ) -> None:
     assert session_settings.redis_url is not None
     # A database without workers: only the gpu worker this test announces is alive there.
-    url = session_settings.redis_url.rsplit("/", 1)[0] + "/4"
+    url = db_url(session_settings.redis_url, Db.GPU_ROUTE)
     small = session_settings.model_copy(update={"redis_url": url, "gpu_min_points": 10})
     store = Store.from_url(url, small)
     store.client.flushdb()
@@ -428,7 +428,7 @@ def test_cancel_interrupts_a_long_phase(
     monkeypatch.setattr(evaluation, "bootstrap", watched)
     # a database without workers: the job runs only here
     assert settings.redis_url is not None
-    url = settings.redis_url.rsplit("/", 1)[0] + "/5"
+    url = db_url(settings.redis_url, Db.IN_PROCESS)
     own = settings.model_copy(update={"redis_url": url})
     st = Store.from_url(url, own)
     st.client.flushdb()
@@ -465,7 +465,7 @@ def test_an_interrupt_dropped_in_a_finalizer_is_sent_again(
     from worker.execution import Cancelled, Interrupter, JobHeartbeat
 
     assert settings.redis_url is not None
-    url = settings.redis_url.rsplit("/", 1)[0] + "/6"  # a database without workers
+    url = db_url(settings.redis_url, Db.HEARTBEAT)  # a database without workers
     fast = settings.model_copy(update={"redis_url": url, "heartbeat_interval_s": 0.05})
     st = Store.from_url(url, fast)
     st.client.flushdb()
@@ -514,7 +514,7 @@ def test_pool_child_killed_mid_job_is_redelivered_and_completes_once(
     from tests.uqeval.test_cli import descendants
 
     assert settings.redis_url is not None
-    url = settings.redis_url.rsplit("/", 1)[0] + "/6"
+    url = db_url(settings.redis_url, Db.PREFORK)
     own = settings.model_copy(update={"redis_url": url})
     store = Store.from_url(url, own)
     store.client.flushdb()
