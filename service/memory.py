@@ -352,15 +352,22 @@ def data_bytes() -> int | None:
     return None
 
 
+#: CPython's message when a new thread's stack cannot be mapped (``threading.Thread.start``).
+_THREAD_REFUSED = "can't start new thread"
+
+
 @contextlib.contextmanager
 def enforced(budget: int) -> Iterator[int | None]:
     """Run the block with at most ``budget`` more bytes of data for this process.
 
     Sets the soft ``RLIMIT_DATA`` to the data size now plus ``budget`` (never above a lower
     limit already set), and restores the previous limit on the way out, also when the block
-    raises. Past the limit an allocation fails: numpy raises :class:`MemoryError`. Yields the
-    limit set (None where it cannot be enforced: no ``resource`` module, no /proc). The limit
-    is the process's: a job runs alone in its process (solo or prefork pool).
+    raises. Past the limit an allocation fails: numpy raises :class:`MemoryError`. So does a
+    thread the block cannot start (its stack is refused by the limit; Python raises
+    ``RuntimeError("can't start new thread")``, which leaves the block as a
+    :class:`MemoryError` that names the limit, chained to it). Yields the limit set (None
+    where it cannot be enforced: no ``resource`` module, no /proc). The limit is the
+    process's: a job runs alone in its process (solo or prefork pool).
     """
     now = data_bytes()
     if resource is None or now is None:
@@ -380,5 +387,11 @@ def enforced(budget: int) -> Iterator[int | None]:
         return
     try:
         yield limit
+    except RuntimeError as exc:
+        if _THREAD_REFUSED not in str(exc):
+            raise
+        raise MemoryError(
+            f"a thread could not be started within the data limit of {limit} bytes ({exc})"
+        ) from exc
     finally:
         resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))

@@ -9,7 +9,8 @@ import os
 import resource
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -176,13 +177,30 @@ def _limit_stops_an_allocation_and_is_restored() -> None:
         assert np.ones((64 << 20) // 8).sum() == (64 << 20) // 8  # within it: fine
 
 
-def test_the_limit_stops_an_allocation_and_is_restored() -> None:
-    """In a forked child of the test process: the limit is the whole process's, set from its
-    data size of the moment, and the child has no other thread (a test's server, a pool) that
-    could free memory or reset the limit meanwhile."""
-    child = multiprocessing.get_context("fork").Process(
-        target=_limit_stops_an_allocation_and_is_restored
-    )
+def _a_thread_refused_by_the_limit_is_a_memory_error() -> None:
+    """A thread's stack is data the limit counts: a thread the block
+    cannot start leaves it as a MemoryError (the worker fails the job as past its budget),
+    and the limit is restored."""
+    before = resource.getrlimit(resource.RLIMIT_DATA)
+    # A stack larger than glibc's cached ones (freed threads' stacks, reused without a new
+    # mapping): this thread needs 64 MiB more data, past the limit.
+    threading.stack_size(64 << 20)
+    refused = pytest.raises(MemoryError, match="thread could not be started")
+    with refused as info, enforced(1 << 20):
+        threading.Thread(target=lambda: None).start()
+    threading.stack_size(0)
+    assert isinstance(info.value.__cause__, RuntimeError)
+    assert resource.getrlimit(resource.RLIMIT_DATA) == before
+    started = threading.Thread(target=lambda: None)
+    started.start()  # after it, fine
+    started.join()
+    # Other RuntimeErrors leave the block as they are.
+    with pytest.raises(RuntimeError, match="another"), enforced(64 << 20):
+        raise RuntimeError("another error")
+
+
+def _in_a_forked_child(check: Callable[[], None]) -> None:
+    child = multiprocessing.get_context("fork").Process(target=check)
     child.start()
     child.join(120)
     if child.exitcode is None:  # hung: it must not outlive the test
@@ -190,6 +208,17 @@ def test_the_limit_stops_an_allocation_and_is_restored() -> None:
         child.join(10)
         pytest.fail("the check did not end in 120 s")
     assert child.exitcode == 0, "the check failed in the child (its traceback is above)"
+
+
+@pytest.mark.parametrize(
+    "check",
+    [_limit_stops_an_allocation_and_is_restored, _a_thread_refused_by_the_limit_is_a_memory_error],
+)
+def test_the_limit_is_enforced_and_restored(check: Callable[[], None]) -> None:
+    """In a forked child of the test process: the limit is the whole process's, set from its
+    data size of the moment, and the child has no other thread (a test's server, a pool) that
+    could free memory or reset the limit meanwhile."""
+    _in_a_forked_child(check)
 
 
 @pytest.mark.slow
