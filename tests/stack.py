@@ -80,6 +80,8 @@ class Db(enum.IntEnum):
     SESSION = 0
     #: ``test_compose``: the workers' health check, with a heartbeat written by hand.
     COMPOSE = 1
+    #: The blob store's tests (``tests/blobs``' ``bstore``): no worker sweeps their manifests.
+    BLOBS = 2
     #: ``test_worker``: the killed worker whose job another worker re-queues.
     RESCUE = 3
     #: ``test_worker``: the announced GPU worker, alone on its database.

@@ -22,7 +22,9 @@ Two body formats are accepted by ``POST /v1/submissions``:
       ``analyses``), e.g. ``numpy.savez(f, request=json.dumps({...}), mean=..., std=..., y=...)``.
 
     The archive is read with ``allow_pickle=False``: object arrays are refused, and a member's
-    declared shape must fit in its stored size before anything is allocated.
+    bytes after its header must be exactly those its declared shape and dtype need (checked
+    before anything is allocated: nothing cut short, nothing left over). A member name given
+    twice is refused.
 
 Either may be sent with ``Content-Encoding: gzip``. The body is counted while it streams in,
 so a body over the limit is refused with 413 as soon as the limit is crossed, whether or not a
@@ -53,7 +55,14 @@ from service.api.schemas import (
     SubmissionRequest,
 )
 from service.api.schemas.common import MAX_GROUP, MAX_LABEL, MIN_GROUP
-from service.api.spool import Spool, converted, read_member, release, row_blocks
+from service.api.spool import (
+    Spool,
+    converted,
+    read_member,
+    release,
+    row_blocks,
+    unique_members,
+)
 from service.kinds import (
     BOOL_FIELDS,
     CLASSIFICATION_KINDS,
@@ -416,7 +425,7 @@ def decode_npz(
     with zf:
         infos: dict[str, zipfile.ZipInfo] = {}
         total = 0
-        for info in zf.infolist():
+        for info in unique_members(zf):
             if not info.filename.endswith(".npy") or "/" in info.filename:
                 raise ApiError(
                     422,
@@ -562,7 +571,7 @@ def decode_benchmark(
         return req, arrays
     zf = _open_zip(body)
     with zf:
-        infos = {i.filename.removesuffix(".npy"): i for i in zf.infolist()}
+        infos = {i.filename.removesuffix(".npy"): i for i in unique_members(zf)}
         unexpected = sorted(set(infos) - {*BENCHMARK_ARRAYS, "request"})
         if unexpected:
             raise ApiError(

@@ -211,9 +211,26 @@ def gunzip_file(src: Path, dst: Path, *, limit: int, prefix: bytes = b"") -> tup
 # --------------------------------------------------------------------------------------------
 
 
+def unique_members(zf: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
+    """The archive's members; a name that appears twice (``x.npy`` and ``x`` count as one) is
+    refused (422): which of the two was meant cannot be told, and reading one would silently
+    drop the other."""
+    infos = zf.infolist()
+    seen: set[str] = set()
+    for info in infos:
+        name = info.filename.removesuffix(".npy")
+        if name in seen:
+            raise ApiError(
+                422, f"NPZ member {name!r} appears more than once in the archive", field=name
+            )
+        seen.add(name)
+    return infos
+
+
 def member_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> tuple[Any, ...]:
     """The ``.npy`` header of a member (shape, fortran order, dtype), checked before anything
-    is allocated: no object dtype, a declared size that fits in the member's stored size."""
+    is allocated: no object dtype, and exactly the bytes its shape and dtype declare after
+    the header (fewer, and the array is cut short; more, and bytes would be dropped)."""
     try:
         with zf.open(info) as fp:
             version = npy_format.read_magic(fp)
@@ -221,6 +238,7 @@ def member_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> tupl
                 shape, fortran, dtype = npy_format.read_array_header_1_0(fp)
             else:
                 shape, fortran, dtype = npy_format.read_array_header_2_0(fp)
+            data_bytes = info.file_size - fp.tell()
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
         if out_of_space(exc):
             raise
@@ -235,11 +253,13 @@ def member_header(zf: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> tupl
             field=name,
         )
     count = int(np.prod(shape, dtype=np.int64)) if len(shape) else 1
-    if count * dtype.itemsize > info.file_size:
+    declared = count * dtype.itemsize
+    if declared != data_bytes:
+        holds = "only " if declared > data_bytes else ""
         raise ApiError(
             422,
-            f"NPZ member {name!r} declares shape {tuple(shape)} of {dtype} but holds only "
-            f"{info.file_size} bytes",
+            f"NPZ member {name!r} declares shape {tuple(shape)} of {dtype} ({declared} bytes) "
+            f"but holds {holds}{data_bytes} bytes after its header",
             field=name,
         )
     return tuple(shape), fortran, dtype

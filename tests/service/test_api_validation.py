@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import warnings
 import zipfile
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from service.store import Store
 from tests.factories import gaussian_arrays, gaussian_json, npz_bytes
-from tests.service._api import NPZ, TestClient, error_of, new_key
+from tests.service._api import ADMIN, NPZ, TestClient, error_of, new_key
 
 pytest_plugins = ["tests.service._api"]
 
@@ -480,6 +481,83 @@ def test_npz_member_whose_shape_lies_is_refused(idle_api: TestClient, key: dict[
     err = error_of(r)
     assert err["field"] == "y"
     assert "declares shape" in err["message"]
+
+
+def _rewritten(body: bytes, change: dict[str, Any], extra: dict[str, bytes] | None = None) -> bytes:
+    """``body``'s archive with the bytes of members rewritten (``change``: filename ->
+    function of the bytes) and ``extra`` members appended (deflated when ``body``'s were)."""
+    src = zipfile.ZipFile(io.BytesIO(body))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            dst.writestr(info, change.get(info.filename, lambda b: b)(data))
+        for name, data in (extra or {}).items():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # zipfile warns of a duplicate name
+                dst.writestr(name, data)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        # 10 float64 declared, 9 stored: fewer bytes than declared, though more than the
+        # declared data alone would need without the header
+        (lambda b: b[:-8], "holds only 72 bytes"),
+        (lambda b: b + b"\0" * 8, "holds 88 bytes"),  # one more value than declared
+        (lambda b: b + b"\0" * (1 << 20), "holds 1048656 bytes"),  # a megabyte of padding
+    ],
+    ids=["short", "one-more", "padded"],
+)
+def test_npz_member_with_other_bytes_than_its_header_declares_is_refused(
+    idle_api: TestClient, key: dict[str, str], change: Any, words: str, compressed: bool
+) -> None:
+    """The bytes after a member's header are exactly those its shape and dtype declare: an
+    array cut short, or followed by anything, is refused rather than read in part."""
+    body = npz_bytes(
+        {"kind": "gaussian", "model_name": "m"}, compressed=compressed, **gaussian_arrays(10)
+    )
+    r = idle_api.post(
+        "/v1/submissions", content=_rewritten(body, {"y.npy": change}), headers={**key, **NPZ}
+    )
+    assert r.status_code == 422, r.text
+    err = error_of(r)
+    assert err["field"] == "y"
+    assert (
+        "declares shape (10,) of float64 (80 bytes)" in err["message"] and words in err["message"]
+    )
+    _nothing_stored(idle_api, key)
+
+
+@pytest.mark.parametrize("second", ["mean.npy", "mean"])
+def test_npz_member_given_twice_is_refused(
+    idle_api: TestClient, key: dict[str, str], second: str
+) -> None:
+    """Two members of one name: which was meant cannot be told, so neither is read."""
+    a = gaussian_arrays(10)
+    buf = io.BytesIO()
+    np.save(buf, np.full(10, 5.0))
+    body = _rewritten(_npz(**a), {}, {second: buf.getvalue()})
+    r = idle_api.post("/v1/submissions", content=body, headers={**key, **NPZ})
+    assert r.status_code == 422, r.text
+    err = error_of(r)
+    assert err["field"] == "mean" and "more than once" in err["message"]
+    _nothing_stored(idle_api, key)
+
+
+def test_npz_benchmark_member_given_twice_is_refused(idle_api: TestClient) -> None:
+    y = gaussian_arrays(10)["y"]
+    buf = io.BytesIO()
+    np.save(buf, y + 1.0)
+    body = _rewritten(
+        npz_bytes({"name": "b", "primary_metric": "mae"}, y=y), {}, {"y": buf.getvalue()}
+    )
+    r = idle_api.post("/v1/benchmarks", content=body, headers={**ADMIN, **NPZ})
+    assert r.status_code == 422, r.text
+    err = error_of(r)
+    assert err["field"] == "y" and "more than once" in err["message"]
 
 
 def test_npz_and_json_accept_the_same_batch(idle_api: TestClient, key: dict[str, str]):

@@ -83,7 +83,8 @@ Two body formats:
   `groups`, for classification optionally `soft_labels` (N×C), `ood` (N booleans) and named
   estimates `estimate:<name>` (N values), and `request`: a 0-d string array holding the JSON
   of a `SubmissionRequest` (`kind`, `model_name`, `metadata`, `analyses`). Object (pickled)
-  arrays are refused.
+  arrays are refused, and so are a member whose bytes after its `.npy` header are not
+  exactly those its shape and dtype declare, and a member name given twice.
 
 Either may be sent with `Content-Encoding: gzip`; the body size limit applies to the bytes
 received and to the decompressed content, while the body streams in (413, chunked bodies
