@@ -260,8 +260,12 @@ def serve(path: str) -> None:
         reap()
         running = [pid for pid, code in children.items() if code is None]
         for pid in running:
+            # Its group (what it started), and itself: a child that has not yet made its
+            # session (just forked) has no group of its number.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
         for pid in running:  # gone (reaped) before this process is
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)

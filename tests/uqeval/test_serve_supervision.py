@@ -258,10 +258,19 @@ def listening_port(pid: int) -> str:
 
 
 def test_a_killed_redis_is_restarted_and_the_accepted_work_completes(serve: Serve) -> None:
-    ids = [serve.submit(body(100 + seed)) for seed in range(6)]
-    # appendfsync everysec: what Redis accepted is on disk within about a second.
-    time.sleep(2.0)
-    assert set(serve.statuses(ids)) & {"queued", "running"}  # work in flight
+    # appendfsync everysec: what Redis accepted is on disk within about a second. Work is
+    # sent, twice as much each time, until some of it, accepted two seconds before, is still
+    # queued or running (on a fast machine six jobs may all be done by then): that is the
+    # work in flight.
+    ids: list[str] = []
+    for count in (6, 12, 24, 48):
+        batch = [serve.submit(body(100 + len(ids) + i)) for i in range(count)]
+        ids += batch
+        time.sleep(2.0)
+        if set(serve.statuses(batch)) & {"queued", "running"}:
+            break
+    else:
+        pytest.fail(f"no work in flight: all of {len(ids)} jobs ended within 2 s of being sent")
     redis_pid = serve.child("redis-server")
     assert redis_pid is not None
     redis_port = listening_port(redis_pid)
