@@ -178,9 +178,9 @@ def _limit_stops_an_allocation_and_is_restored() -> None:
 
 
 def _a_thread_refused_by_the_limit_is_a_memory_error() -> None:
-    """A thread's stack is data the limit counts: a thread the block
-    cannot start leaves it as a MemoryError (the worker fails the job as past its budget),
-    and the limit is restored."""
+    """A thread's stack is data the limit counts: a thread the block cannot start leaves it
+    as a MemoryError (the worker fails the job as past its budget), and the limit is
+    restored."""
     before = resource.getrlimit(resource.RLIMIT_DATA)
     # A stack larger than glibc's cached ones (freed threads' stacks, reused without a new
     # mapping): this thread needs 64 MiB more data, past the limit.

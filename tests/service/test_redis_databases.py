@@ -33,7 +33,7 @@ def test_every_test_database_exists_on_the_test_server(redis_server: str) -> Non
 def test_test_modules_take_their_database_from_the_list() -> None:
     """No test builds a Redis URL with a database number of its own: a URL's database comes
     from ``db_url(url, Db.<NAME>)``."""
-    by_hand = re.compile(r"""rsplit\(["']/["'], 1\)\[0\]\s*\+|_db\(""")
+    by_hand = re.compile(r"""rsplit\(["']/["'], 1\)\[0\]\s*\+""")
     call = re.compile(r"\bdb_url\(([^()]*(?:\([^()]*\))?[^()]*)\)")
     found = []
     for path in sorted(set(TESTS.rglob("*.py")) - {Path(__file__).resolve()}):
