@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from pydantic.json_schema import models_json_schema
@@ -25,6 +25,7 @@ from service import ui
 from service.api import docs, errors
 from service.api.auth import register_admin_key
 from service.api.bodylimit import BodyLimit
+from service.api.deps import single_query_values
 from service.api.observability import Metrics, RequestMetrics
 from service.api.routes import (
     admin,
@@ -72,7 +73,8 @@ team's submissions and reads public ones; other ids answer 404. Admin keys read 
 
 **Errors.** Every error answer is `{"error": {"code", "message", "field", "index"}}`: `field`
 names the offending request field (e.g. `prediction.std`, or the NPZ member `std`) and
-`index` its first offending row.
+`index` its first offending row. Each query parameter an operation declares takes one value:
+one given twice is refused (422), not reduced to one of its values.
 
 **Numbers.** Results never contain NaN or infinity: an undefined value is `null` and a
 warning says why.
@@ -185,6 +187,7 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         # served by service.api.docs from the installed package, not from a CDN
         docs_url=None,
         redoc_url=None,
+        dependencies=[Depends(single_query_values)],
     )
     app.state.settings = settings
     app.state.store = None

@@ -428,6 +428,34 @@ def test_query_numbers(idle_api: TestClient, key: dict[str, str], path: str, fie
     _refused(idle_api.get(path, headers=key), 422, field, None)
 
 
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/v1/submissions?status=queued&status=running", "status"),
+        ("/v1/submissions?limit=5&limit=5", "limit"),
+        ("/v1/submissions?offset=0&limit=5&offset=1", "offset"),
+        ("/v1/benchmarks/b/leaderboard?metric=mae&metric=crps", "metric"),
+        ("/v1/metrics?task=regression&task=classification", "task"),
+    ],
+)
+def test_a_query_parameter_given_twice_is_refused(
+    idle_api: TestClient, key: dict[str, str], path: str, field: str
+):
+    """One value each: a second value is not silently dropped (nor the first)."""
+    r = idle_api.get(path, headers=key)
+    _refused(r, 422, field, None)
+    assert "more than once" in error_of(r)["message"]
+
+
+def test_query_parameters_a_route_does_not_declare_are_ignored(
+    idle_api: TestClient, key: dict[str, str]
+):
+    for path in ("/v1/submissions?x=1&x=2", "/v1/benchmarks?limit=1&limit=2", "/healthz?a=1&a=1"):
+        assert idle_api.get(path, headers=key).status_code == 200, path
+    r = idle_api.get("/v1/submissions?status=queued&limit=5&x=1", headers=key)
+    assert r.status_code == 200 and r.json()["limit"] == 5
+
+
 def test_path_ids(idle_api: TestClient, key: dict[str, str]):
     long = "9" * 101
     _refused(idle_api.get(f"/v1/submissions/{long}", headers=key), 422, "sub_id", None)
