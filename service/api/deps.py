@@ -16,6 +16,8 @@ only the token (:data:`TokenDep`) and authenticate with their read (:mod:`servic
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
@@ -40,8 +42,16 @@ _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="API key 
 _QUERY_ATTR = "_uqeval_query_names"
 
 
+def _takes_many(annotation: Any) -> bool:
+    """Whether a parameter of this type takes several values (``list[str] | None`` ...)."""
+    if typing.get_origin(annotation) in (list, tuple, set, frozenset, Sequence):
+        return True
+    return any(_takes_many(a) for a in typing.get_args(annotation) if a is not type(None))
+
+
 def _declared_query(route: Any) -> frozenset[str]:
-    """The names (as sent) of the query parameters of ``route`` and of its dependencies."""
+    """The names (as sent) of the single-valued query parameters of ``route`` and of its
+    dependencies."""
     names: frozenset[str] | None = getattr(route, _QUERY_ATTR, None)
     if names is None:
         found: set[str] = set()
@@ -49,7 +59,11 @@ def _declared_query(route: Any) -> frozenset[str]:
         while pending:
             dependant = pending.pop()
             if dependant is not None:
-                found.update(f.alias for f in dependant.query_params)
+                found.update(
+                    f.alias
+                    for f in dependant.query_params
+                    if not _takes_many(f.field_info.annotation)
+                )
                 pending.extend(dependant.dependencies)
         names = frozenset(found)
         if route is not None:
@@ -60,8 +74,9 @@ def _declared_query(route: Any) -> frozenset[str]:
 async def single_query_values(request: Request) -> None:
     """Each query parameter a route declares takes one value: one sent twice
     (``?status=queued&status=running``) is refused with 422 rather than all but one of its
-    values dropped. Parameters the route does not declare are ignored, as before. Every route
-    depends on it (an ``async`` function: no thread hop per request)."""
+    values dropped. A parameter declared as a list takes repeats, and parameters the route
+    does not declare are ignored, as before. Every route depends on it (an ``async``
+    function: no thread hop per request)."""
     names = _declared_query(request.scope.get("route"))
     if not names:
         return

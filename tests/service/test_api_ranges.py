@@ -13,11 +13,14 @@ from __future__ import annotations
 import http.client
 import json
 import urllib.parse
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pytest
+from fastapi import Depends, FastAPI, Query
 
+from service.api import errors
+from service.api.deps import single_query_values
 from tests.factories import gz, npz_bytes
 from tests.service._api import ADMIN, NPZ, LiveServer, TestClient, error_of, new_key
 
@@ -500,3 +503,32 @@ def test_keep_alive_connection_survives_a_refused_number(live_server: LiveServer
         assert conn.sock is sock  # the same socket carried both requests
     finally:
         conn.close()
+
+
+def test_only_single_valued_query_parameters_refuse_repeats() -> None:
+    """The rule reads each route's declared parameters, its dependencies' included: a list
+    parameter takes repeats; a single one, declared by the route or by a dependency, does not."""
+
+    def page(limit: int = 10) -> int:
+        return limit
+
+    app = FastAPI(dependencies=[Depends(single_query_values)])
+    errors.install(app)
+
+    @app.get("/r")
+    def route(
+        tag: Annotated[list[str] | None, Query()] = None,
+        name: str = "",
+        limit: Annotated[int, Depends(page)] = 10,
+    ) -> dict[str, Any]:
+        return {"tag": tag, "name": name, "limit": limit}
+
+    with TestClient(app) as client:
+        assert client.get("/r?tag=a&tag=b&name=x").json() == {
+            "tag": ["a", "b"],
+            "name": "x",
+            "limit": 10,
+        }
+        for query, field in (("name=x&name=y", "name"), ("limit=1&limit=2", "limit")):
+            r = client.get(f"/r?{query}")
+            assert r.status_code == 422 and error_of(r)["field"] == field, r.text
