@@ -187,7 +187,6 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         # served by service.api.docs from the installed package, not from a CDN
         docs_url=None,
         redoc_url=None,
-        dependencies=[Depends(single_query_values)],
     )
     app.state.settings = settings
     app.state.store = None
@@ -208,11 +207,12 @@ def create_app(settings: Settings | None = None, *, store: Store | None = None) 
         plots.router,
         admin.router,
         health.router,
+        gates.router,  # quality gates
+        finals.router,
+        suites.router,
     ):
-        app.include_router(router)
-    app.include_router(gates.router)  # quality gates
-    app.include_router(finals.router)
-    app.include_router(suites.router)
+        # The API's routes, not the pages of the UI (which answer their errors as pages).
+        app.include_router(router, dependencies=[Depends(single_query_values)])
     docs.install(app)
     ui.install(app)  # the web pages under /ui/
     app.add_middleware(BodyLimit)  # bodies read whole by FastAPI: at most 1 MiB

@@ -75,8 +75,8 @@ async def single_query_values(request: Request) -> None:
     """Each query parameter a route declares takes one value: one sent twice
     (``?status=queued&status=running``) is refused with 422 rather than all but one of its
     values dropped. A parameter declared as a list takes repeats, and parameters the route
-    does not declare are ignored, as before. Every route depends on it (an ``async``
-    function: no thread hop per request)."""
+    does not declare are ignored, as before. Every route of the API depends on it (an
+    ``async`` function: no thread hop per request); the UI's pages do not."""
     names = _declared_query(request.scope.get("route"))
     if not names:
         return

@@ -457,6 +457,9 @@ def test_query_parameters_a_route_does_not_declare_are_ignored(
         assert idle_api.get(path, headers=key).status_code == 200, path
     r = idle_api.get("/v1/submissions?status=queued&limit=5&x=1", headers=key)
     assert r.status_code == 200 and r.json()["limit"] == 5
+    # The UI's pages answer as pages: the rule is the API's.
+    r = idle_api.get("/ui/benchmarks/nope?metric=mae&metric=crps", headers=key)
+    assert (r.status_code, r.headers["content-type"]) == (404, "text/html; charset=utf-8")
 
 
 def test_path_ids(idle_api: TestClient, key: dict[str, str]):
